@@ -1,0 +1,143 @@
+"""``evalkit problems``: list, check, scaffold and import problem folders (see docs/problems.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from evalkit.problems import (ProblemError, discover_problems, import_kernelbench, load_problem, problem_folders,
+                              scaffold_problem, unknown_problem)
+
+DEFAULT_PROBLEMS_DIR = Path("problems")
+_DIR_HELP = "Folder of problem folders [default: ./problems, or $EVALKIT_PROBLEMS]."
+
+
+def _dir_option(envvar: str | None) -> Any:
+    return click.option("--problems-dir", "--problems", "problems_dir", type=click.Path(path_type=Path),
+                        default=None, envvar=envvar, help=_DIR_HELP)
+
+
+def _problems_dir(ctx: click.Context, given: Path | None) -> Path:
+    """The subcommand's --problems-dir, else the group's (which reads $EVALKIT_PROBLEMS), else ./problems."""
+    return given or (ctx.obj or {}).get("problems_dir") or DEFAULT_PROBLEMS_DIR
+
+
+def _shape_text(shape: list[Any] | None) -> str:
+    if shape is None:
+        return "?"
+    if shape and isinstance(shape[0], list):
+        return ", ".join(_shape_text(s) for s in shape)
+    return "(" + ", ".join(str(n) for n in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+
+
+@click.group("problems", invoke_without_command=True)
+@_dir_option("EVALKIT_PROBLEMS")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
+@click.pass_context
+def problems(ctx: click.Context, problems_dir: Path | None, as_json: bool) -> None:
+    """List the problems: id, title, source, input shapes and output shape (computed on the meta device)."""
+    ctx.obj = {"problems_dir": problems_dir}
+    if ctx.invoked_subcommand is not None:
+        return
+    from evalkit.problem_check import describe_problem
+
+    try:
+        found = discover_problems(_problems_dir(ctx, None))
+    except ProblemError as err:
+        raise click.ClickException(str(err)) from err
+    infos = [describe_problem(problem) for problem in found.values()]
+    if as_json:
+        click.echo(json.dumps(infos, indent=2))
+        return
+    if not infos:
+        click.echo(f"no problems in {_problems_dir(ctx, None)} (`evalkit problems new <id>` makes one)")
+        return
+    rows = [["ID", "TITLE", "SOURCE", "INPUTS", "OUTPUT"]]
+    rows += [[i["id"], i["title"], i["source"], _shape_text(i["input_shapes"]) if i["input_shapes"] else "?",
+              "error: see `evalkit problems check`" if i["error"] else _shape_text(i["output_shape"])]
+             for i in infos]
+    click.echo(_table(rows))
+
+
+def _echo_report(report: Any) -> None:
+    status = click.style("OK  ", fg="green") if report.ok else click.style("FAIL", fg="red")
+    shapes = ""
+    if report.input_shapes:
+        shapes = f"  {_shape_text(report.input_shapes)} -> {_shape_text(report.output_shape)}"
+    click.echo(f"{status} {report.problem_id}{shapes}")
+    for kind, messages in (("error", report.errors), ("warning", report.warnings), ("note", report.notes)):
+        for message in messages:
+            click.echo(f"  {kind}: " + message.replace("\n", "\n    "))
+
+
+def _folders_to_check(root: Path, ids: tuple[str, ...]) -> list[Path]:
+    folders = problem_folders(root)
+    if not ids:
+        return folders
+    by_id = {folder.name: folder for folder in folders}
+    for problem_id in ids:
+        if problem_id not in by_id:
+            raise unknown_problem(problem_id, by_id)
+    return [by_id[problem_id] for problem_id in dict.fromkeys(ids)]
+
+
+@problems.command("check")
+@click.argument("ids", nargs=-1)
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="Where to run the real forward (large problems only run on cuda).")
+@_dir_option(None)
+@click.pass_context
+def check_command(ctx: click.Context, ids: tuple[str, ...], device: str, problems_dir: Path | None) -> None:
+    """Validate problem folders (all, or the IDS given); exit 1 if any has an error."""
+    from evalkit.problem_check import CheckReport, check_problem, require_device
+
+    try:
+        require_device(device)
+        folders = _folders_to_check(_problems_dir(ctx, problems_dir), ids)
+    except ProblemError as err:
+        raise click.ClickException(str(err)) from err
+    failed = 0
+    for folder in folders:
+        try:  # a folder that does not load (bad problem.toml, no reference.py) fails alone
+            report = check_problem(load_problem(folder), device=device)
+        except ProblemError as err:
+            report = CheckReport(folder.name, errors=[str(err)])
+        _echo_report(report)
+        failed += not report.ok
+    click.echo(f"{len(folders) - failed} of {len(folders)} problem(s) OK")
+    if failed:
+        ctx.exit(1)
+
+
+@problems.command("new")
+@click.argument("problem_id", metavar="ID")
+@_dir_option(None)
+@click.pass_context
+def new_command(ctx: click.Context, problem_id: str, problems_dir: Path | None) -> None:
+    """Scaffold problems/ID/ with a template reference.py and a commented problem.toml."""
+    try:
+        folder = scaffold_problem(_problems_dir(ctx, problems_dir), problem_id)
+    except ProblemError as err:
+        raise click.ClickException(str(err)) from err
+    click.echo(f"created {folder}/reference.py and {folder}/problem.toml; edit them, then run "
+               f"`evalkit problems check {problem_id}`")
+
+
+@problems.command("import")
+@click.argument("source", type=click.Path(path_type=Path))
+@_dir_option(None)
+@click.pass_context
+def import_command(ctx: click.Context, source: Path, problems_dir: Path | None) -> None:
+    """Turn KernelBench <n>_<Name>.py files (a file, or a folder searched recursively) into problem folders."""
+    try:
+        import_kernelbench(source, _problems_dir(ctx, problems_dir), report=click.echo)
+    except ProblemError as err:
+        raise click.ClickException(str(err)) from err
