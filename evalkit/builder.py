@@ -1,0 +1,151 @@
+"""The build stage: import each submission once in a sandbox so ``load_inline`` compiles it.
+
+Builds run ahead of judging in a pool of CPU workers, each in its own extension
+directory keyed by a hash of the code (every seed names its extension ``conv2d``, so
+names must never collide). The outcome is cached beside the build, so rescoring the
+same code builds nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evalkit.sandbox import Limits, UntrustedProcess, WorkerGone
+
+BUILD_RECORD = "build.json"
+_COMPILER_ERROR = re.compile(r"^(?P<file>[^\s:]+\.(?:cpp|cu|cuh|h|hpp|cc)):(?P<line>\d+)(?::\d+)?:\s*(?:fatal )?error:?\s*(?P<msg>.*)$")
+_NVCC_ERROR = re.compile(r"^(?P<file>[^\s(]+\.(?:cu|cuh))\((?P<line>\d+)\):\s*error:?\s*(?P<msg>.*)$")
+
+
+@dataclass
+class BuildOutcome:
+    status: str  # "ok" | "compile_error" | "import_failed" | "crash" | "timeout"
+    seconds: float
+    cached: bool = False
+    message: str = ""
+    log_tail: str = ""
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    extension_dir: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def build_key(code: str, device: str) -> str:
+    """Everything that changes the compiled result: code, torch, Python, target device and arch."""
+    arch = arch_list(device)
+    material = "\0".join([code, torch.__version__, sys.version, device, arch])
+    return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+def arch_list(device: str) -> str:
+    if device == "cuda" and torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        return f"{major}.{minor}"
+    return ""
+
+
+def build_env(build_dir: Path, device: str) -> dict[str, str]:
+    env = {"TORCH_EXTENSIONS_DIR": str(build_dir / "extensions"), "MAX_JOBS": "4"}
+    if arch_list(device):
+        env["TORCH_CUDA_ARCH_LIST"] = arch_list(device)
+    return env
+
+
+def build(code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits) -> BuildOutcome:
+    """Build (import) ``code`` in a sandbox with no GPU visible, or return the cached outcome."""
+    build_dir = cache_root / build_key(code, device)
+    record = build_dir / BUILD_RECORD
+    if record.exists():
+        try:
+            return BuildOutcome(**{**json.loads(record.read_text()), "cached": True})
+        except (OSError, ValueError, TypeError):
+            pass  # a damaged record: build again
+    build_dir.mkdir(parents=True, exist_ok=True)
+    outcome = _run_build(code, build_dir, device, timeout_s, limits)
+    if outcome.status in ("ok", "compile_error"):
+        record.write_text(json.dumps(outcome.to_dict()))
+    return outcome
+
+
+def _run_build(code: str, build_dir: Path, device: str, timeout_s: float, limits: Limits) -> BuildOutcome:
+    start = time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix="evalkit-build-"))
+    code_path = workdir / "submission.py"
+    code_path.write_text(code)
+    env = {**build_env(build_dir, device), "CUDA_VISIBLE_DEVICES": ""}
+    worker = UntrustedProcess(workdir, limits, env)
+    outcome = BuildOutcome(status="ok", seconds=0.0, extension_dir=str(build_dir / "extensions"))
+    try:
+        worker.send({"op": "setup", "mode": "build", "code_path": str(code_path), "device": "cpu",
+                     "limits": limits.to_dict()})
+        reply = worker.receive(timeout_s, "build")
+        if reply.get("op") == "error":
+            is_build = reply.get("kind") == "compile_error"
+            outcome.status = "compile_error" if is_build else "import_failed"
+            outcome.message = str(reply.get("message", ""))
+    except WorkerGone as gone:
+        outcome.status, outcome.message = gone.kind, str(gone)
+    finally:
+        stdout, stderr = worker.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    log = "\n".join(part for part in (outcome.message, stdout, stderr) if part)
+    outcome.log_tail = log[-16000:]
+    if outcome.status == "compile_error":
+        outcome.errors = first_compiler_errors(log, build_dir / "extensions")
+    outcome.seconds = time.monotonic() - start
+    return outcome
+
+
+def first_compiler_errors(log: str, extension_root: Path, limit: int = 5) -> list[dict[str, Any]]:
+    """The first compiler error lines, each with the offending source line when it can be read."""
+    errors: list[dict[str, Any]] = []
+    for raw in log.splitlines():
+        line = raw.strip()
+        match = _COMPILER_ERROR.match(line) or _NVCC_ERROR.match(line)
+        if not match:
+            continue
+        entry = {"file": Path(match["file"]).name, "line": int(match["line"]), "message": match["msg"].strip()}
+        entry["source"] = _source_line(Path(match["file"]), extension_root, entry["line"])
+        if entry not in errors:
+            errors.append(entry)
+        if len(errors) >= limit:
+            break
+    if not errors:
+        generic = [ln.strip() for ln in log.splitlines() if "error" in ln.lower()][:limit]
+        errors = [{"file": "", "line": 0, "message": ln, "source": ""} for ln in generic]
+    return errors
+
+
+def _source_line(path: Path, extension_root: Path, line: int) -> str:
+    candidates = [path] if path.is_absolute() else list(extension_root.glob(f"*/{path.name}"))
+    for candidate in candidates:
+        try:
+            lines = candidate.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        if 0 < line <= len(lines):
+            return lines[line - 1]
+    return ""
+
+
+def map_to_submission(source: str, code: str) -> int | None:
+    """1-based line of ``code`` whose text matches a generated-source line, if exactly findable."""
+    needle = source.strip()
+    if len(needle) < 4:
+        return None
+    for number, text in enumerate(code.splitlines(), start=1):
+        if text.strip() == needle:
+            return number
+    return None

@@ -1,0 +1,126 @@
+"""Pure comparison of a candidate output against the high-precision reference.
+
+Runs only in the trusted judge. Works in chunks so an 8.6 GB output does not need
+another 17 GB of temporaries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+CHUNK_ELEMENTS = 1 << 25
+
+
+@dataclass
+class Comparison:
+    """Errors of ``actual`` against ``expected`` under ``|a - e| <= atol + rtol * |e|``."""
+
+    ok: bool
+    reason: str
+    shape: list[int] = field(default_factory=list)
+    expected_shape: list[int] = field(default_factory=list)
+    dtype: str = ""
+    expected_dtype: str = ""
+    n_elements: int = 0
+    bad_count: int = 0
+    bad_fraction: float = 0.0
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    rel_l2_err: float = 0.0
+    first_bad_index: list[int] | None = None
+    unexpected_nonfinite: int = 0
+
+
+def _shape_problem(actual: torch.Tensor, expected: torch.Tensor, expected_dtype: torch.dtype) -> str:
+    if tuple(actual.shape) != tuple(expected.shape):
+        return f"shape mismatch: got {list(actual.shape)}, expected {list(expected.shape)}"
+    if actual.dtype != expected_dtype:
+        return f"dtype mismatch: got {actual.dtype}, expected {expected_dtype}"
+    return ""
+
+
+def compare_outputs(
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    *,
+    atol: float,
+    rtol: float,
+    expected_dtype: torch.dtype | None = None,
+) -> Comparison:
+    """Compare two tensors elementwise; ``expected`` may be float64 while ``actual`` is float32.
+
+    A NaN or Inf in ``actual`` where ``expected`` is finite counts as bad; matching
+    non-finite values (same NaN/Inf position and sign) count as equal.
+    """
+    expected_dtype = expected_dtype or expected.dtype
+    base = Comparison(
+        ok=False,
+        reason="",
+        shape=list(actual.shape),
+        expected_shape=list(expected.shape),
+        dtype=str(actual.dtype).replace("torch.", ""),
+        expected_dtype=str(expected_dtype).replace("torch.", ""),
+        n_elements=expected.numel(),
+    )
+    problem = _shape_problem(actual, expected, expected_dtype)
+    if problem:
+        base.reason = problem
+        return base
+    _accumulate(base, actual.reshape(-1), expected.reshape(-1), atol, rtol)
+    if base.bad_count:
+        base.first_bad_index = _unravel(base.first_bad_index[0], list(expected.shape)) if base.first_bad_index else None
+        base.reason = (
+            f"{base.bad_count} of {base.n_elements} elements ({base.bad_fraction:.3%}) outside "
+            f"atol={atol:g} rtol={rtol:g}; max abs err {base.max_abs_err:.3g}, first bad index {base.first_bad_index}"
+        )
+        if base.unexpected_nonfinite:
+            base.reason += f"; {base.unexpected_nonfinite} NaN/Inf where the reference is finite"
+        return base
+    base.ok = True
+    base.reason = f"within atol={atol:g} rtol={rtol:g} (max abs err {base.max_abs_err:.3g})"
+    return base
+
+
+def _accumulate(result: Comparison, actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> None:
+    sq_err, sq_ref = 0.0, 0.0
+    n = expected.numel()
+    for start in range(0, n, CHUNK_ELEMENTS):
+        a = actual[start : start + CHUNK_ELEMENTS].to(torch.float64)
+        e = expected[start : start + CHUNK_ELEMENTS].to(torch.float64)
+        both_finite = torch.isfinite(a) & torch.isfinite(e)
+        same_nonfinite = (~torch.isfinite(e)) & ((a == e) | (torch.isnan(a) & torch.isnan(e)))
+        diff = torch.where(both_finite, (a - e).abs(), torch.zeros_like(a))
+        bad = ~(same_nonfinite | (both_finite & (diff <= atol + rtol * e.abs())))
+        result.unexpected_nonfinite += int((torch.isfinite(e) & ~torch.isfinite(a)).sum())
+        count = int(bad.sum())
+        if count and result.first_bad_index is None:
+            result.first_bad_index = [start + int(bad.nonzero()[0, 0])]
+        result.bad_count += count
+        if diff.numel():
+            result.max_abs_err = max(result.max_abs_err, float(diff.max()))
+            significant = both_finite & (e.abs() > atol)
+            if bool(significant.any()):
+                result.max_rel_err = max(result.max_rel_err, float((diff[significant] / e[significant].abs()).max()))
+        sq_err += float((diff * diff).sum())
+        sq_ref += float(torch.where(torch.isfinite(e), e * e, torch.zeros_like(e)).sum())
+    result.bad_fraction = result.bad_count / n if n else 0.0
+    result.rel_l2_err = (sq_err / sq_ref) ** 0.5 if sq_ref > 0 else (0.0 if sq_err == 0 else float("inf"))
+
+
+def _unravel(flat_index: int, shape: list[int]) -> list[int]:
+    index = []
+    for size in reversed(shape):
+        index.append(flat_index % size if size else 0)
+        flat_index = flat_index // size if size else 0
+    return list(reversed(index))
+
+
+def tensors_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise-ish equality used to detect in-place mutation of inputs (NaN equals NaN)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(torch.equal(a, b) or torch.all((a == b) | (torch.isnan(a) & torch.isnan(b))))
+    return bool(torch.equal(a, b))

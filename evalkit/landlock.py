@@ -1,0 +1,79 @@
+"""Confining a process's file writes to a few folders with Linux Landlock (kernel 5.13+, no privileges).
+
+The worker calls ``restrict_writes`` on itself before importing submission code: afterwards it (and
+every process it starts) may still read anything, but may create, write, truncate, rename or delete
+files only beneath the allowed folders. Where the kernel lacks Landlock this returns 0 and changes
+nothing; the judge records that in the row.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+_CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446  # x86-64 and arm64 alike
+_RULE_PATH_BENEATH = 1
+_PR_SET_NO_NEW_PRIVS = 38
+
+_WRITE_FILE, _REMOVE_DIR, _REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
+_MAKE_ALL = sum(1 << bit for bit in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
+_REFER, _TRUNCATE = 1 << 13, 1 << 14
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _write_rights(abi: int) -> int:
+    rights = _WRITE_FILE | _REMOVE_DIR | _REMOVE_FILE | _MAKE_ALL
+    if abi >= 2:
+        rights |= _REFER
+    if abi >= 3:
+        rights |= _TRUNCATE
+    return rights
+
+
+def abi_version() -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    version = libc.syscall(_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(int(version), 0)
+
+
+def restrict_writes(writable: list[str]) -> int:
+    """Allow writes only beneath ``writable``; return the Landlock ABI used, or 0 if unavailable."""
+    abi = abi_version()
+    if abi <= 0:
+        return 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    rights = _write_rights(abi)
+    attr = _RulesetAttr(rights)
+    ruleset = libc.syscall(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
+    if ruleset < 0:
+        return 0
+    try:
+        for path in writable:
+            if os.path.exists(path):
+                _allow(libc, ruleset, path, rights)
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            return 0
+        if libc.syscall(_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
+            return 0
+    finally:
+        os.close(ruleset)
+    return abi
+
+
+def _allow(libc: ctypes.CDLL, ruleset: int, path: str, rights: int) -> None:
+    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        rule = _PathBeneathAttr(rights if os.path.isdir(path) else rights & (_WRITE_FILE | _TRUNCATE), fd)
+        if libc.syscall(_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(rule),
+                        ctypes.c_uint32(0)) != 0:
+            raise OSError(ctypes.get_errno(), f"landlock: cannot allow writes beneath {path}")
+    finally:
+        os.close(fd)

@@ -1,0 +1,89 @@
+"""The trusted side of a problem: reference models, fresh inputs and high-precision outputs.
+
+Lives only in the judge process; never sees submission code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+
+from evalkit.problems import Problem
+
+logger = logging.getLogger(__name__)
+
+
+def flatten_output(output: Any) -> list[torch.Tensor]:
+    outputs = list(output) if isinstance(output, (tuple, list)) else [output]
+    if not all(isinstance(o, torch.Tensor) for o in outputs):
+        raise TypeError(f"reference output must be a tensor or a tuple of tensors, got {type(output).__name__}")
+    return outputs
+
+
+@contextlib.contextmanager
+def tf32_disabled() -> Iterator[None]:
+    saved = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def _to_double(values: list[Any]) -> list[Any]:
+    return [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]
+
+
+@dataclass
+class OutputSpec:
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+
+class ReferenceProblem:
+    """A problem loaded for judging on one device, with its weights fixed by ``init_seed``."""
+
+    def __init__(self, problem: Problem, device: str, init_seed: int) -> None:
+        self.problem, self.device, self.init_seed = problem, device, init_seed
+        self.module = problem.load_module()
+        self.init_inputs = list(self.module.get_init_inputs())
+        torch.manual_seed(init_seed)
+        model = self.module.Model(*self.init_inputs)
+        self.state_dict = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        self.model = model.to(device).eval()
+        self.precision = "float64"
+        self._model64: torch.nn.Module | None = copy.deepcopy(self.model).double()
+        self.n_inputs = len(self.make_inputs(0))
+
+    def make_inputs(self, seed: int) -> list[Any]:
+        """Fresh inputs from the problem's ``get_inputs()``, drawn on the judge's device under ``seed``."""
+        torch.manual_seed(seed)
+        with torch.device(self.device):
+            values = list(self.module.get_inputs())
+        return [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
+
+    def expected(self, inputs: list[Any]) -> list[torch.Tensor]:
+        """The reference in float64 (float32 with TF32 off where an op has no float64 kernel)."""
+        with torch.no_grad():
+            if self._model64 is not None:
+                try:
+                    return flatten_output(self._model64(*_to_double(inputs)))
+                except (RuntimeError, NotImplementedError) as err:
+                    logger.warning("%s: no float64 reference (%s); using float32 with TF32 off",
+                                   self.problem.id, err)
+                    self._model64, self.precision = None, "float32_no_tf32"
+            with tf32_disabled():
+                return flatten_output(self.model(*inputs))
+
+    def pytorch_float32(self, inputs: list[Any]) -> list[torch.Tensor]:
+        """PyTorch's own float32 result with default settings (TF32 convolutions on CUDA)."""
+        with torch.no_grad():
+            return flatten_output(self.model(*inputs))
+
+    def output_specs(self, outputs: list[torch.Tensor]) -> list[OutputSpec]:
+        return [OutputSpec(tuple(o.shape), o.dtype) for o in outputs]

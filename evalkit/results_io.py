@@ -1,0 +1,72 @@
+"""Reading and appending ``results.jsonl``: one row per judged submission, written as it is judged."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+import jsonlines
+
+logger = logging.getLogger(__name__)
+
+RESULTS_FILE = "results.jsonl"
+SUMMARY_FILE = "summary.json"
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """All complete rows; a torn last line (a run killed mid-write) is skipped with a warning."""
+    if not path.exists():
+        return []
+    with jsonlines.open(path) as reader:
+        return list(_iter_valid(reader, path))
+
+
+def _iter_valid(reader: jsonlines.Reader, path: Path) -> Iterator[dict[str, Any]]:
+    try:
+        for row in reader.iter(type=dict, skip_invalid=True):
+            yield row
+    except jsonlines.InvalidLineError as err:
+        logger.warning("%s: skipping an unreadable line (%s)", path, err)
+
+
+def row_key(row: dict[str, Any]) -> str:
+    return f"{row.get('run')}/{row.get('problem')}/{row.get('sample')}@{row.get('sha256')}"
+
+
+class ResultsWriter:
+    """Appends rows and flushes each to disk at once, so a killed run loses only what was in flight."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _drop_torn_tail(path)
+        self.path = path
+        self._file = path.open("a", encoding="utf-8")
+
+    def write(self, row: dict[str, Any]) -> None:
+        self._file.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> "ResultsWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _drop_torn_tail(path: Path) -> None:
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    data = path.read_bytes()
+    if data.endswith(b"\n"):
+        return
+    keep = data.rfind(b"\n") + 1
+    logger.warning("%s: dropping a partly written last row (%d bytes)", path, len(data) - keep)
+    with path.open("r+b") as handle:
+        handle.truncate(keep)

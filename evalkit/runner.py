@@ -1,0 +1,300 @@
+"""The runner: moves submissions through the stages and writes each row as it is decided.
+
+triage (pure, in this process) -> build (sandboxed, a pool of CPU workers, ahead of
+judging) -> judge (sandboxed worker + trusted comparison, one at a time on the device)
+-> ``results.jsonl``. Nothing here looks inside a stage; it launches and records.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import random
+import shutil
+import tempfile
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from evalkit import __version__
+from evalkit.baselines import BASELINE_KINDS, BASELINES_FILE, BaselineCache
+from evalkit.builder import BuildOutcome, build, build_env, build_key, first_compiler_errors, map_to_submission
+from evalkit.judge import Judge, Judgement, JudgeSettings
+from evalkit.plausibility import floor_ms
+from evalkit.problems import Problem, discover_problems
+from evalkit.records import ResultRow, Submission, Verdict
+from evalkit.reference import ReferenceProblem
+from evalkit.results_io import RESULTS_FILE, ResultsWriter, read_rows, row_key
+from evalkit.sandbox import Limits
+from evalkit.submissions import discover
+from evalkit.timing import speedup
+from evalkit.triage import Triage, triage
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ScoreOptions:
+    submissions: Path
+    problems_dir: Path
+    out_dir: Path
+    device: str = "auto"
+    jobs: int = 0
+    trials: int | None = None
+    timing_trials: int | None = None
+    warmup: int | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    timeout_s: float | None = None
+    build_timeout_s: float | None = None
+    seed: int | None = None
+    baselines: tuple[str, ...] = BASELINE_KINDS
+    resume: bool = False
+    cache_dir: Path = field(default_factory=lambda: default_cache_dir())
+    memory_gib: float | None = None
+
+
+@dataclass
+class ScoreOutcome:
+    out_dir: Path
+    device: str
+    counts: Counter
+    judged: int
+    skipped_resume: int
+    notes: list[str] = field(default_factory=list)
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("EVALKIT_CACHE", Path.home() / ".cache" / "evalkit"))
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("--device cuda was asked for, but torch sees no CUDA GPU on this machine "
+                           f"(torch {torch.__version__}); use --device cpu or auto")
+    return device
+
+
+def default_limits(device: str, memory_gib: float | None) -> Limits:
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    memory = int(memory_gib * 2**30) if memory_gib else int(min(total * 0.5, 64 * 2**30))
+    return Limits(memory_bytes=memory, address_space_bytes=memory * 2 if device == "cpu" else None)
+
+
+Progress = Callable[[str, Counter], None]
+
+
+def score(options: ScoreOptions, progress: Progress | None = None, total_hook: Callable[[int], None] | None = None) -> ScoreOutcome:
+    device = resolve_device(options.device)
+    problems = discover_problems(options.problems_dir)
+    found = discover(options.submissions, problems)
+    results_path = options.out_dir / RESULTS_FILE
+    done = {row_key(r) for r in read_rows(results_path)} if options.resume else set()
+    if not options.resume and results_path.exists() and results_path.stat().st_size:
+        raise FileExistsError(f"{results_path} already holds results; pass --resume to continue it, "
+                              f"or choose another --out")
+    todo = [s for s in found.submissions if s.key not in done]
+    seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**31)
+    outcome = ScoreOutcome(options.out_dir, device, Counter(), 0, len(found.submissions) - len(todo))
+    if total_hook:
+        total_hook(len(todo) + len(found.unreadable))
+    report = progress or (lambda stage, counts: None)
+    with ResultsWriter(results_path) as writer:
+        def record(row: ResultRow) -> None:
+            writer.write(row.to_dict())
+            outcome.counts[row.verdict] += 1
+            outcome.judged += 1
+            report(f"{row.problem}/{row.sample}: {row.verdict}", outcome.counts)
+
+        for placeholder, why in found.unreadable:
+            record(_row(placeholder, Verdict.NO_CODE, why, device))
+        _score_all(todo, problems, options, device, seed, record, report, found.warnings)
+    if device == "cpu" and outcome.counts.get(Verdict.SKIPPED.value):
+        outcome.notes.append(f"{outcome.counts[Verdict.SKIPPED.value]} submission(s) need a CUDA GPU and were "
+                             "skipped: this machine has none. Run `evalkit score` on a GPU machine to judge them.")
+    return outcome
+
+
+def _score_all(todo: list[Submission], problems: dict[str, Problem], options: ScoreOptions, device: str,
+               seed: int, record: Callable[[ResultRow], None], report: Progress,
+               file_warnings: dict[str, list[str]]) -> None:
+    limits = default_limits(device, options.memory_gib)
+    build_root = options.cache_dir / "builds"
+    pending: list[tuple[Submission, Triage, Future[BuildOutcome] | None]] = []
+    jobs = options.jobs or max(1, min(8, (os.cpu_count() or 2)))
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="evalkit-build") as pool:
+        for submission in todo:
+            early = triage(submission, device)
+            early.warnings.extend(file_warnings.get(submission.path, []))
+            if early.verdict is not None:
+                record(_early_row(submission, early, device))
+                continue
+            settings = problems[submission.problem].settings
+            timeout = options.build_timeout_s or settings.build_timeout_s
+            future = pool.submit(build, early.code, build_root, device, timeout, limits)
+            pending.append((submission, early, future))
+        baseline_cache = BaselineCache(options.out_dir / BASELINES_FILE)
+        context: _ProblemContext | None = None
+        judged_problems: set[str] = set()
+        for submission, early, future in pending:
+            report(f"{submission.problem}/{submission.sample}: building", Counter())
+            outcome = future.result()
+            if context is None or context.problem.id != submission.problem:
+                context = None  # free the previous problem's tensors before loading the next
+                context = _ProblemContext.create(problems[submission.problem], options, device, seed, limits,
+                                                 baseline_cache, report)
+            judged_problems.add(submission.problem)
+            report(f"{submission.problem}/{submission.sample}: judging", Counter())
+            record(_judge_one(submission, early, outcome, context, build_root, device))
+    context = None
+    if device == "cuda":  # on a GPU every problem gets its baselines, even with no submission judged
+        for problem_id in sorted({s.problem for s in todo} - judged_problems):
+            _ProblemContext.create(problems[problem_id], options, device, seed, limits, baseline_cache, report)
+
+
+@dataclass
+class _ProblemContext:
+    problem: Problem
+    judge: Judge | None
+    baselines: dict[str, Any]
+    setup_error: str = ""
+
+    @classmethod
+    def create(cls, problem: Problem, options: ScoreOptions, device: str, seed: int, limits: Limits,
+               cache: BaselineCache, report: Progress) -> "_ProblemContext":
+        settings = _judge_settings(problem, options, seed)
+        try:
+            ref = ReferenceProblem(problem, device, init_seed=seed)
+        except Exception as err:  # noqa: BLE001 - a broken problem is reported on every row, the run goes on
+            logger.error("%s: the reference cannot be loaded: %s", problem.id, err)
+            return cls(problem, None, {}, setup_error=f"reference for problem '{problem.id}' failed: {err}")
+        report(f"{problem.id}: timing PyTorch baselines", Counter())
+        baselines = cache.get_or_measure(ref, options.baselines, warmup=settings.warmup_trials,
+                                         trials=settings.timing_trials, seed=seed) if options.baselines else {}
+        return cls(problem, Judge(ref, settings, limits), baselines)
+
+
+def _judge_settings(problem: Problem, options: ScoreOptions, seed: int) -> JudgeSettings:
+    s = problem.settings
+    return JudgeSettings(
+        atol=s.atol if options.atol is None else options.atol,
+        rtol=s.rtol if options.rtol is None else options.rtol,
+        correctness_trials=options.trials or s.correctness_trials,
+        timing_trials=options.timing_trials or s.timing_trials,
+        warmup_trials=s.warmup_trials if options.warmup is None else options.warmup,
+        run_timeout_s=options.timeout_s or s.run_timeout_s,
+        seed=seed,
+    )
+
+
+def _judge_one(submission: Submission, early: Triage, outcome: BuildOutcome, context: _ProblemContext,
+               build_root: Path, device: str) -> ResultRow:
+    row = _row(submission, Verdict.CORRECT, "", device, early)
+    row.build = _build_record(outcome, early)
+    row.stage_seconds["build_s"] = outcome.seconds
+    if outcome.status in ("compile_error", "timeout", "crash"):
+        verdict = {"compile_error": Verdict.COMPILE_ERROR, "timeout": Verdict.TIMEOUT}.get(outcome.status, Verdict.CRASH)
+        first = row.build["errors"][0] if row.build["errors"] else None
+        where = f" (submission line {first['submission_line']})" if first and first.get("submission_line") else ""
+        detail = f"{first['file']}:{first['line']}: {first['message']}" if first else (outcome.message.strip().splitlines() or ["(no message)"])[0]
+        return _finish(row, verdict, f"build failed: {detail}{where}" if verdict is Verdict.COMPILE_ERROR
+                       else f"build stage: {outcome.message}")
+    if context.judge is None:
+        return _finish(row, Verdict.SKIPPED, context.setup_error)
+    workdir = Path(tempfile.mkdtemp(prefix="evalkit-judge-"))
+    try:
+        code_path = workdir / "submission.py"
+        code_path.write_text(early.code)
+        judgement = context.judge.judge(code_path, workdir, build_env(build_root / build_key(early.code, device), device))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return _apply_judgement(row, judgement, early, context.baselines, context.problem)
+
+
+def _apply_judgement(row: ResultRow, judgement: Judgement, early: Triage, baselines: dict[str, Any],
+                     problem: Problem) -> ResultRow:
+    row.flags.extend(judgement.flags)
+    row.warnings.extend(judgement.warnings)
+    row.correctness, row.timing = judgement.correctness, judgement.timing
+    row.stage_seconds.update(judgement.stage_seconds)
+    row.error = _map_error(judgement.error, early)
+    if judgement.timing:
+        row.timing = dict(judgement.timing)
+        row.baselines = {k: v for k, v in baselines.items() if k in BASELINE_KINDS or k == "device_name"}
+        median = judgement.timing["median_ms"]
+        row.speedup_vs_eager = speedup(baselines.get("eager", {}).get("median_ms"), median)
+        row.speedup_vs_compile = speedup(baselines.get("compile", {}).get("median_ms"), median)
+        floor = floor_ms(problem.settings.flops, problem.settings.min_bytes, baselines.get("device_name", ""))
+        if floor is not None:
+            row.timing["floor_ms"] = floor
+            if median < floor:
+                row.flags.append("implausible_speedup")
+    reason = judgement.reason
+    if judgement.verdict is Verdict.CORRECT and row.speedup_vs_eager:
+        reason += f", {row.speedup_vs_eager:.2f}x vs eager"
+    if judgement.verdict is Verdict.COMPILE_ERROR and row.error and row.error.get("compiler_errors"):
+        first = row.error["compiler_errors"][0]
+        reason = f"build failed: {first['file']}:{first['line']}: {first['message']}"
+    return _finish(row, judgement.verdict, reason)
+
+
+def _map_error(error: dict[str, Any] | None, early: Triage) -> dict[str, Any] | None:
+    """Point traceback frames and compiler errors back at lines of the original text."""
+    if not error:
+        return error
+    error = dict(error)
+    frames = []
+    for frame in error.get("traceback") or []:
+        frame = dict(frame)
+        if frame.get("in_submission") and isinstance(frame.get("line"), int):
+            frame["source_line"] = early.extraction.source_line(frame["line"])
+        frames.append(frame)
+    if frames:
+        error["traceback"] = frames
+    if error.get("kind") == "compile_error":
+        errors = first_compiler_errors(str(error.get("message", "")), Path("/nonexistent"))
+        error["compiler_errors"] = [_with_submission_line(e, early) for e in errors]
+    return error
+
+
+def _build_record(outcome: BuildOutcome, early: Triage) -> dict[str, Any]:
+    record = outcome.to_dict()
+    record["errors"] = [_with_submission_line(e, early) for e in outcome.errors]
+    return record
+
+
+def _with_submission_line(entry: dict[str, Any], early: Triage) -> dict[str, Any]:
+    code_line = map_to_submission(entry.get("source", ""), early.code)
+    if code_line:
+        return {**entry, "code_line": code_line, "submission_line": early.extraction.source_line(code_line)}
+    return dict(entry)
+
+
+def _row(submission: Submission, verdict: Verdict, reason: str, device: str, early: Triage | None = None) -> ResultRow:
+    row = ResultRow(run=submission.run, problem=submission.problem, sample=submission.sample, path=submission.path,
+                    sha256=submission.sha256, verdict=verdict.value, reason=reason, device=device,
+                    evalkit_version=__version__)
+    if early is not None:
+        row.extraction = early.extraction.to_dict()
+        row.warnings.extend(early.warnings)
+    return row
+
+
+def _early_row(submission: Submission, early: Triage, device: str) -> ResultRow:
+    row = _row(submission, early.verdict, early.reason, device, early)
+    row.error = early.error
+    return _finish(row, early.verdict, early.reason)
+
+
+def _finish(row: ResultRow, verdict: Verdict, reason: str) -> ResultRow:
+    row.verdict, row.reason = verdict.value, " ".join(str(reason).split())[:400]
+    row.judged_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return row
+

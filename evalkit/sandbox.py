@@ -1,0 +1,242 @@
+"""Launching untrusted code: one fresh process per submission and stage.
+
+The process runs ``python -m evalkit.worker`` in its own temporary directory, session
+and process group, with a scrubbed environment, bounded captured output, resource
+limits (set by the worker on itself before it imports any submission code) and a
+watchdog that kills the whole session on timeout, memory or process-count excess.
+
+Messages go to the worker pickled (trusted -> untrusted) and come back as JSON only,
+so nothing the submission sends can execute code in the judge.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+_KEEP_ENV = (
+    "PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
+    "CC", "CXX", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "TORCH_CUDA_ARCH_LIST", "NCCL_NVLS_ENABLE",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "OMP_NUM_THREADS",
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for one untrusted process (its whole session counts)."""
+
+    memory_bytes: int = 16 * 1024**3
+    address_space_bytes: int | None = None  # RLIMIT_AS; None on CUDA, whose driver maps huge ranges
+    file_size_bytes: int = 2 * 1024**3
+    open_files: int = 4096
+    max_processes: int = 64
+    output_bytes: int = 64 * 1024  # head and tail each kept from stdout and stderr
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class WorkerGone(Exception):
+    """The untrusted process stopped answering: it died, timed out, or was killed by the watchdog."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind  # "crash" or "timeout"
+
+
+def scrubbed_env(extra: dict[str, str], home: Path) -> dict[str, str]:
+    """A minimal environment: no tokens, keys or user settings leak into submission code."""
+    env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
+    env.update(HOME=str(home), TMPDIR=str(home), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
+               PYTHONPATH=str(Path(__file__).resolve().parent.parent), PYTHONNOUSERSITE="1")
+    env.update(extra)
+    return env
+
+
+class _BoundedCapture(threading.Thread):
+    """Reads a pipe to its end, keeping only the first and last ``limit`` bytes."""
+
+    def __init__(self, stream, limit: int) -> None:
+        super().__init__(daemon=True)
+        self._stream, self._limit = stream, limit
+        self.head, self.tail, self.total = bytearray(), bytearray(), 0
+        self.start()
+
+    def run(self) -> None:
+        for chunk in iter(lambda: self._stream.read1(65536), b""):
+            self.total += len(chunk)
+            room = self._limit - len(self.head)
+            if room > 0:
+                self.head += chunk[:room]
+                chunk = chunk[room:]
+            self.tail = (self.tail + chunk)[-self._limit :]
+
+    def text(self) -> str:
+        self.join(timeout=2)
+        skipped = self.total - len(self.head) - len(self.tail)
+        middle = f"\n[... {skipped} bytes not kept ...]\n" if skipped > 0 else ""
+        return (bytes(self.head).decode("utf-8", "replace") + middle + bytes(self.tail).decode("utf-8", "replace"))
+
+
+def sandbox_members(sid: int, marker: str) -> list[int]:
+    """PIDs of every live process of one sandbox: its session, plus anything carrying its marker.
+
+    The marker (an environment variable every descendant inherits) also finds processes that
+    left the session with ``setsid`` to outlive the call.
+    """
+    members = []
+    needle = marker.encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if fields[0] == "Z":
+                continue
+            if int(fields[3]) == sid or needle in (entry / "environ").read_bytes():
+                members.append(int(entry.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return members
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class UntrustedProcess:
+    """One sandboxed worker process and the judge's end of its connection."""
+
+    def __init__(self, workdir: Path, limits: Limits, env_extra: dict[str, str] | None = None) -> None:
+        self.workdir, self.limits = workdir, limits
+        self.marker = f"EVALKIT_SANDBOX_ID={uuid.uuid4().hex}"
+        parent_sock, child_sock = socket.socketpair()
+        self._conn = Connection(parent_sock.detach())
+        child_fd = child_sock.detach()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "evalkit.worker", str(child_fd)],
+            cwd=workdir, env=scrubbed_env({**(env_extra or {}), **dict([self.marker.split("=", 1)])}, workdir),
+            pass_fds=(child_fd,),
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        )
+        os.close(child_fd)
+        self._stdout = _BoundedCapture(self._proc.stdout, limits.output_bytes)
+        self._stderr = _BoundedCapture(self._proc.stderr, limits.output_bytes)
+        self.killed_because = ""
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def send(self, message: dict[str, Any]) -> None:
+        try:
+            self._conn.send(message)
+        except (BrokenPipeError, ConnectionResetError, OSError) as err:
+            raise self._gone(f"could not send to the worker ({err})") from err
+
+    def receive(self, timeout_s: float, stage: str) -> dict[str, Any]:
+        """Wait for the next JSON message; raise ``WorkerGone`` on death, timeout or watchdog kill."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._watchdog()
+            if self.killed_because:
+                raise self._gone(self.killed_because)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.kill(f"timeout: stage '{stage}' exceeded its {timeout_s:g} s limit")
+                raise WorkerGone("timeout", self.killed_because)
+            if self._conn.poll(min(remaining, 0.2)):
+                return self._read_message(stage)
+
+    def _read_message(self, stage: str) -> dict[str, Any]:
+        try:
+            raw = self._conn.recv_bytes(MAX_MESSAGE_BYTES)
+        except (EOFError, ConnectionResetError, OSError) as err:
+            self._proc.wait(timeout=10)
+            raise self._gone(f"the process ended during stage '{stage}' without replying") from err
+        try:
+            message = json.loads(raw)
+        except ValueError as err:
+            raise self._gone(f"the worker sent a malformed message during stage '{stage}'") from err
+        if not isinstance(message, dict):
+            raise self._gone(f"the worker sent a non-object message during stage '{stage}'")
+        return message
+
+    def _watchdog(self) -> None:
+        if self.killed_because or self._proc.poll() is not None:
+            return
+        members = sandbox_members(self._proc.pid, self.marker)
+        if len(members) > self.limits.max_processes:
+            self.kill(f"killed: {len(members)} processes exceed the limit of {self.limits.max_processes}")
+            return
+        rss = sum(_rss_bytes(pid) for pid in members)
+        if rss > self.limits.memory_bytes:
+            self.kill(f"killed: host memory {rss / 2**30:.1f} GiB exceeds the limit of "
+                      f"{self.limits.memory_bytes / 2**30:.1f} GiB")
+
+    def _gone(self, message: str) -> WorkerGone:
+        code = self._proc.poll()
+        if code is not None and code < 0 and not self.killed_because:
+            message += f" (killed by signal {signal.Signals(-code).name})"
+        elif code is not None and not self.killed_because:
+            message += f" (exit code {code})"
+        return WorkerGone("timeout" if self.killed_because.startswith("timeout") else "crash", message)
+
+    def kill(self, reason: str = "") -> None:
+        """Kill the worker's whole session: its group and any child that left the group."""
+        if reason and not self.killed_because:
+            self.killed_because = reason
+        for _ in range(3):
+            targets = sandbox_members(self._proc.pid, self.marker)
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            for pid in targets:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            if not targets:
+                break
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            logger.warning("worker %s did not exit after SIGKILL", self._proc.pid)
+
+    def close(self) -> tuple[str, str]:
+        """Stop the worker (politely, then by force) and return its captured stdout and stderr."""
+        if self._proc.poll() is None:
+            try:
+                self._conn.send({"op": "exit"})
+                self._proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        self._conn.close()
+        return self._stdout.text(), self._stderr.text()
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.poll()

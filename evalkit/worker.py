@@ -1,0 +1,244 @@
+"""The harness inside the untrusted process: ``python -m evalkit.worker FD``.
+
+Everything here runs in the same interpreter as the submission, so nothing it reports
+is trusted: the judge decides verdicts from the output buffers it owns and the time it
+observes itself. This file only loads the submission, runs the calls the judge asks
+for, copies outputs into the judge's buffers and reports what happened as JSON.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import os
+import resource
+import sys
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+SUBMISSION_MODULE = "submission"
+MAX_TEXT = 64 * 1024
+
+
+def _apply_limits(limits: dict[str, Any]) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_size_bytes"], limits["file_size_bytes"]))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"], limits["open_files"]))
+    if limits.get("address_space_bytes"):
+        resource.setrlimit(resource.RLIMIT_AS, (limits["address_space_bytes"], limits["address_space_bytes"]))
+
+
+def _frames(exc: BaseException, code_path: str) -> list[dict[str, Any]]:
+    frames = traceback.extract_tb(exc.__traceback__)[-12:]
+    return [
+        {"file": os.path.basename(f.filename), "line": f.lineno, "function": f.name,
+         "in_submission": os.path.abspath(f.filename) == code_path, "text": (f.line or "")[:200]}
+        for f in frames
+    ]
+
+
+def _is_build_failure(exc: BaseException) -> bool:
+    text = str(exc)
+    return isinstance(exc, (RuntimeError, OSError, ImportError)) and (
+        text.startswith("Error building extension") or "ninja" in text.lower() and "build" in text.lower()
+        or any(mod.startswith("torch.utils.cpp_extension") for mod in _exception_modules(exc))
+    )
+
+
+def _exception_modules(exc: BaseException) -> list[str]:
+    modules = []
+    for frame, _ in traceback.walk_tb(exc.__traceback__):
+        modules.append(frame.f_globals.get("__name__", ""))
+    return modules
+
+
+def error_message(exc: BaseException, stage: str, code_path: str) -> dict[str, Any]:
+    if isinstance(exc, SystemExit):
+        kind, text = "runtime_error", f"the submission called exit({exc.code!r}) during {stage}"
+    elif _is_build_failure(exc):
+        kind, text = "compile_error", str(exc)
+    else:
+        kind, text = "runtime_error", f"{type(exc).__name__}: {exc}"
+    return {"op": "error", "kind": kind, "stage": stage, "type": type(exc).__name__,
+            "message": text[:MAX_TEXT], "traceback": _frames(exc, code_path)}
+
+
+class Harness:
+    def __init__(self, conn: Connection, setup: dict[str, Any]) -> None:
+        import torch.profiler
+
+        from evalkit.timing import Clock  # bound before any submission code runs
+
+        self._profile, self._activity = torch.profiler.profile, torch.profiler.ProfilerActivity
+
+        self.conn, self.setup = conn, setup
+        self.device = setup["device"]
+        self.code_path = os.path.abspath(setup["code_path"])
+        self.clock = Clock(self.device)
+        self.model = None
+        self.inputs: list[Any] = []
+        self.outputs: list[Any] = []
+
+    def reply(self, message: dict[str, Any]) -> None:
+        self.conn.send_bytes(json.dumps(message, default=str).encode())
+
+    def load(self) -> Any:
+        spec = importlib.util.spec_from_file_location(SUBMISSION_MODULE, self.code_path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[SUBMISSION_MODULE] = module
+        spec.loader.exec_module(module)
+        return module
+
+    def construct(self, module: Any) -> dict[str, Any]:
+        import torch
+
+        model_cls = getattr(module, "ModelNew", None)
+        if model_cls is None:
+            return {"op": "error", "kind": "interface_error", "stage": "interface",
+                    "message": "the code defines no ModelNew", "traceback": []}
+        if not (isinstance(model_cls, type) and issubclass(model_cls, torch.nn.Module)):
+            return {"op": "error", "kind": "interface_error", "stage": "interface",
+                    "message": f"ModelNew is {type(model_cls).__name__}, not a torch.nn.Module subclass",
+                    "traceback": []}
+        torch.manual_seed(self.setup["init_seed"])
+        try:
+            model = model_cls(*self.setup["init_inputs"])
+        except Exception as exc:  # noqa: BLE001 - any failure here is the submission's
+            message = error_message(exc, "construct", self.code_path)
+            if message["kind"] != "compile_error":
+                message.update(kind="interface_error",
+                               message=f"ModelNew(*get_init_inputs()) failed: {message['message']}")
+            return message
+        weights = self._load_weights(model)
+        model = model.to(self.device)
+        signature_problem = _forward_signature_problem(model, self.setup["n_inputs"])
+        if signature_problem:
+            return {"op": "error", "kind": "interface_error", "stage": "interface",
+                    "message": signature_problem, "traceback": []}
+        self.model = model
+        return {"op": "ready", "weights": weights}
+
+    def _load_weights(self, model: Any) -> str:
+        reference = self.setup.get("state_dict") or {}
+        own = model.state_dict()
+        same = reference and set(own) == set(reference) and all(
+            tuple(own[k].shape) == tuple(reference[k].shape) for k in own)
+        if not same:
+            return "seeded"
+        model.load_state_dict(reference)
+        return "state_dict"
+
+    def call(self, timed: bool) -> dict[str, Any]:
+        elapsed_ms, result = self.clock.time_ms(lambda: self.model(*self.inputs))
+        self.clock.synchronize()
+        report = self._deliver(result)
+        self.clock.synchronize()
+        report.update(op="called", ms=elapsed_ms if timed else None)
+        return report
+
+    def profile(self) -> dict[str, Any]:
+        """Names of the device kernels and operators one forward call launches."""
+        activities = [self._activity.CPU] + ([self._activity.CUDA] if self.device == "cuda" else [])
+        with self._profile(activities=activities) as prof:
+            self.model(*self.inputs)
+            self.clock.synchronize()
+        kernels, ops = set(), set()
+        for event in prof.events():
+            if str(event.device_type).endswith("CUDA"):
+                kernels.add(event.name[:200])
+            elif event.name.startswith("aten::"):
+                ops.add(event.name)
+        return {"op": "profiled", "kernels": sorted(kernels)[:200], "aten_ops": sorted(ops)[:200]}
+
+    def _deliver(self, result: Any) -> dict[str, Any]:
+        """Copy the submission's output into the judge-owned buffers, when it has the right form."""
+        import torch
+
+        outputs = list(result) if isinstance(result, (tuple, list)) else [result]
+        kinds = [type(o).__module__ + "." + type(o).__qualname__ for o in outputs]
+        report: dict[str, Any] = {"types": kinds, "delivered": False,
+                                  "shapes": [list(o.shape) if isinstance(o, torch.Tensor) else None for o in outputs],
+                                  "dtypes": [str(o.dtype) if isinstance(o, torch.Tensor) else None for o in outputs]}
+        if len(outputs) != len(self.outputs) or not all(isinstance(o, torch.Tensor) for o in outputs):
+            return report
+        input_ptrs = {t.untyped_storage().data_ptr() for t in self.inputs if isinstance(t, torch.Tensor)}
+        report["aliases_input"] = any(o.untyped_storage().data_ptr() in input_ptrs for o in outputs)
+        if any(o.shape != b.shape or o.dtype != b.dtype for o, b in zip(outputs, self.outputs)):
+            return report
+        for out, buf in zip(outputs, self.outputs):
+            buf.copy_(out.detach())
+        report["delivered"] = True
+        return report
+
+
+def _forward_signature_problem(model: Any, n_inputs: int) -> str:
+    try:
+        inspect.signature(model.forward).bind(*([None] * n_inputs))
+    except TypeError as exc:
+        return f"ModelNew.forward cannot take the reference's {n_inputs} input(s): {exc}"
+    except ValueError:
+        pass  # no introspectable signature (a C++ forward): let the call decide
+    return ""
+
+
+def _confine_writes() -> int:
+    from evalkit.landlock import restrict_writes
+
+    writable = [os.getcwd(), "/dev"] + [p for p in [os.environ.get("TORCH_EXTENSIONS_DIR")] if p]
+    if writable[-1] != "/dev":
+        os.makedirs(writable[-1], exist_ok=True)
+    return restrict_writes(writable)
+
+
+def serve(conn: Connection) -> None:
+    setup = conn.recv()
+    _apply_limits(setup["limits"])
+    landlock_abi = _confine_writes()
+    import torch.multiprocessing
+
+    torch.multiprocessing.set_sharing_strategy("file_system")
+    harness = Harness(conn, setup)
+    stage = "import"
+    try:
+        module = harness.load()
+        if setup["mode"] == "build":
+            harness.reply({"op": "built", "landlock": landlock_abi})
+            return
+        stage = "construct"
+        ready = harness.construct(module)
+        harness.reply({**ready, "landlock": landlock_abi})
+        if ready["op"] != "ready":
+            return
+        stage = "forward"
+        while True:
+            request = conn.recv()
+            if request["op"] == "exit":
+                return
+            if request["op"] == "bind":
+                harness.inputs, harness.outputs = request["inputs"], request["outputs"]
+                harness.reply({"op": "bound"})
+            elif request["op"] == "call":
+                harness.reply(harness.call(request.get("timed", False)))
+            elif request["op"] == "profile":
+                harness.reply(harness.profile())
+            elif request["op"] == "ping":
+                harness.reply({"op": "pong"})
+    except BaseException as exc:  # noqa: BLE001 - report everything, including SystemExit
+        harness.reply(error_message(exc, stage, harness.code_path))
+
+
+def main() -> None:
+    conn = Connection(int(sys.argv[1]))
+    try:
+        serve(conn)
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        pass  # the judge went away or closed the connection: nothing left to do
+    finally:
+        sys.stdout.flush()
+        os._exit(0)  # skip interpreter teardown, which submission code may have sabotaged
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""End to end on CPU: every verdict produced by `evalkit score` on tiny fixtures, through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import FIXTURES
+from evalkit.cli import main
+
+PROBLEMS = FIXTURES / "judge_problems"
+SUBMISSIONS = FIXTURES / "judge_submissions"
+
+EXPECTED = {
+    ("linear_relu", "correct_python"): "correct",
+    ("linear_relu", "correct_cpp"): "correct",
+    ("linear_relu", "seeded_weights"): "correct",
+    ("linear_relu", "compile_error"): "compile_error",
+    ("linear_relu", "incorrect"): "incorrect",
+    ("linear_relu", "wrong_shape"): "incorrect",
+    ("linear_relu", "mutates_input"): "incorrect",
+    ("linear_relu", "runtime_error"): "runtime_error",
+    ("linear_relu", "interface_not_module"): "interface_error",
+    ("linear_relu", "interface_ctor"): "interface_error",
+    ("linear_relu", "crash"): "crash",
+    ("linear_relu", "hang"): "timeout",
+    ("linear_relu", "syntax_error"): "syntax_error",
+    ("linear_relu", "no_code"): "no_code",
+    ("linear_relu", "needs_cuda"): "skipped",
+    ("scale_rows", "correct"): "correct",
+}
+
+
+def _score(out: Path, cache: Path, *extra: str):
+    args = ["score", str(SUBMISSIONS), "--problems", str(PROBLEMS), "--out", str(out), "--device", "cpu",
+            "--baselines", "eager", "--timeout", "8", "--timing-trials", "5", "--warmup", "1",
+            "--cache-dir", str(cache), "--seed", "1", "--jobs", "2", *extra]
+    return CliRunner().invoke(main, args, catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[dict]]:
+    base = tmp_path_factory.mktemp("score")
+    out, cache = base / "report", base / "cache"
+    result = _score(out, cache)
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    return out, cache, rows
+
+
+def _by_key(rows: list[dict]) -> dict[tuple[str, str], dict]:
+    return {(r["problem"], r["sample"]): r for r in rows}
+
+
+def test_every_fixture_gets_its_verdict(scored):
+    _, _, rows = scored
+    got = {key: row["verdict"] for key, row in _by_key(rows).items()}
+    assert got == EXPECTED
+
+
+def test_rows_carry_the_required_fields(scored):
+    _, _, rows = scored
+    for row in rows:
+        for field in ("run", "problem", "sample", "path", "sha256", "verdict", "reason", "stage_seconds",
+                      "schema_version"):
+            assert field in row, (field, row["sample"])
+        assert row["run"] == "fixtures"
+        assert row["reason"] and "\n" not in row["reason"]
+
+
+def test_correct_rows_have_errors_timings_and_speedups(scored):
+    _, _, rows = scored
+    row = _by_key(rows)[("linear_relu", "correct_cpp")]
+    assert row["correctness"]["trials"] == 5
+    assert row["correctness"]["reference_precision"] == "float64"
+    assert row["correctness"]["max_abs_err"] < 1e-5
+    assert row["correctness"]["pytorch_float32"]["max_abs_err"] < 1e-5
+    assert row["correctness"]["weights"] == "state_dict"
+    for key in ("median_ms", "mean_ms", "std_ms", "min_ms", "max_ms", "iqr_ms", "count"):
+        assert key in row["timing"]
+    assert row["timing"]["count"] == 5
+    assert row["speedup_vs_eager"] and row["speedup_vs_eager"] > 0
+    assert row["baselines"]["eager"]["median_ms"] > 0
+    assert _by_key(rows)[("linear_relu", "seeded_weights")]["correctness"]["weights"] == "seeded"
+
+
+def test_error_rows_point_into_the_submission(scored):
+    _, _, rows = scored
+    by = _by_key(rows)
+    runtime = by[("linear_relu", "runtime_error")]
+    assert "NameError" in runtime["reason"] and "'F' is not defined" in runtime["reason"]
+    frame = [f for f in runtime["error"]["traceback"] if f["in_submission"]][-1]
+    assert frame["source_line"] == 11  # the `return F.relu(...)` line of runtime_error.py
+    compile_row = by[("linear_relu", "compile_error")]
+    first = compile_row["build"]["errors"][0]
+    assert "undeclared_value" in first["message"]
+    assert first["submission_line"] == 12  # the C++ loop line inside the Python string
+    syntax = by[("linear_relu", "syntax_error")]
+    assert syntax["error"]["source_line"] == 7  # `def __init__(self, features)` in syntax_error.txt
+    crash = by[("linear_relu", "crash")]
+    assert "SIGSEGV" in crash["reason"]
+    assert "forward" in by[("linear_relu", "hang")]["reason"]
+    assert "in place" in by[("linear_relu", "mutates_input")]["reason"]
+    assert "shape" in by[("linear_relu", "wrong_shape")]["reason"]
+    assert "needs a CUDA GPU" in by[("linear_relu", "needs_cuda")]["reason"]
+
+
+def test_incorrect_reports_trial_errors_and_index(scored):
+    _, _, rows = scored
+    row = _by_key(rows)[("linear_relu", "incorrect")]
+    details = row["correctness"]
+    assert details["failed_trial"] == 1
+    assert details["max_abs_err"] == pytest.approx(0.1, rel=1e-3)
+    assert details["bad_fraction"] == 1.0
+    assert details["first_bad_index"] == [0, 0]
+
+
+def test_resume_judges_nothing_twice_and_rebuilds_nothing(scored):
+    out, cache, rows = scored
+    result = _score(out, cache, "--resume")
+    assert result.exit_code == 0, result.output
+    assert "judged 0 submission(s)" in result.output
+    assert len((out / "results.jsonl").read_text().splitlines()) == len(rows)
+
+
+def test_rescoring_uses_the_build_cache(scored, tmp_path):
+    _, cache, _ = scored
+    result = _score(tmp_path / "again", cache)
+    assert result.exit_code == 0, result.output
+    rows = _by_key([json.loads(x) for x in (tmp_path / "again" / "results.jsonl").read_text().splitlines()])
+    assert rows[("linear_relu", "correct_cpp")]["build"]["cached"] is True
+    assert rows[("linear_relu", "compile_error")]["build"]["cached"] is True
+
+
+def test_existing_report_is_never_overwritten(scored):
+    out, cache, _ = scored
+    result = _score(out, cache)
+    assert result.exit_code != 0
+    assert "--resume" in result.output
