@@ -1,7 +1,7 @@
 """Text -> the Python code to evaluate: the block defining ``class ModelNew`` (pure; no I/O, no torch).
 
 Fences are paired by a small state machine over fence-like lines (found with one linear regex scan,
-so a 20 MB answer costs milliseconds); the final answer after ``</think>`` wins over drafts in the
+so a 20 MB answer takes well under a second); the final answer after ``</think>`` wins over drafts in the
 reasoning, and the last ModelNew block in it wins over earlier ones.
 """
 
@@ -216,7 +216,7 @@ def _shorten(line: str) -> str:
 
 
 def _no_code_reason(text: str, blocks: list[Block], tags: list[_Tag]) -> str:
-    if False:
+    if tags and not tags[-1].closing:
         return ("answer cut off inside the reasoning: <think> is never closed and no block defines ModelNew "
                 f"(<think> at line {tags[-1].line})")
     if not blocks:

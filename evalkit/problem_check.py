@@ -140,18 +140,33 @@ def _meta_forward(model: torch.nn.Module, inputs: list[Any], probe: _Probe) -> N
         probe.bytes += tensor.numel() * tensor.element_size()
 
 
+def _probe_inputs(module: ModuleType, problem: Problem, probe: _Probe) -> list[Any] | None:
+    """``get_inputs()`` on the meta device; for real only if it raises there (the meta device may be the trouble)."""
+    meta_errors: list[str] = []
+    with torch.device("meta"):
+        inputs = _call_list(module.get_inputs, "get_inputs", problem, meta_errors, probe.warnings)
+    if inputs is None and meta_errors[0].startswith("get_inputs() raised"):
+        inputs = _call_list(module.get_inputs, "get_inputs", problem, probe.errors, [])
+        if inputs is not None:
+            probe.notes.append(f"get_inputs() fails on the meta device ({meta_errors[0]}); shapes from real inputs")
+        return inputs
+    probe.errors += meta_errors
+    return inputs
+
+
 def _meta_probe(module: ModuleType, problem: Problem) -> _Probe:
     """Build the model and inputs on the meta device and run forward there."""
     probe = _Probe()
     with torch.device("meta"):
         init = _call_list(module.get_init_inputs, "get_init_inputs", problem, probe.errors, probe.warnings)
-        inputs = _call_list(module.get_inputs, "get_inputs", problem, probe.errors, probe.warnings)
-        if init is None or inputs is None or not _check_tensors(inputs, probe.errors):
-            return probe
-        probe.input_shapes = [list(v.shape) for v in inputs]
-        probe.elements = sum(v.numel() for v in inputs)
-        probe.bytes = sum(v.numel() * v.element_size() for v in inputs)
-        meta_errors: list[str] = []
+    inputs = _probe_inputs(module, problem, probe)
+    if init is None or inputs is None or not _check_tensors(inputs, probe.errors):
+        return probe
+    probe.input_shapes = [list(v.shape) for v in inputs]
+    probe.elements = sum(v.numel() for v in inputs)
+    probe.bytes = sum(v.numel() * v.element_size() for v in inputs)
+    meta_errors: list[str] = []
+    with torch.device("meta"):
         model = _build_model(module, init, problem, meta_errors)
         if model is not None:
             _meta_forward(model, inputs, probe)

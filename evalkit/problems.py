@@ -4,14 +4,13 @@ A problem is a folder ``<root>/<id>/`` holding ``reference.py`` (a KernelBench m
 ``class Model(nn.Module)``, ``get_inputs()``, ``get_init_inputs()``) and an optional
 ``problem.toml``. The folder name is the problem id.
 
-``problem.toml`` (every key optional; unknown keys are an error)::
+``problem.toml`` (every key optional and at the top level, no tables; unknown keys are an error)::
 
     title = "Conv2d + GELU"        # default: the id
     source = "KernelBench v0.1 level2/67_Conv2d_GELU_GlobalAvgPool"   # default: ""
     level = 2                      # a positive integer; default: none
     tags = ["conv2d", "fused"]     # default: []
-
-    [settings]                     # judging settings live under [settings], nowhere else
+    # judging settings (ProblemSettings), next to the metadata:
     atol = 1e-2                    # absolute tolerance        (default 1e-2, KernelBench v0.1)
     rtol = 1e-2                    # relative tolerance        (default 1e-2, KernelBench v0.1)
     correctness_trials = 5         # input seeds checked       (default 5)
@@ -51,7 +50,7 @@ logger = logging.getLogger(__name__)
 REFERENCE_FILE = "reference.py"
 TOML_FILE = "problem.toml"
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_]*$")
-METADATA_KEYS = ("title", "source", "level", "tags", "settings")
+METADATA_KEYS = ("title", "source", "level", "tags")
 _module_counter = itertools.count()
 
 
@@ -61,7 +60,7 @@ class ProblemError(Exception):
 
 @dataclass(frozen=True)
 class ProblemSettings:
-    """Judging settings of one problem (``[settings]`` in problem.toml)."""
+    """Judging settings of one problem (top-level keys of problem.toml)."""
 
     atol: float = 1e-2
     rtol: float = 1e-2
@@ -75,6 +74,7 @@ class ProblemSettings:
 
 
 SETTING_KEYS = tuple(f.name for f in dataclasses.fields(ProblemSettings))
+TOML_KEYS = METADATA_KEYS + SETTING_KEYS
 # key -> (kind, lower bound, whether the bound itself is allowed)
 _SETTING_RULES: dict[str, tuple[type, float, bool]] = {
     "atol": (float, 0, True), "rtol": (float, 0, True),
@@ -123,8 +123,6 @@ class Problem:
                 "tags": list(self.tags), "path": str(self.path), "settings": dataclasses.asdict(self.settings)}
 
 
-# --------------------------------------------------------------------------------------------- importing
-
 
 def _import_file(path: Path, problem_id: str) -> types.ModuleType:
     try:
@@ -153,13 +151,11 @@ def _import_file(path: Path, problem_id: str) -> types.ModuleType:
 
 
 def where_in(err: BaseException, path: Path) -> str:
-    """`` (line N)`` for the deepest traceback frame of ``err`` inside ``path``, or ``""``."""
+    """`` (line N of reference.py)`` for the deepest frame of ``err``'s traceback in ``path``, or ``""``."""
     lines = [frame.lineno for frame in traceback.extract_tb(err.__traceback__)
              if Path(frame.filename) == path and frame.lineno]
     return f" (line {lines[-1]} of {path.name})" if lines else ""
 
-
-# ----------------------------------------------------------------------------------------------- loading
 
 
 def _did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
@@ -183,35 +179,33 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ProblemError(f"{path}: cannot read it ({err})") from err
 
 
-def _check_unknown(data: dict[str, Any], allowed: tuple[str, ...], path: Path, where: str) -> None:
-    for key in data:
-        if key in allowed:
+def _check_unknown(data: dict[str, Any], path: Path) -> None:
+    for key, value in data.items():
+        if key in TOML_KEYS:
             continue
-        if where == "top level" and key in SETTING_KEYS:
-            raise ProblemError(f"{path}: '{key}' is a setting: move it under a [settings] table "
-                               f"(see docs/problems.md)")
-        raise ProblemError(f"{path}: unknown key '{key}' at {where}{_did_you_mean(key, allowed)}; "
-                           f"allowed keys: {', '.join(allowed)}")
+        if isinstance(value, dict):
+            raise ProblemError(f"{path}: unexpected table [{key}]; problem.toml has no tables: write its "
+                               f"keys ({', '.join(value) or 'none'}) at the top level (see docs/problems.md)")
+        raise ProblemError(f"{path}: unknown key '{key}'{_did_you_mean(key, TOML_KEYS)}; "
+                           f"allowed keys: {', '.join(TOML_KEYS)}")
 
 
 def _parse_setting(key: str, value: Any, path: Path) -> int | float:
     kind, low, inclusive = _SETTING_RULES[key]
     if kind is int and (not isinstance(value, int) or isinstance(value, bool)):
-        raise ProblemError(f"{path}: settings.{key} must be an integer, got {value!r}")
+        raise ProblemError(f"{path}: {key!r} must be an integer, got {value!r}")
     if kind is float and not _is_number(value):
-        raise ProblemError(f"{path}: settings.{key} must be a number, got {value!r}")
+        raise ProblemError(f"{path}: {key!r} must be a number, got {value!r}")
     if value != value or value in (float("inf"), float("-inf")) or value < low or (value == low and not inclusive):
         bound = f">= {low}" if inclusive else f"> {low}"
-        raise ProblemError(f"{path}: settings.{key} must be a finite number {bound}, got {value!r}")
+        raise ProblemError(f"{path}: {key!r} must be a finite number {bound}, got {value!r}")
     return value if kind is int else float(value)
 
 
-def parse_settings(data: Any, path: Path) -> ProblemSettings:
-    """The ``[settings]`` table of ``path``, validated, over the defaults."""
-    if not isinstance(data, dict):
-        raise ProblemError(f"{path}: 'settings' must be a table ([settings]), got {type(data).__name__}")
-    _check_unknown(data, SETTING_KEYS, path, "[settings]")
-    return ProblemSettings(**{key: _parse_setting(key, value, path) for key, value in data.items()})
+def parse_settings(data: dict[str, Any], path: Path) -> ProblemSettings:
+    """The settings among the keys of ``path`` (already checked for unknown keys), over the defaults."""
+    return ProblemSettings(**{key: _parse_setting(key, value, path) for key, value in data.items()
+                              if key in SETTING_KEYS})
 
 
 def _parse_metadata(data: dict[str, Any], path: Path, problem_id: str) -> dict[str, Any]:
@@ -239,9 +233,9 @@ def load_problem(folder: Path) -> Problem:
                            f"(`evalkit problems new <id>` writes a template)")
     toml_path = folder / TOML_FILE
     data = _read_toml(toml_path)
-    _check_unknown(data, METADATA_KEYS, toml_path, "top level")
+    _check_unknown(data, toml_path)
     meta = _parse_metadata(data, toml_path, folder.name)
-    settings = parse_settings(data.get("settings", {}), toml_path)
+    settings = parse_settings(data, toml_path)
     return Problem(id=folder.name, path=folder, settings=settings, **meta)
 
 
@@ -292,8 +286,6 @@ def unknown_problem(problem_id: str, known_ids: Iterable[str]) -> ProblemError:
                         f"known: {', '.join(known)}")
 
 
-# ------------------------------------------------------------------------------------------- scaffolding
-
 _TEMPLATE_REFERENCE = '''\
 """{id}: describe what the model computes (this template is a Linear layer followed by ReLU)."""
 import torch
@@ -330,7 +322,6 @@ source = ""            # where the problem comes from, e.g. "KernelBench v0.1 le
 # level = 1            # KernelBench level, a positive integer
 tags = []
 
-[settings]
 # Judging settings; uncomment to change a default (the values shown are the defaults).
 # atol = 1e-2               # absolute tolerance
 # rtol = 1e-2               # relative tolerance
@@ -363,8 +354,6 @@ def scaffold_problem(root: Path, problem_id: str) -> Path:
     logger.info("created %s", folder)
     return folder
 
-
-# -------------------------------------------------------------------------------------- KernelBench import
 
 KERNELBENCH_NAME = re.compile(r"^(\d+)_(\w+)\.py$")
 _LEVEL_DIR = re.compile(r"^level(\d+)$")
@@ -419,10 +408,10 @@ def _import_one(file: Path, root: Path, taken: set[str], say: Callable[[str], No
     folder.mkdir(parents=True)
     (folder / REFERENCE_FILE).write_bytes(data)
     lines = ["# Imported from KernelBench by `evalkit problems import`; see docs/problems.md for the keys.",
-             f"title = {_toml_string(name.replace('_', ' ').strip())}",
+             f"title = {_toml_string(' '.join(name.replace('_', ' ').split()))}",
              f"source = {_toml_string(file.name)}"]
     lines += [f"level = {level}"] if level is not None else []
-    lines += ['tags = ["kernelbench"]', "", "[settings]",
+    lines += ['tags = ["kernelbench"]', "",
               "# flops = ...      # FLOP per forward call (lower bound), for the implausible-speedup check",
               "# min_bytes = ...  # bytes per forward call (lower bound)", ""]
     (folder / TOML_FILE).write_text("\n".join(lines), encoding="utf-8")

@@ -91,6 +91,22 @@ class Harness:
         spec.loader.exec_module(module)
         return module
 
+    def build_in_constructor(self, module: Any) -> dict[str, Any] | None:
+        """Construct ModelNew once (no GPU visible) so extensions built in ``__init__`` are built now.
+
+        Only a build failure is reported; any other failure here is left for the judge stage,
+        which runs with the GPU and reports it properly.
+        """
+        model_cls = getattr(module, "ModelNew", None)
+        if self.setup.get("init_inputs") is None or not isinstance(model_cls, type):
+            return None
+        try:
+            model_cls(*self.setup["init_inputs"])
+        except Exception as exc:  # noqa: BLE001
+            message = error_message(exc, "construct", self.code_path)
+            return message if message["kind"] == "compile_error" else None
+        return None
+
     def construct(self, module: Any) -> dict[str, Any]:
         import torch
 
@@ -186,9 +202,12 @@ def _forward_signature_problem(model: Any, n_inputs: int) -> str:
 def _confine_writes() -> int:
     from evalkit.landlock import restrict_writes
 
-    writable = [os.getcwd(), "/dev"] + [p for p in [os.environ.get("TORCH_EXTENSIONS_DIR")] if p]
-    if writable[-1] != "/dev":
-        os.makedirs(writable[-1], exist_ok=True)
+    # /proc/<own pid>: the CUDA driver writes there while it initialises (Error 304 without it).
+    writable = [os.getcwd(), "/dev", os.path.realpath("/proc/self")]
+    extensions = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if extensions:
+        os.makedirs(extensions, exist_ok=True)
+        writable.append(extensions)
     return restrict_writes(writable)
 
 
@@ -204,7 +223,8 @@ def serve(conn: Connection) -> None:
     try:
         module = harness.load()
         if setup["mode"] == "build":
-            harness.reply({"op": "built", "landlock": landlock_abi})
+            stage = "construct"
+            harness.reply(harness.build_in_constructor(module) or {"op": "built", "landlock": landlock_abi})
             return
         stage = "construct"
         ready = harness.construct(module)

@@ -1,0 +1,127 @@
+"""``evalkit problems`` (list, check, new, import), invoked through click's test runner."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from evalkit.cli_problems import problems
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBLEMS = ROOT / "problems"
+FIXTURES = ROOT / "tests" / "fixtures" / "problems"
+BROKEN = ROOT / "tests" / "fixtures" / "broken_problems"
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> Result:
+    return CliRunner().invoke(problems, [str(a) for a in args], env=env)
+
+
+def test_list_table_shows_shipped_problems() -> None:
+    result = _run("--problems-dir", PROBLEMS)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].split() == ["ID", "TITLE", "SOURCE", "INPUTS", "OUTPUT"]
+    row = next(line for line in lines if line.startswith("conv2d_gelu_globalavgpool "))
+    assert "(128, 8, 256, 256)" in row and row.endswith("(128, 64)")
+    assert "KernelBench v0.1 level2/67_Conv2d_GELU_GlobalAvgPool" in row
+    alex = next(line for line in lines if line.startswith("alexnet_conv1 "))
+    assert alex.index("KernelBench") == row.index("KernelBench")  # aligned columns
+
+
+def test_list_json() -> None:
+    result = _run("--problems-dir", FIXTURES, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert [d["id"] for d in data] == ["tiny_conv", "tiny_relu"]
+    assert {"id", "title", "source", "path"} <= set(data[0])
+    assert data[0]["input_shapes"] == [[2, 3, 8, 8]] and data[0]["output_shape"] == [2, 4, 6, 6]
+
+
+def test_env_var_and_default_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "tiny_relu" in _run(env={"EVALKIT_PROBLEMS": str(FIXTURES)}).output
+    shutil.copytree(FIXTURES / "tiny_relu", tmp_path / "problems" / "tiny_relu")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("EVALKIT_PROBLEMS", raising=False)
+    result = _run()
+    assert result.exit_code == 0 and "tiny_relu" in result.output and "tiny_conv" not in result.output
+
+
+def test_missing_dir_is_a_clean_error(tmp_path: Path) -> None:
+    result = _run("--problems-dir", tmp_path / "nope")
+    assert result.exit_code == 1
+    assert "Error: problems folder" in result.output and "Traceback" not in result.output
+
+
+def test_check_valid_fixtures() -> None:
+    result = _run("--problems-dir", FIXTURES, "check")
+    assert result.exit_code == 0, result.output
+    assert "OK   tiny_conv  (2, 3, 8, 8) -> (2, 4, 6, 6)" in result.output
+    assert "2 of 2 problem(s) OK" in result.output
+
+
+def test_check_broken_fixtures_fails_each_with_its_reason() -> None:
+    result = _run("check", "--problems-dir", BROKEN)
+    assert result.exit_code == 1
+    out = result.output
+    for name in ("no_model", "syntax_error", "inputs_not_tensor", "forward_fails", "unknown_key"):
+        assert f"FAIL {name}" in out
+    assert "OK   degenerate_zero" in out
+    assert "warning: degenerate: output is so close to zero" in out
+    assert "error: forward on cpu raised RuntimeError" in out
+    assert "(did you mean 'atol'?)" in out
+    assert "Traceback" not in out
+
+
+def test_check_selected_ids_and_did_you_mean() -> None:
+    result = _run("--problems-dir", BROKEN, "check", "degenerate_zero")
+    assert result.exit_code == 0 and "1 of 1 problem(s) OK" in result.output
+    result = _run("--problems-dir", PROBLEMS, "check", "alexnet_conv")
+    assert result.exit_code == 1
+    assert "unknown problem 'alexnet_conv' (did you mean 'alexnet_conv1'?)" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_check_large_problem_notes_it_was_not_run() -> None:
+    result = _run("--problems-dir", PROBLEMS, "check", "alexnet_conv1")
+    assert result.exit_code == 0
+    assert "note: forward not run on CPU: problem is large (0.45 GB)" in result.output
+
+
+def test_new_then_check(tmp_path: Path) -> None:
+    result = _run("new", "my_op", "--problems-dir", tmp_path)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "my_op" / "reference.py").is_file() and (tmp_path / "my_op" / "problem.toml").is_file()
+    check = _run("--problems-dir", tmp_path, "check", "my_op")
+    assert check.exit_code == 0 and "OK   my_op" in check.output
+    again = _run("--problems-dir", tmp_path, "new", "my_op")
+    assert again.exit_code == 1 and "refusing to overwrite" in again.output
+    bad = _run("--problems-dir", tmp_path, "new", "My-Op")
+    assert bad.exit_code == 1 and "invalid problem id" in bad.output
+
+
+def test_import(tmp_path: Path) -> None:
+    level2 = tmp_path / "kb" / "level2"
+    level2.mkdir(parents=True)
+    shutil.copy(PROBLEMS / "convtranspose2d_gelu_groupnorm" / "reference.py",
+                level2 / "19_ConvTranspose2d_GELU_GroupNorm.py")
+    result = _run("import", tmp_path / "kb", "--problems-dir", tmp_path / "problems")
+    assert result.exit_code == 0, result.output
+    assert "-> " + str(tmp_path / "problems" / "convtranspose2d_gelu_groupnorm") in result.output
+    listing = _run("--problems-dir", tmp_path / "problems")
+    assert "(128, 64, 258, 258)" in listing.output
+    missing = _run("import", tmp_path / "nothing", "--problems-dir", tmp_path / "problems")
+    assert missing.exit_code == 1 and "no such file or folder" in missing.output
+
+
+def test_cuda_without_gpu_is_a_clean_error() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    result = _run("--problems-dir", FIXTURES, "check", "--device", "cuda")
+    assert result.exit_code == 1 and "no CUDA GPU is usable here" in result.output
