@@ -63,7 +63,8 @@ def build_env(build_dir: Path, device: str) -> dict[str, str]:
     return env
 
 
-def build(code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits) -> BuildOutcome:
+def build(code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits,
+          init_inputs: list[Any] | None = None) -> BuildOutcome:
     """Build (import) ``code`` in a sandbox with no GPU visible, or return the cached outcome."""
     build_dir = cache_root / build_key(code, device)
     record = build_dir / BUILD_RECORD
@@ -73,13 +74,14 @@ def build(code: str, cache_root: Path, device: str, timeout_s: float, limits: Li
         except (OSError, ValueError, TypeError):
             pass  # a damaged record: build again
     build_dir.mkdir(parents=True, exist_ok=True)
-    outcome = _run_build(code, build_dir, device, timeout_s, limits)
+    outcome = _run_build(code, build_dir, device, timeout_s, limits, init_inputs)
     if outcome.status in ("ok", "compile_error"):
         record.write_text(json.dumps(outcome.to_dict()))
     return outcome
 
 
-def _run_build(code: str, build_dir: Path, device: str, timeout_s: float, limits: Limits) -> BuildOutcome:
+def _run_build(code: str, build_dir: Path, device: str, timeout_s: float, limits: Limits,
+               init_inputs: list[Any] | None) -> BuildOutcome:
     start = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="evalkit-build-"))
     code_path = workdir / "submission.py"
@@ -89,7 +91,7 @@ def _run_build(code: str, build_dir: Path, device: str, timeout_s: float, limits
     outcome = BuildOutcome(status="ok", seconds=0.0, extension_dir=str(build_dir / "extensions"))
     try:
         worker.send({"op": "setup", "mode": "build", "code_path": str(code_path), "device": "cpu",
-                     "limits": limits.to_dict()})
+                     "limits": limits.to_dict(), "init_inputs": init_inputs, "init_seed": 0})
         reply = worker.receive(timeout_s, "build")
         if reply.get("op") == "error":
             is_build = reply.get("kind") == "compile_error"

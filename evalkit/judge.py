@@ -30,6 +30,9 @@ VERIFIED_TIMED_CALLS = 3
 # The most per-call overhead (IPC, harness Python) the judge will excuse between the time a
 # worker reports and the wall time it observes; a worker slowing its own pings gains no more.
 OVERHEAD_CAP_MS = {"cuda": 1.0, "cpu": 5.0}
+# How much of the judge's observed wall time may go unexplained by the reported time before the
+# row is flagged (fraction of observed, plus milliseconds). Host clocks on a loaded CPU are noisy.
+UNEXPLAINED_TIME_TOLERANCE = {"cuda": (0.2, 0.3), "cpu": (0.5, 1.0)}
 
 
 @dataclass(frozen=True)
@@ -144,9 +147,7 @@ def _error_verdict(reply: dict[str, Any]) -> Verdict:
 
 def _error_reason(reply: dict[str, Any]) -> str:
     first_line = str(reply.get("message", "")).strip().splitlines()[:1]
-    where = next((f for f in reversed(reply.get("traceback") or []) if f.get("in_submission")), None)
-    at = f" (submission code line {where['line']})" if where else ""
-    return f"{reply.get('stage', '?')}: {first_line[0] if first_line else 'error'}{at}"[:500]
+    return f"{reply.get('stage', '?')}: {first_line[0] if first_line else 'error'}"[:300]
 
 
 class Judge:
@@ -266,7 +267,6 @@ class Judge:
         verify = set(rng.sample(range(settings.warmup_trials, total), min(VERIFIED_TIMED_CALLS, settings.timing_trials)))
         walls: list[float] = []
         ping_ms = self._ping_ms(session)
-        copy_ms = self._copy_ms(session.outputs)
 
         def prepare(i: int) -> None:
             session.load_inputs(settings.seed + 7919 * (i + 1))
@@ -283,16 +283,17 @@ class Judge:
 
         samples = measure(timed_call, prepare, warmup=settings.warmup_trials, trials=settings.timing_trials)
         stats = TimingStats.from_samples(samples)
-        allowance = min(2 * ping_ms + 0.05, OVERHEAD_CAP_MS.get(self.ref.device, 1.0))
-        observed = statistics.median(walls[settings.warmup_trials:]) - copy_ms
+        overhead = min(ping_ms, OVERHEAD_CAP_MS.get(self.ref.device, 1.0))
+        observed = statistics.median(walls[settings.warmup_trials:]) - overhead
         timing = {**to_jsonable(stats), "clock": "cuda_events" if self.ref.device == "cuda" else "host",
-                  "observed_median_ms": observed, "overhead_allowance_ms": allowance, "ping_ms": ping_ms,
-                  "copy_ms": copy_ms, "verified_calls": sorted(verify), "samples_ms": samples}
-        if stats.median_ms + allowance < 0.8 * observed:
+                  "observed_median_ms": observed, "overhead_ms": overhead, "ping_ms": ping_ms,
+                  "verified_calls": sorted(verify), "samples_ms": samples}
+        relative, absolute = UNEXPLAINED_TIME_TOLERANCE[self.ref.device]
+        if observed - stats.median_ms > relative * observed + absolute:
             # The worker reports less time than the judge saw pass: trust the judge's clock.
             flags.append("timing_mismatch")
             timing["reported_median_ms"] = stats.median_ms
-            timing["median_ms"] = observed - allowance
+            timing["median_ms"] = observed
         return timing
 
     def _verify_timed_call(self, session: Session, i: int) -> None:
@@ -307,10 +308,6 @@ class Judge:
         samples = [self.clock.wall_ms(session.ping)[0] for _ in range(9)]
         return sorted(samples)[len(samples) // 2]
 
-    def _copy_ms(self, buffers: list[torch.Tensor]) -> float:
-        scratch = [torch.empty_like(b) for b in buffers]
-        samples = [self.clock.time_ms(lambda: [s.copy_(b) for s, b in zip(scratch, buffers)])[0] for _ in range(3)]
-        return min(samples)
 
 
 def _reported_ms(reply: dict[str, Any]) -> float:

@@ -66,6 +66,7 @@ class ScoreOutcome:
     counts: Counter
     judged: int
     skipped_resume: int
+    problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -85,7 +86,9 @@ def resolve_device(device: str) -> str:
 def default_limits(device: str, memory_gib: float | None) -> Limits:
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     memory = int(memory_gib * 2**30) if memory_gib else int(min(total * 0.5, 64 * 2**30))
-    return Limits(memory_bytes=memory, address_space_bytes=memory * 2 if device == "cpu" else None)
+    # Address space, not resident memory, is what RLIMIT_AS counts: leave torch's own mappings room.
+    address_space = max(2 * memory, memory + 8 * 2**30) if device == "cpu" else None
+    return Limits(memory_bytes=memory, address_space_bytes=address_space)
 
 
 Progress = Callable[[str, Counter], None]
@@ -102,7 +105,8 @@ def score(options: ScoreOptions, progress: Progress | None = None, total_hook: C
                               f"or choose another --out")
     todo = [s for s in found.submissions if s.key not in done]
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**31)
-    outcome = ScoreOutcome(options.out_dir, device, Counter(), 0, len(found.submissions) - len(todo))
+    outcome = ScoreOutcome(options.out_dir, device, Counter(), 0, len(found.submissions) - len(todo),
+                           problems=sorted(problems))
     if total_hook:
         total_hook(len(todo) + len(found.unreadable))
     report = progress or (lambda stage, counts: None)
@@ -138,7 +142,8 @@ def _score_all(todo: list[Submission], problems: dict[str, Problem], options: Sc
                 continue
             settings = problems[submission.problem].settings
             timeout = options.build_timeout_s or settings.build_timeout_s
-            future = pool.submit(build, early.code, build_root, device, timeout, limits)
+            init_inputs = _init_inputs(problems[submission.problem])
+            future = pool.submit(build, early.code, build_root, device, timeout, limits, init_inputs)
             pending.append((submission, early, future))
         baseline_cache = BaselineCache(options.out_dir / BASELINES_FILE)
         context: _ProblemContext | None = None
@@ -157,6 +162,14 @@ def _score_all(todo: list[Submission], problems: dict[str, Problem], options: Sc
     if device == "cuda":  # on a GPU every problem gets its baselines, even with no submission judged
         for problem_id in sorted({s.problem for s in todo} - judged_problems):
             _ProblemContext.create(problems[problem_id], options, device, seed, limits, baseline_cache, report)
+
+
+def _init_inputs(problem: Problem) -> list[Any] | None:
+    """The constructor arguments, so builds done in ``ModelNew.__init__`` also happen ahead of judging."""
+    try:
+        return list(problem.load_module().get_init_inputs())
+    except Exception:  # noqa: BLE001 - the judge stage reports a broken reference properly
+        return None
 
 
 @dataclass
@@ -201,30 +214,29 @@ def _judge_one(submission: Submission, early: Triage, outcome: BuildOutcome, con
     row.stage_seconds["build_s"] = outcome.seconds
     if outcome.status in ("compile_error", "timeout", "crash"):
         verdict = {"compile_error": Verdict.COMPILE_ERROR, "timeout": Verdict.TIMEOUT}.get(outcome.status, Verdict.CRASH)
-        first = row.build["errors"][0] if row.build["errors"] else None
-        where = f" (submission line {first['submission_line']})" if first and first.get("submission_line") else ""
-        detail = f"{first['file']}:{first['line']}: {first['message']}" if first else (outcome.message.strip().splitlines() or ["(no message)"])[0]
-        return _finish(row, verdict, f"build failed: {detail}{where}" if verdict is Verdict.COMPILE_ERROR
-                       else f"build stage: {outcome.message}")
+        if verdict is Verdict.COMPILE_ERROR:
+            return _finish(row, verdict, _build_failure_reason(row.build["errors"], outcome.message))
+        return _finish(row, verdict, f"build stage: {outcome.message}")
     if context.judge is None:
         return _finish(row, Verdict.SKIPPED, context.setup_error)
     workdir = Path(tempfile.mkdtemp(prefix="evalkit-judge-"))
+    build_dir = build_root / build_key(early.code, device)
     try:
         code_path = workdir / "submission.py"
         code_path.write_text(early.code)
-        judgement = context.judge.judge(code_path, workdir, build_env(build_root / build_key(early.code, device), device))
+        judgement = context.judge.judge(code_path, workdir, build_env(build_dir, device))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return _apply_judgement(row, judgement, early, context.baselines, context.problem)
+    return _apply_judgement(row, judgement, early, context.baselines, context.problem, build_dir / "extensions")
 
 
 def _apply_judgement(row: ResultRow, judgement: Judgement, early: Triage, baselines: dict[str, Any],
-                     problem: Problem) -> ResultRow:
+                     problem: Problem, extension_root: Path) -> ResultRow:
     row.flags.extend(judgement.flags)
     row.warnings.extend(judgement.warnings)
     row.correctness, row.timing = judgement.correctness, judgement.timing
     row.stage_seconds.update(judgement.stage_seconds)
-    row.error = _map_error(judgement.error, early)
+    row.error = _map_error(judgement.error, early, extension_root)
     if judgement.timing:
         row.timing = dict(judgement.timing)
         row.baselines = {k: v for k, v in baselines.items() if k in BASELINE_KINDS or k == "device_name"}
@@ -239,13 +251,28 @@ def _apply_judgement(row: ResultRow, judgement: Judgement, early: Triage, baseli
     reason = judgement.reason
     if judgement.verdict is Verdict.CORRECT and row.speedup_vs_eager:
         reason += f", {row.speedup_vs_eager:.2f}x vs eager"
-    if judgement.verdict is Verdict.COMPILE_ERROR and row.error and row.error.get("compiler_errors"):
-        first = row.error["compiler_errors"][0]
-        reason = f"build failed: {first['file']}:{first['line']}: {first['message']}"
+    if judgement.verdict is Verdict.COMPILE_ERROR and row.error:
+        reason = _build_failure_reason(row.error.get("compiler_errors") or [], str(row.error.get("message", "")))
+    elif row.error and row.error.get("traceback"):
+        frame = next((f for f in reversed(row.error["traceback"]) if f.get("source_line")), None)
+        if frame:
+            reason += f" (line {frame['source_line']} of {row.path})"
     return _finish(row, judgement.verdict, reason)
 
 
-def _map_error(error: dict[str, Any] | None, early: Triage) -> dict[str, Any] | None:
+def _build_failure_reason(errors: list[dict[str, Any]], message: str) -> str:
+    """The first two compiler errors, each pointing into the submission where it can."""
+    parts = []
+    for error in errors[:2]:
+        where = f" (line {error['submission_line']} of the answer)" if error.get("submission_line") else ""
+        parts.append(f"{error['file']}:{error['line']}: {error['message']}{where}")
+    if not parts:
+        parts.append((message.strip().splitlines() or ["(no compiler message)"])[0])
+    more = f"; +{len(errors) - 2} more" if len(errors) > 2 else ""
+    return "build failed: " + "; then ".join(parts) + more
+
+
+def _map_error(error: dict[str, Any] | None, early: Triage, extension_root: Path) -> dict[str, Any] | None:
     """Point traceback frames and compiler errors back at lines of the original text."""
     if not error:
         return error
@@ -259,7 +286,8 @@ def _map_error(error: dict[str, Any] | None, early: Triage) -> dict[str, Any] | 
     if frames:
         error["traceback"] = frames
     if error.get("kind") == "compile_error":
-        errors = first_compiler_errors(str(error.get("message", "")), Path("/nonexistent"))
+        log = "\n".join(str(error.get(k, "")) for k in ("message", "stdout_tail", "stderr_tail"))
+        errors = first_compiler_errors(log, extension_root)
         error["compiler_errors"] = [_with_submission_line(e, early) for e in errors]
     return error
 

@@ -29,6 +29,7 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+WATCHDOG_PERIOD_S = 0.25
 _KEEP_ENV = (
     "PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
     "CC", "CXX", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "TORCH_CUDA_ARCH_LIST", "NCCL_NVLS_ENABLE",
@@ -145,6 +146,7 @@ class UntrustedProcess:
         self._stdout = _BoundedCapture(self._proc.stdout, limits.output_bytes)
         self._stderr = _BoundedCapture(self._proc.stderr, limits.output_bytes)
         self.killed_because = ""
+        self._last_watch = 0.0
 
     @property
     def pid(self) -> int:
@@ -160,15 +162,16 @@ class UntrustedProcess:
         """Wait for the next JSON message; raise ``WorkerGone`` on death, timeout or watchdog kill."""
         deadline = time.monotonic() + timeout_s
         while True:
-            self._watchdog()
+            remaining = deadline - time.monotonic()
+            if self._conn.poll(max(min(remaining, WATCHDOG_PERIOD_S), 0)):
+                self._watchdog(force=False)
+                return self._read_message(stage)
+            self._watchdog(force=True)
             if self.killed_because:
                 raise self._gone(self.killed_because)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if deadline - time.monotonic() <= 0:
                 self.kill(f"timeout: stage '{stage}' exceeded its {timeout_s:g} s limit")
                 raise WorkerGone("timeout", self.killed_because)
-            if self._conn.poll(min(remaining, 0.2)):
-                return self._read_message(stage)
 
     def _read_message(self, stage: str) -> dict[str, Any]:
         try:
@@ -184,9 +187,13 @@ class UntrustedProcess:
             raise self._gone(f"the worker sent a non-object message during stage '{stage}'")
         return message
 
-    def _watchdog(self) -> None:
-        if self.killed_because or self._proc.poll() is not None:
+    def _watchdog(self, force: bool) -> None:
+        # Scanning /proc costs milliseconds: never on the fast path of every reply, which would
+        # add that to each timed call's round trip, but at least once per period.
+        now = time.monotonic()
+        if self.killed_because or self._proc.poll() is not None or (not force and now - self._last_watch < WATCHDOG_PERIOD_S):
             return
+        self._last_watch = now
         members = sandbox_members(self._proc.pid, self.marker)
         if len(members) > self.limits.max_processes:
             self.kill(f"killed: {len(members)} processes exceed the limit of {self.limits.max_processes}")

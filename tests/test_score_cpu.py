@@ -94,10 +94,12 @@ def test_error_rows_point_into_the_submission(scored):
     assert "NameError" in runtime["reason"] and "'F' is not defined" in runtime["reason"]
     frame = [f for f in runtime["error"]["traceback"] if f["in_submission"]][-1]
     assert frame["source_line"] == 11  # the `return F.relu(...)` line of runtime_error.py
+    assert "(line 11 of " in runtime["reason"]
     compile_row = by[("linear_relu", "compile_error")]
     first = compile_row["build"]["errors"][0]
     assert "undeclared_value" in first["message"]
     assert first["submission_line"] == 12  # the C++ loop line inside the Python string
+    assert "(line 12 of the answer)" in compile_row["reason"]
     syntax = by[("linear_relu", "syntax_error")]
     assert syntax["error"]["source_line"] == 7  # `def __init__(self, features)` in syntax_error.txt
     crash = by[("linear_relu", "crash")]

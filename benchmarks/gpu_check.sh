@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Run on the GPU device (see docs/gpu-runs.md): judge the shipped seeds and run the CUDA-marked tests.
+# Everything worth keeping is written under $OUT.
+set -uo pipefail
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  && export PYTHONPATH="$PWD:/tmp/site" || exit 1
+export EVALKIT_CACHE=/tmp/evalkit-cache PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'; } | tee "$OUT/environment.txt"
+stage=${1:-all}
+if [ "$stage" = all ] || [ "$stage" = seeds ]; then
+  python3 -m evalkit score submissions/ --out /tmp/seeds --jobs 8 2>&1 | tr '\r' '\n' | grep -v '^evalkit' | tee "$OUT/seeds_score.log"
+  cp /tmp/seeds/results.jsonl "$OUT/seeds_results.jsonl"; cp /tmp/seeds/summary.json "$OUT/seeds_summary.json"; cp /tmp/seeds/baselines.json "$OUT/seeds_baselines.json"
+fi
+if [ "$stage" = all ] || [ "$stage" = cuda-tests ]; then
+  python3 -m pytest -q -m cuda tests -p no:cacheprovider -rA 2>&1 | tee "$OUT/pytest_cuda.log"
+fi
+if [ "$stage" = all ] || [ "$stage" = cuda-tests ]; then
+  # The same fixtures once more (builds are cached now), keeping the rows for the record.
+  python3 -m evalkit score tests/fixtures/cuda_submissions --problems tests/fixtures/judge_problems --out /tmp/cudafx \
+    --baselines eager --timeout 30 --timing-trials 20 --seed 3 2>&1 | tr '\r' '\n' | grep -v '^evalkit' | tail -5
+  cp /tmp/cudafx/results.jsonl "$OUT/cuda_fixtures_results.jsonl"
+fi

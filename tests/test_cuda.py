@@ -1,0 +1,72 @@
+"""On a CUDA GPU: faults stay inside the sandbox, and side streams or PyTorch substitutes are seen.
+
+Run on the device (see docs/gpu-runs.md); skipped on machines without a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import FIXTURES
+from evalkit.cli import main
+
+pytestmark = pytest.mark.cuda
+
+PROBLEMS = FIXTURES / "judge_problems"
+SUBMISSIONS = FIXTURES / "cuda_submissions"
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    out = tmp_path_factory.mktemp("cuda") / "report"
+    args = ["score", str(SUBMISSIONS), "--problems", str(PROBLEMS), "--out", str(out), "--device", "cuda",
+            "--baselines", "eager", "--timeout", "30", "--timing-trials", "20", "--seed", "3"]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    lines = (out / "results.jsonl").read_text().splitlines()
+    return {json.loads(line)["sample"]: json.loads(line) for line in lines}
+
+
+def test_a_correct_cuda_kernel_is_correct_and_seen(rows):
+    row = rows["a_correct_cuda"]
+    assert row["verdict"] == "correct", row["reason"]
+    assert any("relu_kernel" in k for k in row["correctness"]["custom_kernels"])
+    assert "no_custom_kernel" not in row["flags"]
+
+
+def test_out_of_bounds_write_is_a_crash_or_runtime_error(rows):
+    row = rows["b_illegal_memory_access"]
+    assert row["verdict"] in ("crash", "runtime_error"), row["reason"]
+    assert "cuda error" in (row["reason"] + json.dumps(row["error"])).lower()
+
+
+def test_kernel_infinite_loop_times_out(rows):
+    assert rows["c_kernel_infinite_loop"]["verdict"] == "timeout"
+
+
+def test_gpu_memory_exhaustion_stays_inside(rows):
+    row = rows["d_gpu_memory_exhaustion"]
+    assert row["verdict"] in ("runtime_error", "crash"), row["reason"]
+    assert "memory" in row["reason"].lower()
+
+
+def test_the_next_submission_after_faults_is_judged_correctly(rows):
+    row = rows["e_correct_after_faults"]
+    assert row["verdict"] == "correct", row["reason"]
+    assert row["timing"]["median_ms"] < 5
+
+
+def test_side_stream_work_is_counted(rows):
+    row = rows["side_stream"]
+    assert row["verdict"] == "correct", row["reason"]
+    # The matmul on the side stream is timed: no fake speedup over PyTorch's own matmul.
+    assert row["speedup_vs_eager"] < 1.5, row["timing"]
+
+
+def test_pytorch_substitutes_are_flagged(rows):
+    assert "no_custom_kernel" in rows["same_ops"]["flags"]
+    assert {"fallback", "no_custom_kernel"} <= set(rows["fallback"]["flags"])
