@@ -1,0 +1,101 @@
+"""Every known way to fool a kernel benchmark that a CPU can reproduce: each is caught, and faults
+stay inside the sandbox (the next submission is judged correctly, nothing outside changed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import FIXTURES
+from evalkit.cli import main
+
+CANARIES = [Path("/tmp/evalkit-escape-canary.txt"), Path("/evalkit-escape-canary.txt")]
+
+WRONG_ANSWERS = ["empty_output", "cache_by_pointer", "first_call_only", "honest_then_cheat", "patches_comparisons",
+                 "gc_walk", "background_thread", "tensor_subclass"]
+
+
+def _sandbox_processes() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if b"EVALKIT_SANDBOX_ID=" in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    for canary in CANARIES:
+        canary.unlink(missing_ok=True)
+    out = tmp_path_factory.mktemp("hostile") / "report"
+    args = ["score", str(FIXTURES / "hostile_submissions"), "--problems", str(FIXTURES / "judge_problems"),
+            "--out", str(out), "--device", "cpu", "--baselines", "eager", "--timeout", "20", "--timing-trials", "5",
+            "--warmup", "1", "--seed", "7", "--memory-gib", "3", "--cache-dir", str(out.parent / "cache")]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return {json.loads(line)["sample"]: json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()}
+
+
+@pytest.mark.parametrize("sample", WRONG_ANSWERS)
+def test_wrong_answers_do_not_pass(rows, sample):
+    assert rows[sample]["verdict"] == "incorrect", rows[sample]["reason"]
+
+
+def test_a_cheat_after_the_correctness_trials_is_caught_during_timing(rows):
+    assert "during timing" in rows["honest_then_cheat"]["reason"]
+
+
+def test_reduced_precision_passes_within_tolerance_but_is_flagged(rows):
+    row = rows["reduced_precision"]
+    assert row["verdict"] == "correct", row["reason"]
+    assert "reduced_precision" in row["flags"]
+    assert "reduced_precision" not in rows["zz_correct_after_all"]["flags"]
+
+
+def test_exiting_cleanly_never_passes(rows):
+    assert rows["exit_at_import"]["verdict"] == "runtime_error"
+    assert "exit(0)" in rows["exit_at_import"]["reason"]
+    assert rows["exit_in_forward"]["verdict"] == "crash"
+    assert "without replying" in rows["exit_in_forward"]["reason"]
+
+
+def test_a_patched_timer_gives_no_speedup(rows):
+    row = rows["patches_timer"]
+    assert row["verdict"] == "correct"
+    assert "timing_mismatch" in row["flags"]
+    assert row["timing"]["reported_median_ms"] < 0.01
+    assert row["timing"]["median_ms"] > 25  # the judge's own clock saw the 30 ms sleep
+
+
+def test_fork_bomb_and_memory_hog_are_stopped(rows):
+    assert rows["fork_bomb"]["verdict"] == "crash"
+    assert "killed" in rows["fork_bomb"]["reason"]  # by the process count or the memory it adds up to
+    assert rows["host_memory_hog"]["verdict"] in ("crash", "runtime_error")
+    assert "memory" in rows["host_memory_hog"]["reason"].lower()
+
+
+def test_printing_a_lot_is_bounded(rows):
+    row = rows["prints_a_lot"]
+    assert row["verdict"] == "correct", row["reason"]
+    assert len(json.dumps(row)) < 200_000
+
+
+def test_nothing_outlives_or_escapes_the_sandbox(rows):
+    assert rows["background_process"]["verdict"] == "correct"
+    assert rows["writes_outside"]["verdict"] == "correct"
+    assert _sandbox_processes() == []
+    assert not any(c.exists() for c in CANARIES)
+
+
+def test_the_submission_after_every_attack_is_judged_correctly(rows):
+    row = rows["zz_correct_after_all"]
+    assert row["verdict"] == "correct", row["reason"]
+    assert row["correctness"]["max_abs_err"] < 1e-5
+    assert not row["flags"]
