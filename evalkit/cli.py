@@ -100,7 +100,7 @@ def score_command(submissions: Path, problems_dir: Path, out_dir: Path | None, r
     from tqdm import tqdm
 
     from evalkit.problems import ProblemError
-    from evalkit.report import write_reports
+    from evalkit.report import format_leaderboard, write_reports
     from evalkit.runner import ScoreOptions, default_cache_dir, score
     from evalkit.submissions import SubmissionError
 
@@ -130,7 +130,9 @@ def score_command(submissions: Path, problems_dir: Path, out_dir: Path | None, r
         raise click.ClickException(str(err)) from err
     finally:
         bar.close()
-    html = write_reports(outcome.out_dir)
+    html = write_reports(outcome.out_dir, problems=outcome.problems)
+    summary = json.loads((outcome.out_dir / "summary.json").read_text())
+    click.echo(format_leaderboard(summary))
     click.echo(f"judged {outcome.judged} submission(s) on {outcome.device}"
                + (f", {outcome.skipped_resume} already in the report" if outcome.skipped_resume else "")
                + ": " + ", ".join(f"{k} {v}" for k, v in sorted(outcome.counts.items())))

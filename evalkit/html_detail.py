@@ -13,6 +13,7 @@ from evalkit import scoring, svg
 from evalkit.html_report import badge, document, esc, flags_html, fmt_ms, fmt_speedup
 
 Row = dict[str, Any]
+OPTIONAL_CANDIDATE_FIELDS = ("closed", "in_final_answer", "defines_model_new")
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -86,10 +87,11 @@ def extraction_section(row: Row) -> str:
         return '<p class="muted">no extraction record</p>'
     block = _dict(ext.get("block"))
     chosen = block.get("index")
-    heads = ("index", "language", "fence_line", "start_line", "end_line", "status", "why")
+    candidates = [_dict(c) for c in ext.get("candidates") or []]
+    extra = [k for k in OPTIONAL_CANDIDATE_FIELDS if any(k in c for c in candidates)]
+    heads = ("index", "language", "fence_line", "start_line", "end_line", *extra, "status", "why")
     rows = []
-    for cand in ext.get("candidates") or []:
-        cand = _dict(cand)
+    for cand in candidates:
         css = ' class="chosen"' if chosen is not None and cand.get("index") == chosen else ""
         rows.append(f"<tr{css}>" + "".join(f"<td>{esc(cand.get(h))}</td>" for h in heads) + "</tr>")
     table = (f'<table id="candidates"><thead><tr>{"".join(f"<th>{h}</th>" for h in heads)}</tr></thead>'
@@ -111,10 +113,11 @@ def build_section(row: Row) -> str:
         cells = "".join("<tr>" + "".join(f"<td>{_line_link(e.get(h)) if h == 'submission_line' else esc(e.get(h))}</td>"
                                           for h in heads) + "</tr>" for e in errors)
         table = f'<table id="build-errors"><thead><tr>{"".join(f"<th>{h}</th>" for h in heads)}</tr></thead><tbody>{cells}</tbody></table>'
-    info = kv_table([("status", build.get("status")), ("seconds", build.get("seconds")), ("cached", build.get("cached")),
-                     ("message", build.get("message"))])
-    log = f'<h3>build log (tail)</h3><pre id="build-log">{esc(build.get("log_tail"))}</pre>' if build.get("log_tail") else ""
-    return info + table + log
+    info = kv_table([("status", build.get("status")), ("seconds", build.get("seconds")), ("cached", build.get("cached"))])
+    message, log_tail = str(build.get("message") or ""), str(build.get("log_tail") or "")
+    shown = f"<h3>message</h3><pre>{esc(message)}</pre>" if message and message not in log_tail else ""
+    log = f'<h3>build log (tail)</h3><pre id="build-log">{esc(log_tail)}</pre>' if log_tail else ""
+    return info + table + shown + log
 
 
 def _line_link(line: Any) -> str:
@@ -156,11 +159,13 @@ def timing_section(row: Row) -> str:
     stats = [(k, v) for k, v in timing.items() if k != "samples_ms"]
     lines = {name: _dict(base.get(name)).get("median_ms") for name in scoring.BASELINES}
     samples = [v for v in timing.get("samples_ms") or [] if isinstance(v, (int, float))]
-    baselines = [(name, _dict(base.get(name)).get("error") or f"median {fmt_ms(_dict(base.get(name)).get('median_ms'))} ms")
-                 for name in scoring.BASELINES if name in base] + [("device", base.get("device_name"))]
-    return (kv_table([("speedup vs eager", fmt_speedup(scoring.speedup_of(row, "eager"))),
-                      ("speedup vs compile", fmt_speedup(scoring.speedup_of(row, "compile")))] + stats, "timing")
-            + "<h3>baselines</h3>" + kv_table(baselines) + (svg.timing_plot(samples, lines) if samples else ""))
+    baselines = [(f"{name} baseline", _dict(base.get(name)).get("error")
+                  or f"median {fmt_ms(_dict(base.get(name)).get('median_ms'))} ms")
+                 for name in scoring.BASELINES if name in base] + [("baseline device", base.get("device_name"))]
+    speedups = kv_table([("speedup vs eager", fmt_speedup(scoring.speedup_of(row, "eager"))),
+                         ("speedup vs compile", fmt_speedup(scoring.speedup_of(row, "compile")))] + baselines)
+    return ((svg.timing_plot(samples, lines) if samples else "") + speedups
+            + "<h3>statistics</h3>" + kv_table(stats, "timing"))
 
 
 def render_detail(row: Row) -> str:

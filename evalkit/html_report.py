@@ -171,10 +171,10 @@ LEADER_COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _leader_row(name: str, scores: dict[str, Any], cell: str = "td") -> str:
+def _leader_row(name: str, scores: dict[str, Any]) -> str:
     rates, fast = scores["rates"], scores["fast_p"]
     geo = scores["geomean_speedup"]
-    cells = [f"<{cell}>{esc(name)}</{cell}>", num_td(scores["submissions"], str(scores["submissions"]))]
+    cells = [f"<td>{esc(name)}</td>", num_td(scores["submissions"], str(scores["submissions"]))]
     cells += [num_td(rates[key], f"{fmt_rate(rates[key])} ({scores['counts'][key]})") for _, key, _ in LEADER_COLUMNS[1:]]
     cells += [num_td(fast["eager"]["0"], fmt_rate(fast["eager"]["0"])),
               num_td(fast["eager"]["1"], fmt_rate(fast["eager"]["1"])),
@@ -259,7 +259,8 @@ def problem_table(summary: dict[str, Any], names: PageNames) -> str:
 
 def submissions_table(rows: list[Row], names: PageNames) -> str:
     heads = [th("run", "run"), th("problem", "problem"), th("sample", "sample"), th("verdict", "verdict", True),
-             th("speedup vs eager", "speedup_vs_eager", True), th("speedup vs compile", "speedup_vs_compile", True),
+             th("vs eager", "speedup_vs_eager", True, "speedup vs eager PyTorch"),
+             th("vs compile", "speedup_vs_compile", True, "speedup vs torch.compile"),
              th("median ms", "median_ms", True), th("flags"), th("reason"), th("details")]
     body = []
     for row in rows:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,6 @@ from evalkit.environment import environment
 from evalkit.html_detail import render_detail
 from evalkit.html_report import page_names, render_index
 from evalkit.results_io import RESULTS_FILE, SUMMARY_FILE, read_rows
-
-logger = logging.getLogger(__name__)
 
 SUMMARY_SCHEMA_VERSION = 1
 INDEX_FILE = "index.html"

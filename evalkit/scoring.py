@@ -1,0 +1,301 @@
+"""Scores from ``results.jsonl`` rows: pure functions, no I/O.
+
+Definitions (documented for users in ``docs/report-schema.md``):
+
+- rows are deduplicated by (run, problem, sample); the last row in file order wins (a resumed run
+  that judged changed content appends a newer row for the same key);
+- ``code_extracted``: verdict is not ``no_code``;
+- ``compiled``: the code got through the build stage: verdict is ``interface_error``,
+  ``runtime_error``, ``incorrect`` or ``correct``, or ``crash``/``timeout`` with a build record whose
+  status is not ``compile_error``/``crash``/``timeout`` (the failure came after the build);
+- ``fast_p`` (KernelBench): over every problem of the problem set, the fraction whose best sample is
+  correct, unflagged (no ``implausible_speedup`` / ``timing_mismatch``) and has a speedup strictly
+  greater than ``p``; a problem with no submission counts as a failure;
+- ``pass@k`` / ``fast_p@k``: Chen et al. (2021)'s unbiased estimator ``1 - C(n-c, k) / C(n, k)``
+  averaged over the problem set (``k`` is clamped to ``n`` where a problem has fewer samples);
+- the ``overall`` scores pool every row except the ``curated`` run's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any, Callable, Iterable
+
+from evalkit.records import VERDICT_ORDER
+
+THRESHOLDS: tuple[float, ...] = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
+BASELINES: tuple[str, ...] = ("eager", "compile")
+EXCLUDED_FLAGS: frozenset[str] = frozenset({"implausible_speedup", "timing_mismatch"})
+CURATED_RUN = "curated"
+BUILD_FAILED = frozenset({"compile_error", "crash", "timeout"})
+ALWAYS_COMPILED = frozenset({"interface_error", "runtime_error", "incorrect", "correct"})
+# "Furthest in the pipeline" for picking a problem's best row: ``skipped`` happens right after the
+# syntax check (the device check), so it ranks there, not after ``correct`` as in VERDICT_ORDER.
+PIPELINE_RANK: dict[str, int] = {v: i for i, v in enumerate(
+    ["no_code", "syntax_error", "skipped", "interface_error", "compile_error", "runtime_error",
+     "crash", "timeout", "incorrect", "correct"])}
+
+Row = dict[str, Any]
+
+
+def threshold_key(p: float) -> str:
+    """The JSON key of threshold ``p``: ``0``, ``0.5``, ``1``, ``1.5`` ..."""
+    return f"{p:g}"
+
+
+def row_key(row: Row) -> tuple[str, str, str]:
+    return (str(row.get("run", "")), str(row.get("problem", "")), str(row.get("sample", "")))
+
+
+def dedupe(rows: Iterable[Row]) -> list[Row]:
+    """One row per (run, problem, sample): the last one in file order, kept at its first position."""
+    latest: dict[tuple[str, str, str], Row] = {}
+    for row in rows:
+        latest[row_key(row)] = row
+    return list(latest.values())
+
+
+def speedup_of(row: Row, baseline: str) -> float | None:
+    """The row's speedup against ``baseline``, or None when absent, non-finite or not positive."""
+    value = row.get(f"speedup_vs_{baseline}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None
+
+
+def is_correct(row: Row) -> bool:
+    return row.get("verdict") == "correct"
+
+
+def is_flagged(row: Row) -> bool:
+    return bool(EXCLUDED_FLAGS.intersection(row.get("flags") or []))
+
+
+def is_compiled(row: Row) -> bool:
+    verdict = row.get("verdict")
+    if verdict in ALWAYS_COMPILED:
+        return True
+    build = row.get("build")
+    return verdict in ("crash", "timeout") and isinstance(build, dict) and build.get("status") not in BUILD_FAILED
+
+
+def is_fast(row: Row, baseline: str, p: float) -> bool:
+    """Counts towards fast_p: correct, unflagged, speedup strictly above ``p``."""
+    speed = speedup_of(row, baseline)
+    return is_correct(row) and not is_flagged(row) and speed is not None and speed > p
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Chen et al. (2021): the chance that at least one of ``k`` samples drawn from ``n`` (``c`` good) is good.
+
+    ``k`` is clamped to ``n``; with ``n == 0`` the answer is 0 (no submission is a failure).
+    """
+    if n <= 0 or c <= 0:
+        return 0.0
+    k = min(k, n)
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def problem_set(rows: Iterable[Row], known: Iterable[str] | None = None) -> list[str]:
+    """Every problem id seen in the rows plus the known ones, sorted."""
+    return sorted({str(r.get("problem", "")) for r in rows} | set(known or ()))
+
+
+def by_problem(rows: Iterable[Row]) -> dict[str, list[Row]]:
+    grouped: dict[str, list[Row]] = {}
+    for row in rows:
+        grouped.setdefault(str(row.get("problem", "")), []).append(row)
+    return grouped
+
+
+def _rate(count: int, total: int) -> float | None:
+    return count / total if total else None
+
+
+def counts(rows: list[Row]) -> dict[str, Any]:
+    """Submission counts, their rates (over all submissions) and the verdict breakdown."""
+    n = len(rows)
+    numbers = {
+        "code_extracted": sum(r.get("verdict") != "no_code" for r in rows),
+        "compiled": sum(is_compiled(r) for r in rows),
+        "correct": sum(is_correct(r) for r in rows),
+        "skipped": sum(r.get("verdict") == "skipped" for r in rows),
+        "flagged": sum(is_flagged(r) for r in rows),
+    }
+    verdicts = Counter(str(r.get("verdict")) for r in rows)
+    breakdown = {v: verdicts.pop(v, 0) for v in VERDICT_ORDER}
+    breakdown.update(sorted(verdicts.items()))  # verdicts this version does not know, kept visible
+    return {"submissions": n, "counts": numbers,
+            "rates": {k: _rate(v, n) for k, v in numbers.items() if k != "flagged"},
+            "verdicts": breakdown}
+
+
+def fast_p(rows: list[Row], problems: list[str], baseline: str,
+           thresholds: tuple[float, ...] = THRESHOLDS) -> dict[str, float | None]:
+    """KernelBench fast_p: a problem counts when any (so its best) sample is fast; all problems are the denominator."""
+    grouped = by_problem(rows)
+    result: dict[str, float | None] = {}
+    for p in thresholds:
+        hits = sum(any(is_fast(r, baseline, p) for r in grouped.get(pid, [])) for pid in problems)
+        result[threshold_key(p)] = _rate(hits, len(problems))
+    return result
+
+
+def sample_counts(rows: list[Row], problems: list[str]) -> list[int]:
+    """The ks to report: 1 and every per-problem sample count present."""
+    grouped = by_problem(rows)
+    return sorted({1} | {len(grouped[pid]) for pid in problems if grouped.get(pid)})
+
+
+def mean_at_k(rows: list[Row], problems: list[str], k: int, good: Callable[[Row], bool]) -> float | None:
+    """The unbiased estimator averaged over ``problems`` (``good(row) -> bool`` decides c)."""
+    grouped = by_problem(rows)
+    values = [pass_at_k(len(grouped.get(pid, [])), sum(good(r) for r in grouped.get(pid, [])), k)
+              for pid in problems]
+    return sum(values) / len(values) if values else None
+
+
+def at_k(rows: list[Row], problems: list[str], thresholds: tuple[float, ...] = THRESHOLDS) -> dict[str, Any]:
+    """pass@k and fast_p@k (against each baseline) for k in {1, n's present}."""
+    ks = sample_counts(rows, problems)
+    fast: dict[str, Any] = {}
+    for baseline in BASELINES:
+        fast[baseline] = {str(k): {threshold_key(p): mean_at_k(rows, problems, k,
+                                                                 lambda r, b=baseline, p=p: is_fast(r, b, p))
+                                   for p in thresholds} for k in ks}
+    return {"ks": ks, "pass_at_k": {str(k): mean_at_k(rows, problems, k, is_correct) for k in ks},
+            "fast_p_at_k": fast}
+
+
+def geomean_speedup(rows: list[Row], baseline: str) -> dict[str, Any]:
+    """Geometric mean speedup over correct, unflagged rows that have a speedup (``n`` says how many)."""
+    speeds = [s for r in rows if is_correct(r) and not is_flagged(r) and (s := speedup_of(r, baseline))]
+    value = math.exp(sum(math.log(s) for s in speeds) / len(speeds)) if speeds else None
+    return {"value": value, "n": len(speeds)}
+
+
+def score_rows(rows: list[Row], problems: list[str]) -> dict[str, Any]:
+    """Every score of one set of rows (a run, or all runs pooled) over the problem set ``problems``."""
+    scores = counts(rows)
+    scores["problems_attempted"] = len({str(r.get("problem", "")) for r in rows})
+    scores["problems_correct"] = len({str(r.get("problem", "")) for r in rows if is_correct(r)})
+    scores["fast_p"] = {b: fast_p(rows, problems, b) for b in BASELINES}
+    scores.update(at_k(rows, problems))
+    scores["geomean_speedup"] = {b: geomean_speedup(rows, b) for b in BASELINES}
+    return scores
+
+
+def run_names(rows: Iterable[Row]) -> list[str]:
+    """Runs sorted by name, the curated run last."""
+    names = {str(r.get("run", "")) for r in rows}
+    return sorted(names - {CURATED_RUN}) + ([CURATED_RUN] if CURATED_RUN in names else [])
+
+
+def rows_of_run(rows: list[Row], run: str) -> list[Row]:
+    return [r for r in rows if str(r.get("run", "")) == run]
+
+
+def best_row(rows: list[Row]) -> Row | None:
+    """Correct with the highest speedup vs eager (unflagged first), else the furthest verdict; ties: first row."""
+    best: Row | None = None
+    for row in rows:
+        if best is None or _rank(row) > _rank(best):
+            best = row
+    return best
+
+
+def _rank(row: Row) -> tuple[Any, ...]:
+    if is_correct(row):
+        speed = speedup_of(row, "eager")
+        return (1, not is_flagged(row), speed is not None, speed or 0.0)
+    return (0, PIPELINE_RANK.get(str(row.get("verdict")), -1))
+
+
+def best_entry(rows: list[Row]) -> dict[str, Any] | None:
+    """The per-problem table cell of one run: its best row, in brief."""
+    best = best_row(rows)
+    if best is None:
+        return None
+    return {"sample": str(best.get("sample", "")), "verdict": best.get("verdict"),
+            "speedup_vs_eager": speedup_of(best, "eager"), "speedup_vs_compile": speedup_of(best, "compile"),
+            "flags": list(best.get("flags") or []), "samples": len(rows), "correct": sum(map(is_correct, rows)),
+            "sha256": best.get("sha256")}
+
+
+def per_problem(rows: list[Row], problems: list[str]) -> list[dict[str, Any]]:
+    """One entry per problem: each run's best row (curated apart) and the problem's baselines."""
+    runs = [r for r in run_names(rows) if r != CURATED_RUN]
+    grouped = by_problem(rows)
+    table = []
+    for pid in problems:
+        mine = grouped.get(pid, [])
+        cells = {run: best_entry(rows_of_run(mine, run)) for run in runs}
+        table.append({"problem": pid, "runs": cells, "curated": best_entry(rows_of_run(mine, CURATED_RUN)),
+                      "baselines": baseline_medians(mine)})
+    return table
+
+
+def baselines_by_problem(rows: list[Row]) -> dict[str, dict[str, Any]]:
+    """The first baselines record seen for each problem (every row of a problem shares it)."""
+    found: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        pid = str(row.get("problem", ""))
+        if pid not in found and isinstance(row.get("baselines"), dict):
+            found[pid] = row["baselines"]
+    return found
+
+
+def baseline_medians(rows: list[Row]) -> dict[str, float | None]:
+    record = next((r["baselines"] for r in rows if isinstance(r.get("baselines"), dict)), {})
+    return {f"{b}_ms": _median(record.get(b)) for b in BASELINES}
+
+
+def _median(entry: Any) -> float | None:
+    value = entry.get("median_ms") if isinstance(entry, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def settings_seen(rows: list[Row]) -> dict[str, list[Any]]:
+    """The judge settings the rows record, each as the sorted list of distinct values."""
+    seen: dict[str, set[Any]] = {"atol": set(), "rtol": set(), "trials": set(), "reference_precision": set(),
+                                 "timing_trials": set()}
+    for row in rows:
+        correctness = row.get("correctness") if isinstance(row.get("correctness"), dict) else {}
+        for key in ("atol", "rtol", "trials", "reference_precision"):
+            if correctness.get(key) is not None:
+                seen[key].add(correctness[key])
+        timing = row.get("timing") if isinstance(row.get("timing"), dict) else {}
+        if timing.get("count") is not None:
+            seen["timing_trials"].add(timing["count"])
+    return {k: sorted(v, key=str) for k, v in seen.items()}
+
+
+def judged_on(rows: list[Row]) -> dict[str, list[str]]:
+    """Where the rows were judged: their devices, device names and evalkit versions."""
+    names = {str(r["baselines"]["device_name"]) for r in rows
+             if isinstance(r.get("baselines"), dict) and r["baselines"].get("device_name")}
+    return {"devices": sorted({str(r.get("device")) for r in rows if r.get("device")}),
+            "device_names": sorted(names),
+            "evalkit_versions": sorted({str(r.get("evalkit_version")) for r in rows if r.get("evalkit_version")})}
+
+
+def score_all(rows: list[Row], known_problems: list[str] | None = None) -> dict[str, Any]:
+    """Everything ``summary.json`` says about the rows, except the environment and bookkeeping."""
+    rows = dedupe(rows)
+    problems = problem_set(rows, known_problems)
+    pooled = [r for r in rows if str(r.get("run", "")) != CURATED_RUN]
+    return {
+        "problem_set": {"problems": problems, "count": len(problems), "known": sorted(set(known_problems or ())),
+                        "without_submissions": sorted(set(problems) - {str(r.get("problem")) for r in pooled})},
+        "thresholds": [threshold_key(p) for p in THRESHOLDS],
+        "excluded_flags": sorted(EXCLUDED_FLAGS),
+        "overall": score_rows(pooled, problems),
+        "runs": {run: score_rows(rows_of_run(rows, run), problems) for run in run_names(rows)},
+        "per_problem": per_problem(rows, problems),
+        "baselines": baselines_by_problem(rows),
+        "settings": settings_seen(rows),
+        "judged_on": judged_on(rows),
+    }

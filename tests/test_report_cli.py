@@ -1,0 +1,109 @@
+"""``evalkit report DIR`` and ``evalkit report --compare A B`` through click's CliRunner."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from evalkit.cli import main
+from evalkit.report import format_leaderboard, write_reports
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "reports" / "results.jsonl"
+
+
+def rows() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+
+
+def report_dir(folder: Path, data: list[dict[str, Any]]) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
+    return folder
+
+
+def find(data: list[dict[str, Any]], run: str, problem: str, sample: str) -> dict[str, Any]:
+    return next(r for r in data if (r["run"], r["problem"], r["sample"]) == (run, problem, sample))
+
+
+def test_report_rebuilds_summary_and_html_from_results(tmp_path: Path) -> None:
+    folder = tmp_path / "r"
+    folder.mkdir()
+    shutil.copy(FIXTURE, folder / "results.jsonl")
+    result = CliRunner().invoke(main, ["report", str(folder)])
+    assert result.exit_code == 0, result.output
+    assert f"report: {folder / 'index.html'}" in result.output
+    summary = json.loads((folder / "summary.json").read_text())
+    assert list(summary["runs"]) == ["model-a", "model-b", "curated"]
+    assert summary["overall"]["submissions"] == 13 and summary["problem_set"]["count"] == 5
+    assert len(list((folder / "submissions").glob("*.html"))) == 18
+    for line in ("model-a", "model-b", "curated", "overall"):
+        assert any(row.startswith(line) for row in result.output.splitlines()), line
+    assert (folder / "results.jsonl").read_bytes() == FIXTURE.read_bytes()  # judged nothing, changed nothing
+
+
+def test_report_keeps_the_known_problems_of_the_previous_summary(tmp_path: Path) -> None:
+    folder = report_dir(tmp_path / "r", rows())
+    write_reports(folder, problems=["6_extra"])
+    stale = folder / "submissions" / "gone__x__y-0000000000.html"
+    stale.write_text("old")
+    result = CliRunner().invoke(main, ["report", str(folder)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["problem_set"]["count"] == 6 and summary["problem_set"]["known"] == ["6_extra"]
+    assert summary["runs"]["model-a"]["fast_p"]["eager"]["1"] == 1 / 6
+    assert not stale.exists()
+
+
+def test_compare_prints_flips_moves_and_rows_in_one_only(tmp_path: Path) -> None:
+    before = rows()
+    after = [dict(r) for r in before]
+    find(after, "model-a", "1_matmul", "1").update(verdict="correct", speedup_vs_eager=1.1)
+    find(after, "model-a", "1_matmul", "0")["speedup_vs_eager"] = 1.5 * 1.10   # moved 10%: reported
+    find(after, "model-b", "3_softmax", "1")["speedup_vs_eager"] = 1.2 * 1.03  # moved 3%: not reported
+    find(after, "curated", "4_conv2d", "ref")["speedup_vs_compile"] = 1.4       # appeared: reported
+    after = [r for r in after if (r["run"], r["problem"]) != ("model-b", "5_layernorm")]
+    after.append({**find(before, "model-a", "2_relu", "0"), "sample": "9"})
+    a, b = report_dir(tmp_path / "a", before), report_dir(tmp_path / "b", after)
+    result = CliRunner().invoke(main, ["report", "--compare", str(a), str(b)])
+    assert result.exit_code == 0, result.output
+    out = result.output.splitlines()
+    assert "verdict  model-a/1_matmul/1: incorrect -> correct" in out
+    assert "speedup  model-a/1_matmul/0 vs eager: 1.50x -> 1.65x (+10.0%)" in out
+    assert "speedup  curated/4_conv2d/ref vs compile: - -> 1.40x" in out
+    assert not any("model-b/3_softmax/1" in line for line in out)
+    assert f"only in {a}: model-b/5_layernorm/0 (timeout)" in out
+    assert f"only in {b}: model-a/2_relu/9 (no_code)" in out
+    assert out[-1] == (f"1 verdict(s) flipped, 2 speedup(s) moved by more than 5%, 1 only in {a}, "
+                       f"1 only in {b}, 14 unchanged")
+
+
+def test_compare_as_json(tmp_path: Path) -> None:
+    a = report_dir(tmp_path / "a", rows())
+    b = report_dir(tmp_path / "b", rows())
+    result = CliRunner().invoke(main, ["report", "--compare", str(a), str(b), "--json"])
+    assert result.exit_code == 0, result.output
+    diff = json.loads(result.output)
+    assert diff["unchanged"] == 18 and diff["verdicts_flipped"] == diff["speedups_moved"] == []
+
+
+def test_report_needs_a_folder_or_compare(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["report"])
+    assert result.exit_code == 2 and "REPORT_DIR" in result.output
+    folder = report_dir(tmp_path / "r", rows())
+    result = CliRunner().invoke(main, ["report", str(folder), "--compare", str(folder), str(folder)])
+    assert result.exit_code == 2 and "not both" in result.output
+
+
+def test_format_leaderboard_is_a_compact_table(tmp_path: Path) -> None:
+    folder = report_dir(tmp_path / "r", rows())
+    write_reports(folder, problems=["6_extra"])
+    text = format_leaderboard(json.loads((folder / "summary.json").read_text()))
+    lines = text.splitlines()
+    assert lines[0].split()[:5] == ["run", "subs", "code", "compiled", "correct"]
+    assert lines[2].split()[:5] == ["model-a", "6", "83.3%", "50.0%", "33.3%"]
+    assert lines[5].split()[0] == "overall" and "1.20x" in lines[3]
+    assert len({len(line) for line in lines[:6]}) == 1  # columns line up

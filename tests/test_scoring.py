@@ -1,0 +1,188 @@
+"""Scores against hand-computed values (``evalkit.scoring``, pure)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalkit import scoring
+from evalkit.records import VERDICT_ORDER
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "reports" / "results.jsonl"
+
+
+def row(run: str, problem: str, sample: str, verdict: str, eager: float | None = None,
+        compile: float | None = None, flags: tuple[str, ...] = (), build: str | None = None) -> dict[str, Any]:
+    return {"run": run, "problem": problem, "sample": sample, "verdict": verdict, "speedup_vs_eager": eager,
+            "speedup_vs_compile": compile, "flags": list(flags), "sha256": f"{run}{problem}{sample}",
+            "build": {"status": build} if build else None}
+
+
+def fixture_rows() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+
+
+@pytest.mark.parametrize(("n", "c", "k", "expected"), [
+    (3, 2, 1, 2 / 3),
+    (5, 1, 2, 1 - 6 / 10),          # 1 - C(4,2)/C(5,2)
+    (10, 3, 5, 1 - 21 / 252),       # 1 - C(7,5)/C(10,5)
+    (4, 0, 1, 0.0),
+    (3, 3, 2, 1.0),
+    (4, 3, 2, 1.0),                 # n - c < k: every draw of 2 holds a good one
+    (2, 1, 5, 1.0),                 # k clamped to n
+    (0, 0, 1, 0.0),                 # no submission is a failure
+])
+def test_pass_at_k_is_the_unbiased_estimator(n: int, c: int, k: int, expected: float) -> None:
+    assert scoring.pass_at_k(n, c, k) == pytest.approx(expected)
+
+
+def test_fast_p_counts_strictly_greater_and_problems_without_submissions() -> None:
+    rows = [row("m", "p1", "0", "correct", 1.5, 0.9), row("m", "p2", "0", "correct", 1.0, 2.0),
+            row("m", "p3", "0", "incorrect")]
+    scores = scoring.score_all(rows, known_problems=["p4"])
+    assert scores["problem_set"]["problems"] == ["p1", "p2", "p3", "p4"]
+    assert scores["problem_set"]["without_submissions"] == ["p4"]
+    fast = scores["runs"]["m"]["fast_p"]
+    # p4 has no submission: it is in the denominator and never fast.
+    assert fast["eager"] == {"0": 0.5, "0.5": 0.5, "0.8": 0.5, "1": 0.25, "1.5": 0.0, "2": 0.0}
+    # speedup exactly 1.0 (p2 vs eager) is not > 1; exactly 2.0 (p2 vs compile) is not > 2.
+    assert fast["compile"] == {"0": 0.5, "0.5": 0.5, "0.8": 0.5, "1": 0.25, "1.5": 0.25, "2": 0.0}
+
+
+def test_no_correct_submission_scores_zero_not_missing() -> None:
+    rows = [row("m", "p1", "0", "incorrect"), row("m", "p2", "0", "compile_error", build="compile_error"),
+            row("m", "p2", "1", "no_code")]
+    s = scoring.score_all(rows)["runs"]["m"]
+    assert all(v == 0.0 for b in scoring.BASELINES for v in s["fast_p"][b].values())
+    assert s["geomean_speedup"] == {"eager": {"value": None, "n": 0}, "compile": {"value": None, "n": 0}}
+    assert s["pass_at_k"] == {"1": 0.0, "2": 0.0}
+    assert s["counts"]["correct"] == 0 and s["rates"]["correct"] == 0.0
+    assert s["counts"]["code_extracted"] == 2 and s["counts"]["compiled"] == 1
+
+
+def test_flagged_rows_are_never_fast_and_left_out_of_geomeans() -> None:
+    rows = [row("m", "p1", "0", "correct", 50.0, 40.0, flags=("implausible_speedup",)),
+            row("m", "p1", "1", "correct", 1.2, 0.6),
+            row("m", "p2", "0", "correct", 3.0, 3.0, flags=("timing_mismatch",)),
+            row("m", "p3", "0", "correct", 2.0, 1.5, flags=("no_custom_kernel",))]  # other flags do not exclude
+    s = scoring.score_all(rows)["runs"]["m"]
+    assert s["fast_p"]["eager"]["1"] == pytest.approx(2 / 3)   # p1 via its unflagged sample, p3; not p2
+    assert s["fast_p"]["eager"]["1.5"] == pytest.approx(1 / 3)  # only p3 (p1's 50x is flagged)
+    assert s["fast_p"]["compile"]["1"] == pytest.approx(1 / 3)
+    assert s["geomean_speedup"]["eager"] == {"value": pytest.approx((1.2 * 2.0) ** 0.5), "n": 2}
+    assert s["counts"]["flagged"] == 2 and s["counts"]["correct"] == 4
+    # pass@k ignores speed flags: all four samples are correct.
+    assert s["pass_at_k"]["1"] == 1.0
+    # fast_1@1 for p1: one of its two samples is fast -> 1/2; p2 -> 0; p3 -> 1.
+    assert s["fast_p_at_k"]["eager"]["1"]["1"] == pytest.approx((0.5 + 0 + 1) / 3)
+
+
+def test_best_sample_decides_fast_p_and_ties_keep_the_first() -> None:
+    rows = [row("m", "p1", "a", "incorrect"), row("m", "p1", "b", "correct", 1.4, 1.1),
+            row("m", "p1", "c", "correct", 1.4, 0.7), row("m", "p1", "d", "runtime_error")]
+    scores = scoring.score_all(rows)
+    assert scores["runs"]["m"]["fast_p"]["eager"]["1"] == 1.0
+    cell = scores["per_problem"][0]["runs"]["m"]
+    assert cell["sample"] == "b" and cell["speedup_vs_eager"] == 1.4 and cell["speedup_vs_compile"] == 1.1
+    assert (cell["samples"], cell["correct"]) == (4, 2)
+    assert scores["runs"]["m"]["ks"] == [1, 4]
+    assert scores["runs"]["m"]["pass_at_k"] == {"1": 0.5, "4": 1.0}
+    assert scores["runs"]["m"]["fast_p_at_k"]["eager"]["1"]["1"] == 0.5
+    assert scores["runs"]["m"]["fast_p_at_k"]["compile"]["1"]["1"] == 0.25
+
+
+def test_best_row_without_a_correct_one_is_the_furthest_in_the_pipeline() -> None:
+    assert scoring.best_row([row("m", "p", "0", "compile_error"), row("m", "p", "1", "timeout"),
+                             row("m", "p", "2", "no_code")])["sample"] == "1"
+    # skipped happens right after the syntax check: an interface error got further.
+    assert scoring.best_row([row("m", "p", "0", "skipped"), row("m", "p", "1", "interface_error")])["sample"] == "1"
+    assert scoring.best_row([row("m", "p", "0", "syntax_error"), row("m", "p", "1", "skipped")])["sample"] == "1"
+    # a correct but flagged row loses to a correct unflagged one, even a slower one.
+    assert scoring.best_row([row("m", "p", "0", "correct", 9.0, flags=("implausible_speedup",)),
+                             row("m", "p", "1", "correct", 1.1)])["sample"] == "1"
+    assert scoring.best_row([]) is None
+    assert set(scoring.PIPELINE_RANK) == set(VERDICT_ORDER)
+
+
+def test_compiled_means_past_the_build_stage() -> None:
+    compiled = {v: scoring.is_compiled(row("m", "p", "0", v, build="ok")) for v in VERDICT_ORDER}
+    assert [v for v, ok in compiled.items() if ok] == ["interface_error", "runtime_error", "crash", "timeout",
+                                                      "incorrect", "correct"]
+    assert not scoring.is_compiled(row("m", "p", "0", "crash", build="crash"))     # crashed while building
+    assert not scoring.is_compiled(row("m", "p", "0", "timeout", build="timeout"))
+    assert not scoring.is_compiled(row("m", "p", "0", "timeout"))                   # no build record
+
+
+def test_geomean_speedup() -> None:
+    rows = [row("m", "p1", "0", "correct", 4.0, 2.0), row("m", "p2", "0", "correct", 1.0, 0.5),
+            row("m", "p3", "0", "correct", None, None), row("m", "p4", "0", "incorrect", 100.0, 100.0)]
+    geo = scoring.score_all(rows)["runs"]["m"]["geomean_speedup"]
+    assert geo["eager"] == {"value": pytest.approx(2.0), "n": 2}
+    assert geo["compile"] == {"value": pytest.approx(1.0), "n": 2}
+
+
+def test_later_rows_replace_earlier_ones_with_the_same_key() -> None:
+    rows = [row("m", "p1", "0", "incorrect"), row("m", "p2", "0", "no_code"), row("m", "p1", "0", "correct", 2.0)]
+    kept = scoring.dedupe(rows)
+    assert [(r["problem"], r["verdict"]) for r in kept] == [("p1", "correct"), ("p2", "no_code")]
+    assert scoring.score_all(rows)["runs"]["m"]["submissions"] == 2
+
+
+def test_overall_pools_every_run_but_curated() -> None:
+    rows = [row("a", "p1", "0", "correct", 2.0), row("b", "p2", "0", "correct", 3.0),
+            row("curated", "p3", "ref", "correct", 5.0)]
+    scores = scoring.score_all(rows)
+    assert list(scores["runs"]) == ["a", "b", "curated"]
+    assert scores["overall"]["submissions"] == 2
+    assert scores["overall"]["fast_p"]["eager"]["1"] == pytest.approx(2 / 3)
+    assert scores["per_problem"][2]["curated"]["speedup_vs_eager"] == 5.0
+    assert scores["per_problem"][2]["runs"] == {"a": None, "b": None}
+    assert scores["problem_set"]["without_submissions"] == ["p3"]
+
+
+def test_no_rows_at_all() -> None:
+    scores = scoring.score_all([], known_problems=["p1"])
+    assert scores["overall"]["submissions"] == 0
+    assert scores["overall"]["rates"]["correct"] is None
+    assert scores["overall"]["fast_p"]["eager"]["0"] == 0.0
+    assert scoring.score_all([])["overall"]["fast_p"]["eager"]["0"] is None  # no problems: undefined
+
+
+def test_unusable_speedups_count_as_none() -> None:
+    for bad in (None, 0, -1.0, float("nan"), float("inf"), "2.0", True):
+        assert scoring.speedup_of({"speedup_vs_eager": bad}, "eager") is None
+    assert scoring.speedup_of({"speedup_vs_eager": 2}, "eager") == 2.0
+
+
+def test_fixture_scores_by_hand() -> None:
+    scores = scoring.score_all(fixture_rows(), known_problems=["6_extra"])
+    assert scores["problem_set"]["count"] == 6
+    a, b, cur = scores["runs"]["model-a"], scores["runs"]["model-b"], scores["runs"]["curated"]
+    assert (a["submissions"], b["submissions"], cur["submissions"]) == (6, 7, 5)
+    assert a["counts"] == {"code_extracted": 5, "compiled": 3, "correct": 2, "skipped": 0, "flagged": 0}
+    # model-b: interface, runtime, correct x2 and the timeout (build ok) compiled; the build crash did not.
+    assert b["counts"] == {"code_extracted": 7, "compiled": 5, "correct": 2, "skipped": 1, "flagged": 1}
+    assert sum(scores["overall"]["verdicts"].values()) == 13
+    assert all(scores["overall"]["verdicts"][v] >= 1 for v in VERDICT_ORDER)
+    # model-a, 1_matmul: samples at 1.5x and exactly 0.8x (not > 0.8) vs eager; 1.0x (not > 1) vs compile.
+    assert a["fast_p"]["eager"] == pytest.approx({"0": 1 / 6, "0.5": 1 / 6, "0.8": 1 / 6, "1": 1 / 6, "1.5": 0, "2": 0})
+    assert a["fast_p"]["compile"]["1"] == 0.0
+    assert a["pass_at_k"] == pytest.approx({"1": (2 / 3) / 6, "3": 1 / 6})
+    assert a["fast_p_at_k"]["eager"]["1"]["0.8"] == pytest.approx((1 / 3) / 6)
+    # model-b: 50x on 1_matmul is flagged; 1.2x on 3_softmax counts.
+    assert b["fast_p"]["eager"]["1"] == pytest.approx(1 / 6)
+    assert b["geomean_speedup"]["eager"] == {"value": pytest.approx(1.2), "n": 1}
+    # curated: 3.0, 1.0 (not > 1), 2.0 flagged timing_mismatch, 1.5, 2.0.
+    assert cur["fast_p"]["eager"]["1"] == pytest.approx(3 / 6)
+    assert cur["fast_p"]["eager"]["1.5"] == pytest.approx(2 / 6)
+    assert cur["fast_p"]["compile"]["1"] == pytest.approx(2 / 6)  # 4_conv2d's compile baseline failed
+    table = {e["problem"]: e for e in scores["per_problem"]}
+    assert table["1_matmul"]["runs"]["model-a"]["sample"] == "0"
+    assert table["4_conv2d"]["runs"]["model-b"]["verdict"] == "crash"
+    assert table["4_conv2d"]["baselines"] == {"eager_ms": 6.0, "compile_ms": None}
+    assert table["6_extra"]["runs"] == {"model-a": None, "model-b": None} and table["6_extra"]["curated"] is None
+    assert scores["settings"]["atol"] == [0.01] and scores["settings"]["trials"] == [5]
+    assert scores["baselines"]["4_conv2d"]["compile"] == {"error": "RuntimeError: inductor failed"}
