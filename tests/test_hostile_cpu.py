@@ -4,6 +4,7 @@ stay inside the sandbox (the next submission is judged correctly, nothing outsid
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -18,12 +19,14 @@ WRONG_ANSWERS = ["empty_output", "cache_by_pointer", "first_call_only", "honest_
                  "gc_walk", "background_thread", "tensor_subclass"]
 
 
-def _sandbox_processes() -> list[int]:
+def _leftover_daemons() -> list[int]:
+    """`sleep 300` processes started inside a sandbox (background_process.py) that are still alive."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if b"EVALKIT_SANDBOX_ID=" in (entry / "environ").read_bytes():
+                if (b"EVALKIT_SANDBOX_ID=" in (entry / "environ").read_bytes()
+                        and (entry / "cmdline").read_bytes() == b"sleep\x00300\x00"):
                     found.append(int(entry.name))
             except OSError:
                 continue
@@ -38,7 +41,11 @@ def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     args = ["score", str(FIXTURES / "hostile_submissions"), "--problems", str(FIXTURES / "judge_problems"),
             "--out", str(out), "--device", "cpu", "--baselines", "eager", "--timeout", "20", "--timing-trials", "5",
             "--warmup", "1", "--seed", "7", "--memory-gib", "3", "--cache-dir", str(out.parent / "cache")]
-    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    os.environ["EVALKIT_TEST_SECRET"] = "hunter2"
+    try:
+        result = CliRunner().invoke(main, args, catch_exceptions=False)
+    finally:
+        del os.environ["EVALKIT_TEST_SECRET"]
     assert result.exit_code == 0, result.output
     return {json.loads(line)["sample"]: json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()}
 
@@ -90,8 +97,12 @@ def test_printing_a_lot_is_bounded(rows):
 def test_nothing_outlives_or_escapes_the_sandbox(rows):
     assert rows["background_process"]["verdict"] == "correct"
     assert rows["writes_outside"]["verdict"] == "correct"
-    assert _sandbox_processes() == []
+    assert _leftover_daemons() == []
     assert not any(c.exists() for c in CANARIES)
+
+
+def test_the_judges_environment_does_not_leak_into_the_sandbox(rows):
+    assert rows["reads_secrets"]["verdict"] == "correct", rows["reads_secrets"]["reason"]
 
 
 def test_the_submission_after_every_attack_is_judged_correctly(rows):

@@ -1,0 +1,123 @@
+"""The pure core of the judge: comparison, timing statistics and plausibility checks."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from evalkit.compare import compare_outputs, tensors_equal
+from evalkit.plausibility import custom_kernels, floor_ms, kernel_flags, reduced_precision
+from evalkit.timing import TimingStats, measure, speedup
+
+
+def test_identical_outputs_pass_with_zero_error():
+    x = torch.randn(4, 5, dtype=torch.float64)
+    result = compare_outputs(x.float(), x, atol=1e-2, rtol=1e-2, expected_dtype=torch.float32)
+    assert result.ok and result.bad_count == 0 and result.max_abs_err < 1e-6
+
+
+def test_errors_report_count_fraction_and_first_bad_index():
+    expected = torch.zeros(3, 4, dtype=torch.float64)
+    actual = torch.zeros(3, 4)
+    actual[1, 2] = 0.5
+    actual[2, 3] = -0.25
+    result = compare_outputs(actual, expected, atol=0.01, rtol=0.01, expected_dtype=torch.float32)
+    assert not result.ok
+    assert result.bad_count == 2 and result.bad_fraction == pytest.approx(2 / 12)
+    assert result.first_bad_index == [1, 2]
+    assert result.max_abs_err == pytest.approx(0.5)
+
+
+def test_tolerance_is_atol_plus_rtol_times_reference():
+    expected = torch.full((10,), 100.0, dtype=torch.float64)
+    assert compare_outputs(expected.float() + 1.0, expected, atol=0.01, rtol=0.011, expected_dtype=torch.float32).ok
+    assert not compare_outputs(expected.float() + 1.2, expected, atol=0.01, rtol=0.011, expected_dtype=torch.float32).ok
+
+
+def test_nan_or_inf_where_the_reference_is_finite_fails():
+    expected = torch.ones(4, dtype=torch.float64)
+    for bad in (float("nan"), float("inf")):
+        actual = torch.ones(4)
+        actual[3] = bad
+        result = compare_outputs(actual, expected, atol=1.0, rtol=1.0, expected_dtype=torch.float32)
+        assert not result.ok and result.unexpected_nonfinite == 1 and result.first_bad_index == [3]
+
+
+def test_matching_nonfinite_values_are_equal():
+    expected = torch.tensor([float("nan"), float("inf"), 1.0], dtype=torch.float64)
+    actual = torch.tensor([float("nan"), float("inf"), 1.0])
+    assert compare_outputs(actual, expected, atol=0, rtol=0, expected_dtype=torch.float32).ok
+
+
+def test_shape_and_dtype_mismatches_are_named():
+    expected = torch.zeros(2, 3, dtype=torch.float64)
+    shape = compare_outputs(torch.zeros(3, 2), expected, atol=1, rtol=1, expected_dtype=torch.float32)
+    dtype = compare_outputs(torch.zeros(2, 3, dtype=torch.float16), expected, atol=1, rtol=1,
+                            expected_dtype=torch.float32)
+    assert not shape.ok and "shape mismatch" in shape.reason
+    assert not dtype.ok and "dtype mismatch" in dtype.reason
+
+
+def test_comparison_in_chunks_matches_whole(monkeypatch):
+    import evalkit.compare as compare
+
+    expected = torch.randn(1000, dtype=torch.float64)
+    actual = (expected + 0.02 * torch.randn(1000, dtype=torch.float64)).float()
+    whole = compare_outputs(actual, expected, atol=0.01, rtol=0.01, expected_dtype=torch.float32)
+    monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 97)
+    chunked = compare_outputs(actual, expected, atol=0.01, rtol=0.01, expected_dtype=torch.float32)
+    assert (whole.bad_count, whole.first_bad_index) == (chunked.bad_count, chunked.first_bad_index)
+    assert whole.rel_l2_err == pytest.approx(chunked.rel_l2_err)
+
+
+def test_tensors_equal_sees_in_place_changes():
+    a = torch.tensor([1.0, float("nan")])
+    assert tensors_equal(a, a.clone())
+    b = a.clone()
+    b[0] = 2.0
+    assert not tensors_equal(a, b)
+
+
+def test_timing_stats_by_hand():
+    stats = TimingStats.from_samples([4.0, 1.0, 3.0, 2.0, 5.0])
+    assert (stats.count, stats.median_ms, stats.min_ms, stats.max_ms) == (5, 3.0, 1.0, 5.0)
+    assert stats.mean_ms == 3.0 and stats.iqr_ms == pytest.approx(2.0)
+    assert stats.std_ms == pytest.approx(math.sqrt(2.0))
+
+
+def test_measure_prepares_every_call_and_keeps_only_timed_ones():
+    prepared: list[int] = []
+    samples = measure(lambda i: float(i), prepared.append, warmup=2, trials=3)
+    assert prepared == [0, 1, 2, 3, 4]
+    assert samples == [2.0, 3.0, 4.0]
+
+
+def test_speedup_is_baseline_over_candidate():
+    assert speedup(6.0, 2.0) == 3.0
+    assert speedup(None, 2.0) is None and speedup(6.0, 0.0) is None
+
+
+def test_floor_uses_the_larger_of_compute_and_memory_time():
+    # 67: 76 GFLOP, 0.27 GB on an H100 (989 TFLOP/s, 3.35 TB/s): memory-bound at 0.081 ms.
+    assert floor_ms(76e9, 0.27e9, "NVIDIA H100 80GB HBM3") == pytest.approx(0.27e9 / 3.35e12 * 1e3)
+    assert floor_ms(616e9, 1e6, "NVIDIA H100 80GB HBM3") == pytest.approx(616e9 / 989e12 * 1e3)
+    assert floor_ms(76e9, 0.27e9, "cpu") is None
+    assert floor_ms(None, None, "NVIDIA H100 80GB HBM3") is None
+
+
+def test_library_kernels_are_told_from_custom_ones():
+    names = ["void at::native::vectorized_elementwise_kernel<4>(int)", "sm90_xmma_fprop_implicit_gemm_tf32",
+             "cudnn::detail::implicit_convolve_sgemm", "Memcpy DtoD (Device -> Device)", "conv_gelu_pool_kernel"]
+    assert custom_kernels(names) == ["conv_gelu_pool_kernel"]
+    assert kernel_flags(names, uses_load_inline=True) == []
+    assert kernel_flags(names[:4], uses_load_inline=False) == ["no_custom_kernel"]
+    assert kernel_flags(names[:4], uses_load_inline=True) == ["fallback", "no_custom_kernel"]
+    assert kernel_flags([], uses_load_inline=True) == []  # nothing observed (CPU): no claim
+
+
+def test_reduced_precision_needs_error_far_above_float32():
+    assert reduced_precision({"rel_l2_err": 4e-3, "pytorch_float32": {"rel_l2_err": 1e-7}})
+    assert not reduced_precision({"rel_l2_err": 3e-4, "pytorch_float32": {"rel_l2_err": 1e-7}})  # TF32
+    assert not reduced_precision({"rel_l2_err": 4e-3, "pytorch_float32": {"rel_l2_err": 1e-3}})
