@@ -116,7 +116,9 @@ class Harness:
                     "message": "the code defines no ModelNew", "traceback": []}
         if not (isinstance(model_cls, type) and issubclass(model_cls, torch.nn.Module)):
             return {"op": "error", "kind": "interface_error", "stage": "interface",
-                    "message": f"ModelNew is {type(model_cls).__name__}, not a torch.nn.Module subclass",
+                    "message": ("ModelNew is a class that does not derive from torch.nn.Module"
+                                if isinstance(model_cls, type) else
+                                f"ModelNew is a {type(model_cls).__name__}, not an nn.Module class"),
                     "traceback": []}
         torch.manual_seed(self.setup["init_seed"])
         try:

@@ -25,6 +25,7 @@ EXPECTED = {
     ("linear_relu", "runtime_error"): "runtime_error",
     ("linear_relu", "interface_not_module"): "interface_error",
     ("linear_relu", "interface_ctor"): "interface_error",
+    ("linear_relu", "interface_forward_args"): "interface_error",
     ("linear_relu", "crash"): "crash",
     ("linear_relu", "hang"): "timeout",
     ("linear_relu", "syntax_error"): "syntax_error",
@@ -108,6 +109,9 @@ def test_error_rows_point_into_the_submission(scored):
     assert "in place" in by[("linear_relu", "mutates_input")]["reason"]
     assert "shape" in by[("linear_relu", "wrong_shape")]["reason"]
     assert "needs a CUDA GPU" in by[("linear_relu", "needs_cuda")]["reason"]
+    assert "does not derive from torch.nn.Module" in by[("linear_relu", "interface_not_module")]["reason"]
+    assert "cannot take the reference's 1 input" in by[("linear_relu", "interface_forward_args")]["reason"]
+    assert "missing 1 required positional argument" in by[("linear_relu", "interface_ctor")]["reason"]
 
 
 def test_incorrect_reports_trial_errors_and_index(scored):
