@@ -54,7 +54,7 @@ def time_model(ref: ReferenceProblem, forward: Callable[..., Any], *, warmup: in
 def measure_baselines(ref: ReferenceProblem, kinds: tuple[str, ...], *, warmup: int, trials: int,
                       seed: int) -> dict[str, Any]:
     """Time the reference model in each of ``kinds``; a failing kind is recorded, not raised."""
-    result: dict[str, Any] = {"key": cache_key(ref), "device_name": device_name(ref.device)}
+    result: dict[str, Any] = {"key": cache_key(ref), "problem": ref.problem.id, "device_name": device_name(ref.device)}
     for kind in kinds:
         try:
             forward = ref.model if kind == "eager" else torch.compile(ref.model)

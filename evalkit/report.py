@@ -18,6 +18,7 @@ from evalkit import scoring
 from evalkit.environment import environment
 from evalkit.html_detail import render_detail
 from evalkit.html_report import page_names, render_index
+from evalkit.baselines import BASELINES_FILE
 from evalkit.results_io import RESULTS_FILE, SUMMARY_FILE, read_rows
 
 SUMMARY_SCHEMA_VERSION = 1
@@ -55,6 +56,7 @@ def write_reports(report_dir: Path, problems: list[str] | None = None) -> Path:
     rows = read_rows(report_dir / RESULTS_FILE)
     known = problems if problems is not None else _known_problems(report_dir / SUMMARY_FILE)
     summary = build_summary(rows, known, report_dir.resolve().name)
+    _add_measured_baselines(summary, report_dir / BASELINES_FILE)
     scored = scoring.dedupe(rows)
     names = page_names(scored)
     _write_text(report_dir / SUMMARY_FILE, json.dumps(summary, indent=2, allow_nan=False) + "\n")
@@ -62,6 +64,18 @@ def write_reports(report_dir: Path, problems: list[str] | None = None) -> Path:
     index = report_dir / INDEX_FILE
     _write_text(index, render_index(summary, scored, names))
     return index
+
+
+def _add_measured_baselines(summary: dict[str, Any], path: Path) -> None:
+    """Baselines the run timed for problems whose rows carry none (e.g. every submission had no code)."""
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    for entry in entries.values() if isinstance(entries, dict) else []:
+        problem = entry.get("problem") if isinstance(entry, dict) else None
+        if problem and problem not in summary["baselines"]:
+            summary["baselines"][problem] = {k: v for k, v in entry.items() if k != "problem"}
 
 
 def _known_problems(summary_path: Path) -> list[str] | None:

@@ -237,9 +237,9 @@ def _apply_judgement(row: ResultRow, judgement: Judgement, early: Triage, baseli
     row.correctness, row.timing = judgement.correctness, judgement.timing
     row.stage_seconds.update(judgement.stage_seconds)
     row.error = _map_error(judgement.error, early, extension_root)
+    row.baselines = {k: v for k, v in baselines.items() if k in BASELINE_KINDS or k == "device_name"} or None
     if judgement.timing:
         row.timing = dict(judgement.timing)
-        row.baselines = {k: v for k, v in baselines.items() if k in BASELINE_KINDS or k == "device_name"}
         median = judgement.timing["median_ms"]
         row.speedup_vs_eager = speedup(baselines.get("eager", {}).get("median_ms"), median)
         row.speedup_vs_compile = speedup(baselines.get("compile", {}).get("median_ms"), median)
