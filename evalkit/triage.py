@@ -46,6 +46,7 @@ def triage(submission: Submission, device: str) -> Triage:
         return result
     facts = scan(extraction.code)
     result.needs_cuda = facts.needs_cuda
+    result.warnings.extend(facts.warnings)
     if facts.needs_cuda and device != "cuda":
         result.verdict = Verdict.SKIPPED
         result.reason = (f"needs a CUDA GPU ({'; '.join(facts.cuda_evidence)}) but this run's device is "

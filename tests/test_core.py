@@ -121,3 +121,15 @@ def test_reduced_precision_needs_error_far_above_float32():
     assert reduced_precision({"rel_l2_err": 4e-3, "pytorch_float32": {"rel_l2_err": 1e-7}})
     assert not reduced_precision({"rel_l2_err": 3e-4, "pytorch_float32": {"rel_l2_err": 1e-7}})  # TF32
     assert not reduced_precision({"rel_l2_err": 4e-3, "pytorch_float32": {"rel_l2_err": 1e-3}})
+
+
+def test_static_scan_warns_about_substitutes_and_fallbacks():
+    from conftest import FIXTURES
+    from evalkit.static_scan import scan
+
+    fallback = scan((FIXTURES / "cuda_submissions/cuda/matmul/fallback.py").read_text()).warnings
+    assert any("try/except" in w for w in fallback) and any("torch.matmul" in w for w in fallback)
+    pure = scan("import torch.nn.functional as F\nclass ModelNew:\n    def forward(self, x):\n        return F.gelu(x)\n")
+    assert any("no load_inline" in w for w in pure.warnings) and not pure.needs_cuda
+    cuda = scan('load_inline(name="k", cpp_sources="", cuda_sources="__global__ void k() {}")\n')
+    assert cuda.needs_cuda and "passes cuda_sources to load_inline" in cuda.cuda_evidence
