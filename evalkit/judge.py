@@ -33,6 +33,7 @@ OVERHEAD_CAP_MS = {"cuda": 1.0, "cpu": 5.0}
 # How much of the judge's observed wall time may go unexplained by the reported time before the
 # row is flagged (fraction of observed, plus milliseconds). Host clocks on a loaded CPU are noisy.
 UNEXPLAINED_TIME_TOLERANCE = {"cuda": (0.2, 0.3), "cpu": (0.5, 1.0)}
+COPY_PROBE_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -267,6 +268,7 @@ class Judge:
         verify = set(rng.sample(range(settings.warmup_trials, total), min(VERIFIED_TIMED_CALLS, settings.timing_trials)))
         walls: list[float] = []
         ping_ms = self._ping_ms(session)
+        copy_ms = self._copy_ms(session.outputs)
 
         def prepare(i: int) -> None:
             session.load_inputs(settings.seed + 7919 * (i + 1))
@@ -283,10 +285,10 @@ class Judge:
 
         samples = measure(timed_call, prepare, warmup=settings.warmup_trials, trials=settings.timing_trials)
         stats = TimingStats.from_samples(samples)
-        overhead = min(ping_ms, OVERHEAD_CAP_MS.get(self.ref.device, 1.0))
+        overhead = min(ping_ms, OVERHEAD_CAP_MS.get(self.ref.device, 1.0)) + copy_ms
         observed = statistics.median(walls[settings.warmup_trials:]) - overhead
         timing = {**to_jsonable(stats), "clock": "cuda_events" if self.ref.device == "cuda" else "host",
-                  "observed_median_ms": observed, "overhead_ms": overhead, "ping_ms": ping_ms,
+                  "observed_median_ms": observed, "overhead_ms": overhead, "ping_ms": ping_ms, "copy_ms": copy_ms,
                   "verified_calls": sorted(verify), "samples_ms": samples}
         relative, absolute = UNEXPLAINED_TIME_TOLERANCE[self.ref.device]
         if observed - stats.median_ms > relative * observed + absolute:
@@ -303,6 +305,19 @@ class Judge:
             if not result.ok:
                 raise Rejected(Verdict.INCORRECT, f"an output produced during timing (call {i + 1}) is wrong: "
                                                   f"{result.reason}", {"flags": ["wrong_during_timing"]})
+
+    def _copy_ms(self, buffers: list[torch.Tensor]) -> float:
+        """What copying the output into the judge's buffers costs, measured by the judge itself.
+
+        Every timed call includes that copy in the wall time the judge observes (it happens after the
+        worker's clock stops), so it must be excused, or a large output would look like hidden work.
+        """
+        nbytes = sum(b.numel() * b.element_size() for b in buffers)
+        probe = max(min(nbytes, COPY_PROBE_BYTES), 1)
+        src = torch.empty(probe, dtype=torch.uint8, device=self.ref.device)
+        dst = torch.empty_like(src)
+        best = min(self.clock.time_ms(lambda: dst.copy_(src))[0] for _ in range(3))
+        return best * nbytes / probe
 
     def _ping_ms(self, session: Session) -> float:
         samples = [self.clock.wall_ms(session.ping)[0] for _ in range(9)]
