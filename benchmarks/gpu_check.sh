@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run on the GPU device (see docs/gpu-runs.md): judge the shipped seeds and run the CUDA-marked tests.
+# Run on the GPU device (see docs/gpu-runs/README.md). Stages: seeds, cuda-tests, all (both), curated
+# (evalkit score problems/: the curated solutions).
 # Everything worth keeping is written under $OUT.
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -20,4 +21,8 @@ if [ "$stage" = all ] || [ "$stage" = cuda-tests ]; then
   python3 -m evalkit score tests/fixtures/cuda_submissions --problems tests/fixtures/judge_problems --out /tmp/cudafx \
     --baselines eager --timeout 30 --timing-trials 20 --seed 3 2>&1 | tr '\r' '\n' | grep -v '^evalkit' | tail -5
   cp /tmp/cudafx/results.jsonl "$OUT/cuda_fixtures_results.jsonl"
+fi
+if [ "$stage" = curated ]; then
+  python3 -m evalkit score problems/ --out /tmp/curated --jobs 8 2>&1 | tr '\r' '\n' | grep -v '^evalkit' | tee "$OUT/curated_score.log"
+  cp /tmp/curated/results.jsonl "$OUT/curated_results.jsonl"; cp /tmp/curated/summary.json "$OUT/curated_summary.json"; cp /tmp/curated/baselines.json "$OUT/curated_baselines.json"
 fi
