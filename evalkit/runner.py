@@ -126,42 +126,59 @@ def score(options: ScoreOptions, progress: Progress | None = None, total_hook: C
     return outcome
 
 
+Pending = list[tuple[Submission, Triage, "Future[BuildOutcome]"]]
+
+
 def _score_all(todo: list[Submission], problems: dict[str, Problem], options: ScoreOptions, device: str,
                seed: int, record: Callable[[ResultRow], None], report: Progress,
                file_warnings: dict[str, list[str]]) -> None:
     limits = default_limits(device, options.memory_gib)
-    build_root = options.cache_dir / "builds"
-    pending: list[tuple[Submission, Triage, Future[BuildOutcome] | None]] = []
     jobs = options.jobs or max(1, min(8, (os.cpu_count() or 2)))
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="evalkit-build") as pool:
-        for submission in todo:
-            early = triage(submission, device)
-            early.warnings.extend(file_warnings.get(submission.path, []))
-            if early.verdict is not None:
-                record(_early_row(submission, early, device))
-                continue
-            settings = problems[submission.problem].settings
-            timeout = options.build_timeout_s or settings.build_timeout_s
-            init_inputs = _init_inputs(problems[submission.problem])
-            future = pool.submit(build, early.code, build_root, device, timeout, limits, init_inputs)
-            pending.append((submission, early, future))
-        baseline_cache = BaselineCache(options.out_dir / BASELINES_FILE)
-        context: _ProblemContext | None = None
-        judged_problems: set[str] = set()
-        for submission, early, future in pending:
-            report(f"{submission.problem}/{submission.sample}: building", Counter())
-            outcome = future.result()
-            if context is None or context.problem.id != submission.problem:
-                context = None  # free the previous problem's tensors before loading the next
-                context = _ProblemContext.create(problems[submission.problem], options, device, seed, limits,
-                                                 baseline_cache, report)
-            judged_problems.add(submission.problem)
-            report(f"{submission.problem}/{submission.sample}: judging", Counter())
-            record(_judge_one(submission, early, outcome, context, build_root, device))
-    context = None
+        pending = _triage_and_start_builds(todo, problems, options, device, limits, pool, record, file_warnings)
+        judged = _judge_as_built(pending, problems, options, device, seed, limits, record, report)
     if device == "cuda":  # on a GPU every problem gets its baselines, even with no submission judged
-        for problem_id in sorted({s.problem for s in todo} - judged_problems):
-            _ProblemContext.create(problems[problem_id], options, device, seed, limits, baseline_cache, report)
+        cache = BaselineCache(options.out_dir / BASELINES_FILE)
+        for problem_id in sorted({s.problem for s in todo} - judged):
+            _ProblemContext.create(problems[problem_id], options, device, seed, limits, cache, report)
+
+
+def _triage_and_start_builds(todo: list[Submission], problems: dict[str, Problem], options: ScoreOptions,
+                             device: str, limits: Limits, pool: ThreadPoolExecutor,
+                             record: Callable[[ResultRow], None], file_warnings: dict[str, list[str]]) -> Pending:
+    """Record what triage already decides; start a build, in the pool, for everything else."""
+    pending: Pending = []
+    for submission in todo:
+        early = triage(submission, device)
+        early.warnings.extend(file_warnings.get(submission.path, []))
+        if early.verdict is not None:
+            record(_early_row(submission, early, device))
+            continue
+        problem = problems[submission.problem]
+        timeout = options.build_timeout_s or problem.settings.build_timeout_s
+        future = pool.submit(build, early.code, options.cache_dir / "builds", device, timeout, limits,
+                             _init_inputs(problem))
+        pending.append((submission, early, future))
+    return pending
+
+
+def _judge_as_built(pending: Pending, problems: dict[str, Problem], options: ScoreOptions, device: str, seed: int,
+                    limits: Limits, record: Callable[[ResultRow], None], report: Progress) -> set[str]:
+    """Judge in order (grouped by problem) while later builds continue; return the problems judged."""
+    cache = BaselineCache(options.out_dir / BASELINES_FILE)
+    context: _ProblemContext | None = None
+    judged: set[str] = set()
+    for submission, early, future in pending:
+        report(f"{submission.problem}/{submission.sample}: building", Counter())
+        outcome = future.result()
+        if context is None or context.problem.id != submission.problem:
+            context = None  # free the previous problem's tensors before loading the next
+            context = _ProblemContext.create(problems[submission.problem], options, device, seed, limits, cache,
+                                             report)
+        judged.add(submission.problem)
+        report(f"{submission.problem}/{submission.sample}: judging", Counter())
+        record(_judge_one(submission, early, outcome, context, options.cache_dir / "builds", device))
+    return judged
 
 
 def _init_inputs(problem: Problem) -> list[Any] | None:
