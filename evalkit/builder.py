@@ -70,7 +70,8 @@ def build(code: str, cache_root: Path, device: str, timeout_s: float, limits: Li
     record = build_dir / BUILD_RECORD
     if record.exists():
         try:
-            return BuildOutcome(**{**json.loads(record.read_text()), "cached": True})
+            return BuildOutcome(**{**json.loads(record.read_text()), "cached": True,
+                                   "extension_dir": str(build_dir / "extensions")})
         except (OSError, ValueError, TypeError):
             pass  # a damaged record: build again
     build_dir.mkdir(parents=True, exist_ok=True)

@@ -96,27 +96,27 @@ class Session:
         self.inputs = [_shared_like(v, self.ref.device) for v in sample_inputs]
         self.outputs = [_shared_like(s, self.ref.device) for s in specs]
         self.worker.send({"op": "bind", "inputs": self.inputs, "outputs": self.outputs})
-        self._expect("bound", "bind")
+        self.expect("bound", "bind")
 
-    def load_inputs(self, seed: int) -> list[Any]:
-        self.originals = self.ref.make_inputs(seed)
+    def load_inputs(self, originals: list[Any]) -> None:
+        """Copy freshly drawn inputs into the shared buffers and poison the output buffers."""
+        self.originals = originals
         for shared, original in zip(self.inputs, self.originals):
             if isinstance(shared, torch.Tensor):
                 shared.copy_(original)
         _poison(self.outputs)
-        return self.originals
 
     def call(self, timed: bool = False) -> dict[str, Any]:
         if self.ref.device == "cuda":
             torch.cuda.synchronize()
         self.worker.send({"op": "call", "timed": timed})
-        return self._expect("called", "forward")
+        return self.expect("called", "forward")
 
     def ping(self) -> None:
         self.worker.send({"op": "ping"})
-        self._expect("pong", "ping")
+        self.expect("pong", "ping")
 
-    def _expect(self, op: str, stage: str) -> dict[str, Any]:
+    def expect(self, op: str, stage: str) -> dict[str, Any]:
         reply = self.worker.receive(self.settings.run_timeout_s, stage)
         if reply.get("op") == "error":
             raise Rejected(_error_verdict(reply), _error_reason(reply), {"error": reply})
@@ -190,7 +190,7 @@ class Judge:
                      "init_inputs": self.ref.init_inputs, "init_seed": self.ref.init_seed,
                      "n_inputs": self.ref.n_inputs, "state_dict": self.ref.state_dict,
                      "limits": self.limits.to_dict()})
-        ready = session._expect("ready", "load")
+        ready = session.expect("ready", "load")
         stages["load_s"] = time.monotonic() - start
         start = time.monotonic()
         correctness = self._check_correctness(session)
@@ -219,15 +219,18 @@ class Judge:
         for trial in range(self.settings.correctness_trials):
             seed = self.settings.seed + 1000 * (trial + 1)
             originals = self.ref.make_inputs(seed)
+            pytorch_output: list[torch.Tensor] | None = None
             if trial == 0:
-                specs = self.ref.output_specs(self.ref.pytorch_float32(originals))
+                pytorch_output = self.ref.pytorch_float32(originals)
+                specs = self.ref.output_specs(pytorch_output)
                 session.bind(specs, originals)
-            session.load_inputs(seed)
+            session.load_inputs(originals)
             reply = session.call()
             session.check_delivery(reply, specs)
-            expected = self.ref.expected(session.originals)
-            if trial == 0 and self._pytorch_error is None:
-                self._pytorch_error = self._measure_pytorch_error(session.originals, expected, specs)
+            expected = self.ref.expected(originals)
+            if pytorch_output is not None and self._pytorch_error is None:
+                self._pytorch_error = self._pytorch_error_of(pytorch_output, expected, specs)
+            del pytorch_output
             for index, (out, exp, spec) in enumerate(zip(session.outputs, expected, specs)):
                 result = compare_outputs(out, exp, atol=self.settings.atol, rtol=self.settings.rtol,
                                          expected_dtype=spec.dtype)
@@ -246,15 +249,14 @@ class Judge:
     def _observe_kernels(self, session: Session, code_path: Path, correctness: dict[str, Any]) -> list[str]:
         """Which kernels one forward call launches (the worker's profiler; cross-checked by the static scan)."""
         session.worker.send({"op": "profile"})
-        reply = session._expect("profiled", "profile")
+        reply = session.expect("profiled", "profile")
         kernels = [str(k) for k in reply.get("kernels") or []]
         correctness["kernels"] = kernels[:50]
         correctness["custom_kernels"] = custom_kernels(kernels)[:50]
         return kernel_flags(kernels, "load_inline" in code_path.read_text(errors="replace"))
 
-    def _measure_pytorch_error(self, inputs: list[Any], expected: list[torch.Tensor],
-                               specs: list[OutputSpec]) -> dict[str, Any]:
-        own = self.ref.pytorch_float32(inputs)
+    def _pytorch_error_of(self, own: list[torch.Tensor], expected: list[torch.Tensor],
+                          specs: list[OutputSpec]) -> dict[str, Any]:
         result = compare_outputs(own[0], expected[0], atol=self.settings.atol, rtol=self.settings.rtol,
                                  expected_dtype=specs[0].dtype)
         return {"max_abs_err": result.max_abs_err, "max_rel_err": result.max_rel_err,
@@ -271,7 +273,7 @@ class Judge:
         copy_ms = self._copy_ms(session.outputs)
 
         def prepare(i: int) -> None:
-            session.load_inputs(settings.seed + 7919 * (i + 1))
+            session.load_inputs(self.ref.make_inputs(settings.seed + 7919 * (i + 1)))
             self.flusher.flush()
             self.clock.synchronize()
 

@@ -23,7 +23,7 @@ import torch
 
 from evalkit import __version__
 from evalkit.baselines import BASELINE_KINDS, BASELINES_FILE, BaselineCache
-from evalkit.builder import BuildOutcome, build, build_env, build_key, first_compiler_errors, map_to_submission
+from evalkit.builder import BuildOutcome, build, build_env, first_compiler_errors, map_to_submission
 from evalkit.judge import Judge, Judgement, JudgeSettings
 from evalkit.plausibility import floor_ms
 from evalkit.problems import Problem, discover_problems
@@ -177,7 +177,7 @@ def _judge_as_built(pending: Pending, problems: dict[str, Problem], options: Sco
                                              report)
         judged.add(submission.problem)
         report(f"{submission.problem}/{submission.sample}: judging", Counter())
-        record(_judge_one(submission, early, outcome, context, options.cache_dir / "builds", device))
+        record(_judge_one(submission, early, outcome, context, device))
     return judged
 
 
@@ -225,7 +225,7 @@ def _judge_settings(problem: Problem, options: ScoreOptions, seed: int) -> Judge
 
 
 def _judge_one(submission: Submission, early: Triage, outcome: BuildOutcome, context: _ProblemContext,
-               build_root: Path, device: str) -> ResultRow:
+               device: str) -> ResultRow:
     row = _row(submission, Verdict.CORRECT, "", device, early)
     row.build = _build_record(outcome, early)
     row.stage_seconds["build_s"] = outcome.seconds
@@ -237,7 +237,7 @@ def _judge_one(submission: Submission, early: Triage, outcome: BuildOutcome, con
     if context.judge is None:
         return _finish(row, Verdict.SKIPPED, context.setup_error)
     workdir = Path(tempfile.mkdtemp(prefix="evalkit-judge-"))
-    build_dir = build_root / build_key(early.code, device)
+    build_dir = Path(outcome.extension_dir).parent  # the build stage already chose it
     try:
         code_path = workdir / "submission.py"
         code_path.write_text(early.code)
