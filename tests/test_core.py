@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from evalkit.compare import compare_outputs, tensors_equal
-from evalkit.plausibility import custom_kernels, floor_ms, kernel_flags, reduced_precision
-from evalkit.timing import TimingStats, measure, speedup
+from evalkit.judge.tensor_check import compare_outputs, tensors_equal
+from evalkit.judge.plausibility import custom_kernels, floor_ms, kernel_flags, reduced_precision
+from evalkit.judge.timing import TimingStats, measure, speedup
 
 
 def test_identical_outputs_pass_with_zero_error():
@@ -61,7 +61,7 @@ def test_shape_and_dtype_mismatches_are_named():
 
 
 def test_comparison_in_chunks_matches_whole(monkeypatch):
-    import evalkit.compare as compare
+    import evalkit.judge.tensor_check as compare
 
     expected = torch.randn(1000, dtype=torch.float64)
     actual = (expected + 0.02 * torch.randn(1000, dtype=torch.float64)).float()
@@ -125,7 +125,7 @@ def test_reduced_precision_needs_error_far_above_float32():
 
 def test_static_scan_warns_about_substitutes_and_fallbacks():
     from conftest import FIXTURES
-    from evalkit.static_scan import scan
+    from evalkit.intake.static_scan import scan
 
     fallback = scan((FIXTURES / "cuda_submissions/cuda/matmul/fallback.py").read_text()).warnings
     assert any("try/except" in w for w in fallback) and any("torch.matmul" in w for w in fallback)

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import FIXTURES
-from evalkit.cli import main
+from evalkit.cli.main import main
 
 pytestmark = pytest.mark.cuda
 

@@ -1,4 +1,4 @@
-"""evalkit.extract: fence parsing, final-answer choice, diagnostics, line mapping, speed."""
+"""evalkit.intake.extract: fence parsing, final-answer choice, diagnostics, line mapping, speed."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import SEEDS
-from evalkit.extract import Block, extract, find_blocks
-from evalkit.textio import decode_text
+from evalkit.intake.extract import Block, extract, find_blocks
+from evalkit.sources.textio import decode_text
 
 MODEL = "import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n"
 

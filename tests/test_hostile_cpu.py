@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import FIXTURES
-from evalkit.cli import main
+from evalkit.cli.main import main
 
 CANARIES = [Path("/tmp/evalkit-escape-canary.txt"), Path("/evalkit-escape-canary.txt")]
 

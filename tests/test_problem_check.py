@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from evalkit import problem_check
-from evalkit.problem_check import CheckReport, check_problem, describe_problem
-from evalkit.problems import ProblemError, load_problem, scaffold_problem
+from evalkit.judge import problem_check
+from evalkit.judge.problem_check import CheckReport, check_problem, describe_problem
+from evalkit.sources.problems import ProblemError, load_problem, scaffold_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "problems"

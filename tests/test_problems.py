@@ -15,8 +15,8 @@ except ModuleNotFoundError:  # Python 3.10
 import pytest
 import torch
 
-from evalkit.problem_check import describe_problem
-from evalkit.problems import (Problem, ProblemError, ProblemSettings, discover_problems, get_problem,
+from evalkit.judge.problem_check import describe_problem
+from evalkit.sources.problems import (Problem, ProblemError, ProblemSettings, discover_problems, get_problem,
                               import_kernelbench, kernelbench_id, load_problem, scaffold_problem)
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,8 +9,8 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from evalkit.cli import main
-from evalkit.report import format_leaderboard, write_reports
+from evalkit.cli.main import main
+from evalkit.report.summary import format_leaderboard, write_reports
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "reports" / "results.jsonl"
 

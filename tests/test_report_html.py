@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from evalkit.report import write_reports
+from evalkit.report.summary import write_reports
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "reports" / "results.jsonl"
 XSS = "</script><script>alert(1)</script>"

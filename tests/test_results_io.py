@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evalkit.results_io import ResultsWriter, read_rows, row_key
+from evalkit.results_file import ResultsWriter, read_rows, row_key
 
 
 def test_a_torn_last_row_is_dropped_and_writing_resumes_cleanly(tmp_path: Path):

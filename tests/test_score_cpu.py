@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import FIXTURES
-from evalkit.cli import main
+from evalkit.cli.main import main
 
 PROBLEMS = FIXTURES / "judge_problems"
 SUBMISSIONS = FIXTURES / "judge_submissions"

@@ -1,4 +1,4 @@
-"""Scores against hand-computed values (``evalkit.scoring``, pure)."""
+"""Scores against hand-computed values (``evalkit.report.scoring``, pure)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from evalkit import scoring
+from evalkit.report import scoring
 from evalkit.records import VERDICT_ORDER
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "reports" / "results.jsonl"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, ROOT
-from evalkit.problems import discover_problems
-from evalkit.submissions import CURATED_RUN, SubmissionError, discover
+from evalkit.sources.problems import discover_problems
+from evalkit.sources.submissions import CURATED_RUN, SubmissionError, discover
 
 PROBLEMS = discover_problems(ROOT / "problems")
 SEEDS = ROOT / "submissions" / "seeds"

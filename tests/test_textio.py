@@ -1,4 +1,4 @@
-"""evalkit.textio: reading answers robustly (encodings, newlines, binaries, sizes, OS errors)."""
+"""evalkit.sources.textio: reading answers robustly (encodings, newlines, binaries, sizes, OS errors)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from evalkit import textio
-from evalkit.extract import extract
-from evalkit.textio import MAX_TEXT_BYTES, UnreadableText, decode_text, read_text
+from evalkit.sources import textio
+from evalkit.intake.extract import extract
+from evalkit.sources.textio import MAX_TEXT_BYTES, UnreadableText, decode_text, read_text
 
 ANSWER = "Here it is:\n```python\nclass ModelNew:\n    pass\n```\n"
 

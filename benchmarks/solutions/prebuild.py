@@ -13,11 +13,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from evalkit.builder import build
-from evalkit.problems import discover_problems
-from evalkit.runner import _init_inputs, default_cache_dir, default_limits
-from evalkit.submissions import discover
-from evalkit.triage import triage
+from evalkit.judge.builder import build
+from evalkit.sources.problems import discover_problems
+from evalkit.schedule.local import _init_inputs, default_cache_dir, default_limits
+from evalkit.sources.submissions import discover
+from evalkit.intake.triage import triage
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from evalkit.problems import Problem, ProblemError, where_in
+from evalkit.sources.problems import Problem, ProblemError, where_in
 
 logger = logging.getLogger(__name__)
 

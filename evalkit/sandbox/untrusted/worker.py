@@ -1,4 +1,4 @@
-"""The harness inside the untrusted process: ``python -m evalkit.worker FD``.
+"""The harness inside the untrusted process: ``python -m evalkit.sandbox.untrusted.worker FD``.
 
 Everything here runs in the same interpreter as the submission, so nothing it reports
 is trusted: the judge decides verdicts from the output buffers it owns and the time it
@@ -69,7 +69,7 @@ class Harness:
     def __init__(self, conn: Connection, setup: dict[str, Any]) -> None:
         import torch.profiler
 
-        from evalkit.timing import Clock  # bound before any submission code runs
+        from evalkit.sandbox.clock import Clock  # bound before any submission code runs
 
         self._profile, self._activity = torch.profiler.profile, torch.profiler.ProfilerActivity
 
@@ -209,7 +209,7 @@ def _forward_signature_problem(model: Any, n_inputs: int) -> str:
 
 
 def _confine_writes() -> int:
-    from evalkit.landlock import restrict_writes
+    from evalkit.sandbox.untrusted.landlock import restrict_writes
 
     # /proc/<own pid>: the CUDA driver writes there while it initialises (Error 304 without it).
     writable = [os.getcwd(), "/dev", os.path.realpath("/proc/self")]

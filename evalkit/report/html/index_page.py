@@ -12,7 +12,8 @@ import html
 import re
 from typing import Any, Iterable
 
-from evalkit import scoring, svg
+from evalkit.report import scoring
+from evalkit.report.html import svg
 
 Row = dict[str, Any]
 PageNames = dict[tuple[str, str, str], str]

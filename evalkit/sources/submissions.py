@@ -15,9 +15,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalkit.problems import Problem, ProblemError, get_problem
+from evalkit.sources.problems import Problem, ProblemError, get_problem
 from evalkit.records import Submission
-from evalkit.textio import UnreadableText, read_text
+from evalkit.sources.textio import UnreadableText, read_text
 
 SUFFIXES = (".txt", ".md", ".py")
 CURATED_RUN = "curated"

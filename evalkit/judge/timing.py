@@ -1,61 +1,19 @@
-"""The one timing routine used for submissions and baselines alike.
+"""Trusted side. The one timing routine used for submissions and baselines alike.
 
 A timed call is: ``prepare()`` (fresh input contents, L2 flush; never timed), then the
-clock around one call that stops only after a device-wide synchronize, so work left
-on side streams is counted. ``Clock`` binds the clock and synchronize functions when it
-is made; the worker makes its clock before importing submission code, so a submission
-that patches ``torch.cuda.Event`` or ``time.perf_counter`` later does not change it.
-(It could still patch the clock object; the judge cross-checks against its own wall time.)
+clock (``evalkit.sandbox.clock.Clock``, the same code the worker runs) around one
+call that stops only after a device-wide synchronize, so work left on side streams is counted.
 """
 
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
-
-
-class Clock:
-    """Times one call: CUDA events around a device-wide synchronize, or a host clock on CPU."""
-
-    def __init__(self, device: str) -> None:
-        self.device = device
-        self._perf_counter = time.perf_counter
-        if device == "cuda":
-            self._event = torch.cuda.Event
-            self._synchronize = torch.cuda.synchronize
-        else:
-            self._event = None
-            self._synchronize = lambda: None
-
-    def synchronize(self) -> None:
-        self._synchronize()
-
-    def time_ms(self, fn: Callable[[], object]) -> tuple[float, object]:
-        """Run ``fn`` once and return (elapsed milliseconds, its result)."""
-        self._synchronize()
-        if self._event is None:
-            start = self._perf_counter()
-            result = fn()
-            return (self._perf_counter() - start) * 1e3, result
-        start, end = self._event(enable_timing=True), self._event(enable_timing=True)
-        start.record()
-        result = fn()
-        self._synchronize()  # device-wide: waits for every stream, not only the current one
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end), result
-
-    def wall_ms(self, fn: Callable[[], object]) -> tuple[float, object]:
-        """Host wall time of ``fn`` (used by the judge to observe a worker from outside)."""
-        start = self._perf_counter()
-        result = fn()
-        return (self._perf_counter() - start) * 1e3, result
 
 
 class L2Flusher:

@@ -1,7 +1,7 @@
 """Reports built from ``results.jsonl``: ``summary.json`` for machines, ``index.html`` for people.
 
 ``write_reports`` is the entry point (``evalkit score`` and ``evalkit report`` call it); scores come
-from the pure ``evalkit.scoring``, pages from ``evalkit.html_report`` / ``evalkit.html_detail``.
+from the pure ``evalkit.report.scoring``, pages from ``evalkit.report.html.index_page`` / ``evalkit.report.html.detail_page``.
 ``summary.json`` follows ``docs/report-schema.md``; bump ``SUMMARY_SCHEMA_VERSION`` whenever a field
 changes meaning or is removed.
 """
@@ -14,12 +14,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from evalkit import scoring
-from evalkit.environment import environment
-from evalkit.html_detail import render_detail
-from evalkit.html_report import page_names, render_index
-from evalkit.baselines import BASELINES_FILE
-from evalkit.results_io import RESULTS_FILE, SUMMARY_FILE, read_rows
+from evalkit.report import scoring
+from evalkit.judge.environment import environment
+from evalkit.report.html.detail_page import render_detail
+from evalkit.report.html.index_page import page_names, render_index
+from evalkit.judge.baselines import BASELINES_FILE
+from evalkit.results_file import RESULTS_FILE, SUMMARY_FILE, read_rows
 
 SUMMARY_SCHEMA_VERSION = 1
 INDEX_FILE = "index.html"

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.extract import Extraction, extract
+from evalkit.intake.extract import Extraction, extract
 from evalkit.records import Submission, Verdict
-from evalkit.static_scan import scan, syntax_problem
+from evalkit.intake.static_scan import scan, syntax_problem
 
 
 @dataclass

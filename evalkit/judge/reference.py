@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 import torch
 
-from evalkit.problems import Problem
+from evalkit.sources.problems import Problem
 
 logger = logging.getLogger(__name__)
 

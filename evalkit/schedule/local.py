@@ -22,18 +22,18 @@ from typing import Any, Callable
 import torch
 
 from evalkit import __version__
-from evalkit.baselines import BASELINE_KINDS, BASELINES_FILE, BaselineCache
-from evalkit.builder import BuildOutcome, build, build_env, first_compiler_errors, map_to_submission
-from evalkit.judge import Judge, Judgement, JudgeSettings
-from evalkit.plausibility import floor_ms
-from evalkit.problems import Problem, discover_problems
+from evalkit.judge.baselines import BASELINE_KINDS, BASELINES_FILE, BaselineCache
+from evalkit.judge.builder import BuildOutcome, build, build_env, first_compiler_errors, map_to_submission
+from evalkit.judge.submission_judge import Judge, Judgement, JudgeSettings
+from evalkit.judge.plausibility import floor_ms
+from evalkit.sources.problems import Problem, discover_problems
 from evalkit.records import ResultRow, Submission, Verdict
-from evalkit.reference import ReferenceProblem
-from evalkit.results_io import RESULTS_FILE, ResultsWriter, read_rows, row_key
-from evalkit.sandbox import Limits
-from evalkit.submissions import discover
-from evalkit.timing import speedup
-from evalkit.triage import Triage, triage
+from evalkit.judge.reference import ReferenceProblem
+from evalkit.results_file import RESULTS_FILE, ResultsWriter, read_rows, row_key
+from evalkit.sandbox.launcher import Limits
+from evalkit.sources.submissions import discover
+from evalkit.judge.timing import speedup
+from evalkit.intake.triage import Triage, triage
 
 logger = logging.getLogger(__name__)
 

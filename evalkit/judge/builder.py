@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from evalkit.sandbox import Limits, UntrustedProcess, WorkerGone
+from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
 
 BUILD_RECORD = "build.json"
 _COMPILER_ERROR = re.compile(r"^(?P<file>[^\s:]+\.(?:cpp|cu|cuh|h|hpp|cc)):(?P<line>\d+)(?::\d+)?:\s*(?:fatal )?error:?\s*(?P<msg>.*)$")

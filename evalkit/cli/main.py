@@ -12,9 +12,9 @@ from pathlib import Path
 import click
 
 from evalkit import __version__
-from evalkit.cli_problems import problems
-from evalkit.extract import extract
-from evalkit.textio import UnreadableText, read_text
+from evalkit.cli.problems import problems
+from evalkit.intake.extract import extract
+from evalkit.sources.textio import UnreadableText, read_text
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -99,10 +99,10 @@ def score_command(submissions: Path, problems_dir: Path, out_dir: Path | None, r
     """
     from tqdm import tqdm
 
-    from evalkit.problems import ProblemError
-    from evalkit.report import format_leaderboard, write_reports
-    from evalkit.runner import ScoreOptions, default_cache_dir, score
-    from evalkit.submissions import SubmissionError
+    from evalkit.sources.problems import ProblemError
+    from evalkit.report.summary import format_leaderboard, write_reports
+    from evalkit.schedule.local import ScoreOptions, default_cache_dir, score
+    from evalkit.sources.submissions import SubmissionError
 
     if out_dir is None:
         out_dir = (_latest_out(submissions) if resume else None) or _default_out(submissions)
@@ -153,7 +153,7 @@ def report_command(report_dir: Path | None, compare_dirs: tuple[Path, Path] | No
 
     With --compare A B, compare two report folders' results.jsonl instead, keyed by (run, problem, sample).
     """
-    from evalkit.report import compare_reports, format_comparison, format_leaderboard, write_reports
+    from evalkit.report.summary import compare_reports, format_comparison, format_leaderboard, write_reports
 
     if compare_dirs:
         if report_dir is not None:

@@ -16,8 +16,9 @@ from typing import Any, Callable
 import torch
 
 from evalkit.records import to_jsonable
-from evalkit.reference import ReferenceProblem
-from evalkit.timing import Clock, L2Flusher, TimingStats, measure
+from evalkit.judge.reference import ReferenceProblem
+from evalkit.judge.timing import L2Flusher, TimingStats, measure
+from evalkit.sandbox.clock import Clock
 
 logger = logging.getLogger(__name__)
 

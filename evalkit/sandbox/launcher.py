@@ -1,6 +1,6 @@
 """Launching untrusted code: one fresh process per submission and stage.
 
-The process runs ``python -m evalkit.worker`` in its own temporary directory, session
+The process runs ``python -m evalkit.sandbox.untrusted.worker`` in its own temporary directory, session
 and process group, with a scrubbed environment, bounded captured output, resource
 limits (set by the worker on itself before it imports any submission code) and a
 watchdog that kills the whole session on timeout, memory or process-count excess.
@@ -137,7 +137,7 @@ class UntrustedProcess:
         self._conn = Connection(parent_sock.detach())
         child_fd = child_sock.detach()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "evalkit.worker", str(child_fd)],
+            [sys.executable, "-m", "evalkit.sandbox.untrusted.worker", str(child_fd)],
             cwd=workdir, env=scrubbed_env({**(env_extra or {}), **dict([self.marker.split("=", 1)])}, workdir),
             pass_fds=(child_fd,),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalkit import scoring, svg
-from evalkit.html_report import badge, document, esc, flags_html, fmt_ms, fmt_speedup
+from evalkit.report import scoring
+from evalkit.report.html import svg
+from evalkit.report.html.index_page import badge, document, esc, flags_html, fmt_ms, fmt_speedup
 
 Row = dict[str, Any]
 OPTIONAL_CANDIDATE_FIELDS = ("closed", "in_final_answer", "defines_model_new")

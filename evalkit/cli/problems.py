@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from evalkit.problems import (ProblemError, discover_problems, import_kernelbench, load_problem, problem_folders,
+from evalkit.sources.problems import (ProblemError, discover_problems, import_kernelbench, load_problem, problem_folders,
                               scaffold_problem, unknown_problem)
 
 DEFAULT_PROBLEMS_DIR = Path("problems")
@@ -47,7 +47,7 @@ def problems(ctx: click.Context, problems_dir: Path | None, as_json: bool) -> No
     ctx.obj = {"problems_dir": problems_dir}
     if ctx.invoked_subcommand is not None:
         return
-    from evalkit.problem_check import describe_problem
+    from evalkit.judge.problem_check import describe_problem
 
     try:
         found = discover_problems(_problems_dir(ctx, None))
@@ -97,7 +97,7 @@ def _folders_to_check(root: Path, ids: tuple[str, ...]) -> list[Path]:
 @click.pass_context
 def check_command(ctx: click.Context, ids: tuple[str, ...], device: str, problems_dir: Path | None) -> None:
     """Validate problem folders (all, or the IDS given); exit 1 if any has an error."""
-    from evalkit.problem_check import CheckReport, check_problem, require_device
+    from evalkit.judge.problem_check import CheckReport, check_problem, require_device
 
     try:
         require_device(device)

@@ -17,12 +17,13 @@ from typing import Any
 
 import torch
 
-from evalkit.compare import Comparison, compare_outputs, tensors_equal
-from evalkit.plausibility import custom_kernels, kernel_flags, reduced_precision
+from evalkit.judge.tensor_check import Comparison, compare_outputs, tensors_equal
+from evalkit.judge.plausibility import custom_kernels, kernel_flags, reduced_precision
 from evalkit.records import Verdict, to_jsonable
-from evalkit.reference import OutputSpec, ReferenceProblem
-from evalkit.sandbox import Limits, UntrustedProcess, WorkerGone
-from evalkit.timing import Clock, L2Flusher, TimingStats, measure
+from evalkit.judge.reference import OutputSpec, ReferenceProblem
+from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
+from evalkit.judge.timing import L2Flusher, TimingStats, measure
+from evalkit.sandbox.clock import Clock
 
 logger = logging.getLogger(__name__)
 

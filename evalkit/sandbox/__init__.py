@@ -1,0 +1,9 @@
+"""The trust boundary.
+
+- ``protocol``: every message the judge sends and every reply a worker may make (stdlib only; both sides
+  import it). A reply is only ever read through it, and what it holds is named as the worker's claim.
+- ``launcher``: trusted. Starts one worker process per submission and stage, limits it, watches it, kills it.
+- ``clock``: the device clock, on both sides (inside the sandbox, the submission's to rewrite).
+- ``untrusted/``: what runs inside the submission's interpreter (the worker harness, Landlock). Trusted by
+  nothing: the submission can rewrite all of it.
+"""
