@@ -1,8 +1,13 @@
-"""The plain records that flow between stages and are written to ``results.jsonl``.
+"""The vocabulary every stage shares (no side of the trust boundary; stdlib only).
 
-Every record is JSON-safe (``to_dict``), versioned by ``SCHEMA_VERSION`` and carries
-units in its field names. The schema is documented in ``docs/schema.md``; bump
+Verdicts (with their place in the pipeline), flags (with whether they exclude a row from fast_p),
+the baselines, the curated run, and the plain records that flow between stages and are written to
+``results.jsonl``. Every record is JSON-safe (``to_dict``), versioned by ``SCHEMA_VERSION`` and carries
+units in its field names. The schema is documented in ``docs/report-schema.md``; bump
 ``SCHEMA_VERSION`` whenever a field changes meaning or is removed.
+
+A new verdict is declared here (``Verdict`` and ``VERDICT_INFO``), decided in
+``evalkit.judge.verdicts`` and coloured in the report's CSS; a new flag is declared here only.
 """
 
 from __future__ import annotations
@@ -14,10 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SCHEMA_VERSION = 1
+CURATED_RUN = "curated"  # the run name of the curated solutions shipped in problems/<id>/solutions/
+BASELINE_KINDS: tuple[str, ...] = ("eager", "compile")
 
 
 class Verdict(str, enum.Enum):
-    """Verdicts in pipeline order: the first stage that fails decides."""
+    """Verdicts in the order rows list them: the first stage that fails decides."""
 
     NO_CODE = "no_code"
     SYNTAX_ERROR = "syntax_error"
@@ -33,8 +40,89 @@ class Verdict(str, enum.Enum):
     def __str__(self) -> str:  # so f-strings print "correct", not "Verdict.CORRECT"
         return self.value
 
+    @property
+    def rank(self) -> int:
+        """How far through the pipeline the submission got (higher is further)."""
+        return VERDICT_INFO[self].rank
+
+    @property
+    def compiled(self) -> bool | None:
+        """Whether the code got through the build: True, False, or None when the build record decides."""
+        return VERDICT_INFO[self].compiled
+
+
+@dataclass(frozen=True)
+class VerdictInfo:
+    rank: int
+    compiled: bool | None
+    meaning: str
+
+
+# ``skipped`` happens right after the syntax check (the device check), so it ranks there.
+VERDICT_INFO: dict[Verdict, VerdictInfo] = {
+    Verdict.NO_CODE: VerdictInfo(0, False, "the answer holds no ModelNew code"),
+    Verdict.SYNTAX_ERROR: VerdictInfo(1, False, "the code does not parse"),
+    Verdict.SKIPPED: VerdictInfo(2, False, "needs a device this run lacks"),
+    Verdict.INTERFACE_ERROR: VerdictInfo(3, True, "no usable ModelNew(*get_init_inputs()) or forward"),
+    Verdict.COMPILE_ERROR: VerdictInfo(4, False, "its extension did not build"),
+    Verdict.RUNTIME_ERROR: VerdictInfo(5, True, "raised, or broke the judge-worker protocol"),
+    Verdict.CRASH: VerdictInfo(6, None, "its process died or was killed for its resources"),
+    Verdict.TIMEOUT: VerdictInfo(7, None, "a stage ran past its time limit"),
+    Verdict.INCORRECT: VerdictInfo(8, True, "an output was wrong, malformed, or an input was modified"),
+    Verdict.CORRECT: VerdictInfo(9, True, "every output within tolerance of the float64 reference"),
+}
 
 VERDICT_ORDER: tuple[str, ...] = tuple(v.value for v in Verdict)
+
+
+class Flag(str, enum.Enum):
+    """Marks on a row the verdict alone does not say; ``FLAG_INFO`` says what each means."""
+
+    IMPLAUSIBLE_SPEEDUP = "implausible_speedup"
+    TIMING_MISMATCH = "timing_mismatch"
+    REDUCED_PRECISION = "reduced_precision"
+    NO_CUSTOM_KERNEL = "no_custom_kernel"
+    FALLBACK = "fallback"
+    MUTATES_INPUTS = "mutates_inputs"
+    WRONG_DURING_TIMING = "wrong_during_timing"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class FlagInfo:
+    meaning: str
+    excludes_from_fast_p: bool
+    why: str = ""
+
+
+FLAG_INFO: dict[Flag, FlagInfo] = {
+    Flag.IMPLAUSIBLE_SPEEDUP: FlagInfo(
+        "faster than the problem's FLOP or byte floor allows on this device", True,
+        "no kernel can be that fast: the time, not the kernel, is wrong"),
+    Flag.TIMING_MISMATCH: FlagInfo(
+        "the worker reported less time than the judge saw pass; the judge's time is used", True,
+        "the submission tried to, or did, bend the clock"),
+    Flag.REDUCED_PRECISION: FlagInfo(
+        "within tolerance, but far less precise than PyTorch's own float32 result", False,
+        "the tolerance accepted it; users of stricter tolerances can filter on it"),
+    Flag.NO_CUSTOM_KERNEL: FlagInfo("every kernel that ran was a library's (PyTorch, cuDNN, cuBLAS, ...)", False,
+                                    "correct and timed honestly, but not the submission's own kernel"),
+    Flag.FALLBACK: FlagInfo("builds kernels of its own, yet none of them ran", False,
+                            "as no_custom_kernel; also suggests a silent fallback"),
+    Flag.MUTATES_INPUTS: FlagInfo("forward modified its inputs in place (the row is incorrect)", False,
+                                  "an incorrect row never counts anyway"),
+    Flag.WRONG_DURING_TIMING: FlagInfo("an output produced during timing was wrong (the row is incorrect)", False,
+                                       "an incorrect row never counts anyway"),
+}
+
+EXCLUDED_FLAGS: frozenset[str] = frozenset(f.value for f, info in FLAG_INFO.items() if info.excludes_from_fast_p)
+
+
+def resume_key(run: str, problem: str, sample: str, sha256: str) -> str:
+    """Identity used by ``--resume``: the same run/problem/sample and the same content."""
+    return f"{run}/{problem}/{sample}@{sha256}"
 
 
 def sha256_text(text: str) -> str:
@@ -57,8 +145,8 @@ class Submission:
 
     @property
     def key(self) -> str:
-        """Identity used by ``--resume``: same run/problem/sample and same content."""
-        return f"{self.run}/{self.problem}/{self.sample}@{self.sha256}"
+        """Identity used by ``--resume`` (``resume_key``)."""
+        return resume_key(self.run, self.problem, self.sample, self.sha256)
 
 
 def to_jsonable(value: Any) -> Any:

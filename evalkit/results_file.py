@@ -1,4 +1,5 @@
-"""Reading and appending ``results.jsonl``: one row per judged submission, written as it is judged."""
+"""The ``results.jsonl`` file (no side of the trust boundary; no torch): one row per judged submission,
+appended and flushed as it is judged, read back skipping a torn last line."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import jsonlines
+
+from evalkit.records import resume_key
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +35,9 @@ def _iter_valid(reader: jsonlines.Reader, path: Path) -> Iterator[dict[str, Any]
         logger.warning("%s: skipping an unreadable line (%s)", path, err)
 
 
-def row_key(row: dict[str, Any]) -> str:
-    return f"{row.get('run')}/{row.get('problem')}/{row.get('sample')}@{row.get('sha256')}"
+def resume_key_of(row: dict[str, Any]) -> str:
+    """The row's ``records.resume_key``: what ``--resume`` skips."""
+    return resume_key(*(str(row.get(k)) for k in ("run", "problem", "sample", "sha256")))
 
 
 class ResultsWriter:

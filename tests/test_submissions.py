@@ -9,7 +9,8 @@ import pytest
 
 from conftest import FIXTURES, ROOT
 from evalkit.sources.problems import discover_problems
-from evalkit.sources.submissions import CURATED_RUN, SubmissionError, discover
+from evalkit.records import CURATED_RUN
+from evalkit.sources.submissions import SubmissionError, discover
 
 PROBLEMS = discover_problems(ROOT / "problems")
 SEEDS = ROOT / "submissions" / "seeds"

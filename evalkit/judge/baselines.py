@@ -15,14 +15,13 @@ from typing import Any, Callable
 
 import torch
 
-from evalkit.records import to_jsonable
+from evalkit.records import BASELINE_KINDS, to_jsonable
 from evalkit.judge.reference import ReferenceProblem
 from evalkit.judge.timing import L2Flusher, TimingStats, measure
 from evalkit.sandbox.clock import Clock
 
 logger = logging.getLogger(__name__)
 
-BASELINE_KINDS = ("eager", "compile")
 BASELINES_FILE = "baselines.json"
 
 

@@ -22,19 +22,12 @@ import math
 from collections import Counter
 from typing import Any, Callable, Iterable
 
-from evalkit.records import VERDICT_ORDER
+from evalkit.records import BASELINE_KINDS, CURATED_RUN, EXCLUDED_FLAGS, VERDICT_ORDER, Verdict
 
 THRESHOLDS: tuple[float, ...] = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
-BASELINES: tuple[str, ...] = ("eager", "compile")
-EXCLUDED_FLAGS: frozenset[str] = frozenset({"implausible_speedup", "timing_mismatch"})
-CURATED_RUN = "curated"
-BUILD_FAILED = frozenset({"compile_error", "crash", "timeout"})
-ALWAYS_COMPILED = frozenset({"interface_error", "runtime_error", "incorrect", "correct"})
-# "Furthest in the pipeline" for picking a problem's best row: ``skipped`` happens right after the
-# syntax check (the device check), so it ranks there, not after ``correct`` as in VERDICT_ORDER.
-PIPELINE_RANK: dict[str, int] = {v: i for i, v in enumerate(
-    ["no_code", "syntax_error", "skipped", "interface_error", "compile_error", "runtime_error",
-     "crash", "timeout", "incorrect", "correct"])}
+BASELINES: tuple[str, ...] = BASELINE_KINDS
+# "Furthest in the pipeline", for picking a problem's best row.
+PIPELINE_RANK: dict[str, int] = {v.value: v.rank for v in Verdict}
 
 Row = dict[str, Any]
 
@@ -44,7 +37,8 @@ def threshold_key(p: float) -> str:
     return f"{p:g}"
 
 
-def row_key(row: Row) -> tuple[str, str, str]:
+def sample_key(row: Row) -> tuple[str, str, str]:
+    """(run, problem, sample): a row's place in a report, whatever its content."""
     return (str(row.get("run", "")), str(row.get("problem", "")), str(row.get("sample", "")))
 
 
@@ -52,7 +46,7 @@ def dedupe(rows: Iterable[Row]) -> list[Row]:
     """One row per (run, problem, sample): the last one in file order, kept at its first position."""
     latest: dict[tuple[str, str, str], Row] = {}
     for row in rows:
-        latest[row_key(row)] = row
+        latest[sample_key(row)] = row
     return list(latest.values())
 
 
@@ -73,11 +67,15 @@ def is_flagged(row: Row) -> bool:
 
 
 def is_compiled(row: Row) -> bool:
-    verdict = row.get("verdict")
-    if verdict in ALWAYS_COMPILED:
-        return True
+    """The code got through the build; for a crash or timeout, the build record says whether it did."""
+    try:
+        compiled = Verdict(row.get("verdict")).compiled
+    except ValueError:
+        return False
+    if compiled is not None:
+        return compiled
     build = row.get("build")
-    return verdict in ("crash", "timeout") and isinstance(build, dict) and build.get("status") not in BUILD_FAILED
+    return isinstance(build, dict) and build.get("status") == "ok"
 
 
 def is_fast(row: Row, baseline: str, p: float) -> bool:

@@ -89,7 +89,7 @@ def _known_problems(summary_path: Path) -> list[str] | None:
 def _write_details(folder: Path, rows: list[Row], names: dict[tuple[str, str, str], str]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for row in rows:
-        _write_text(folder / names[scoring.row_key(row)], render_detail(row))
+        _write_text(folder / names[scoring.sample_key(row)], render_detail(row))
     current = set(names.values())
     for stale in folder.glob("*.html"):
         if stale.name not in current:
@@ -133,8 +133,8 @@ def format_leaderboard(summary: dict[str, Any]) -> str:
 
 def compare_rows(before: list[Row], after: list[Row], threshold: float = SPEEDUP_CHANGE) -> dict[str, Any]:
     """What changed between two sets of rows, keyed by (run, problem, sample). Pure."""
-    old = {scoring.row_key(r): r for r in scoring.dedupe(before)}
-    new = {scoring.row_key(r): r for r in scoring.dedupe(after)}
+    old = {scoring.sample_key(r): r for r in scoring.dedupe(before)}
+    new = {scoring.sample_key(r): r for r in scoring.dedupe(after)}
     flipped, moved = [], []
     for key in sorted(old.keys() & new.keys()):
         a, b = old[key], new[key]

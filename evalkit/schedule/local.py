@@ -22,14 +22,14 @@ from typing import Any, Callable
 import torch
 
 from evalkit import __version__
-from evalkit.judge.baselines import BASELINE_KINDS, BASELINES_FILE, BaselineCache
+from evalkit.judge.baselines import BASELINES_FILE, BaselineCache
 from evalkit.judge.builder import BuildOutcome, build, build_env, first_compiler_errors, map_to_submission
 from evalkit.judge.submission_judge import Judge, Judgement, JudgeSettings
 from evalkit.judge.plausibility import floor_ms
 from evalkit.sources.problems import Problem, discover_problems
-from evalkit.records import ResultRow, Submission, Verdict
+from evalkit.records import BASELINE_KINDS, ResultRow, Submission, Verdict
 from evalkit.judge.reference import ReferenceProblem
-from evalkit.results_file import RESULTS_FILE, ResultsWriter, read_rows, row_key
+from evalkit.results_file import RESULTS_FILE, ResultsWriter, read_rows, resume_key_of
 from evalkit.sandbox.launcher import Limits
 from evalkit.sources.submissions import discover
 from evalkit.judge.timing import speedup
@@ -99,7 +99,7 @@ def score(options: ScoreOptions, progress: Progress | None = None, total_hook: C
     problems = discover_problems(options.problems_dir)
     found = discover(options.submissions, problems)
     results_path = options.out_dir / RESULTS_FILE
-    done = {row_key(r) for r in read_rows(results_path)} if options.resume else set()
+    done = {resume_key_of(r) for r in read_rows(results_path)} if options.resume else set()
     if not options.resume and results_path.exists() and results_path.stat().st_size:
         raise FileExistsError(f"{results_path} already holds results; pass --resume to continue it, "
                               f"or choose another --out")

@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit.sources.problems import Problem, ProblemError, get_problem
-from evalkit.records import Submission
+from evalkit.records import CURATED_RUN, Submission
 from evalkit.sources.textio import UnreadableText, read_text
 
 SUFFIXES = (".txt", ".md", ".py")
-CURATED_RUN = "curated"
 
 
 class SubmissionError(Exception):

@@ -171,7 +171,7 @@ def timing_section(row: Row) -> str:
 
 def render_detail(row: Row) -> str:
     """The whole detail page of one row."""
-    run, problem, sample = scoring.row_key(row)
+    run, problem, sample = scoring.sample_key(row)
     head = (f'<p class="small"><a href="../index.html">&larr; back to the report</a></p>'
             f"<h1>{esc(run)} / {esc(problem)} / {esc(sample)}</h1>"
             f'<p>{badge(row.get("verdict"))} {flags_html(row.get("flags") or [])} <span id="reason">{esc(row.get("reason"))}</span></p>')

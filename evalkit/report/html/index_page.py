@@ -12,6 +12,7 @@ import html
 import re
 from typing import Any, Iterable
 
+from evalkit.records import CURATED_RUN
 from evalkit.report import scoring
 from evalkit.report.html import svg
 
@@ -114,7 +115,7 @@ def page_names(rows: Iterable[Row]) -> PageNames:
     names: PageNames = {}
     used: set[str] = set()
     for row in rows:
-        key = scoring.row_key(row)
+        key = scoring.sample_key(row)
         base = "__".join(slug(part) for part in key) + "-" + slug(str(row.get("sha256") or "nosha"))[:10]
         name, n = f"{base}.html", 1
         while name.lower() in used:
@@ -242,7 +243,7 @@ def _speed_cell(entry: dict[str, Any] | None, run: str, problem: str, names: Pag
 
 
 def problem_table(summary: dict[str, Any], names: PageNames) -> str:
-    runs = [r for r in summary["runs"] if r != scoring.CURATED_RUN]
+    runs = [r for r in summary["runs"] if r != CURATED_RUN]
     heads = [th("problem", "problem"), th("eager ms", "eager_ms", True), th("compile ms", "compile_ms", True)]
     heads += [th(f"{run} (vs eager / compile)", f"run:{run}", True) for run in runs]
     heads.append(th("curated (vs eager / compile)", "curated", True))
@@ -252,7 +253,7 @@ def problem_table(summary: dict[str, Any], names: PageNames) -> str:
         cells = [f"<td>{esc(pid)}</td>", num_td(base["eager_ms"], fmt_ms(base["eager_ms"])),
                  num_td(base["compile_ms"], fmt_ms(base["compile_ms"]))]
         cells += [_speed_cell(entry["runs"].get(run), run, pid, names) for run in runs]
-        cells.append(_speed_cell(entry["curated"], scoring.CURATED_RUN, pid, names))
+        cells.append(_speed_cell(entry["curated"], CURATED_RUN, pid, names))
         body.append("<tr>" + "".join(cells) + "</tr>")
     return (f'<table id="problems" class="sortable"><thead><tr>{"".join(heads)}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table>')
@@ -265,7 +266,7 @@ def submissions_table(rows: list[Row], names: PageNames) -> str:
              th("median ms", "median_ms", True), th("flags"), th("reason"), th("details")]
     body = []
     for row in rows:
-        key = scoring.row_key(row)
+        key = scoring.sample_key(row)
         timing = row.get("timing") if isinstance(row.get("timing"), dict) else {}
         median = timing.get("median_ms") if isinstance(timing.get("median_ms"), (int, float)) else None
         eager, comp = scoring.speedup_of(row, "eager"), scoring.speedup_of(row, "compile")
