@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,8 @@ import torch
 
 from evalkit.judge import problem_check
 from evalkit.judge.problem_check import CheckReport, check_problem, describe_problem
-from evalkit.sources.problems import ProblemError, load_problem, scaffold_problem
+from evalkit.sources.problems import ProblemError, load_problem
+from evalkit.sources.scaffold import scaffold_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "problems"
@@ -83,6 +85,24 @@ def test_degenerate_check_uses_the_problem_tolerance(tmp_path: Path) -> None:
     assert any("returning zeros would pass" in w for w in _check(folder).warnings)
     (folder / "problem.toml").write_text("atol = 1e-5\nrtol = 1e-5\n")
     assert _check(folder).warnings == []
+
+
+def test_seed_warning_reports_the_largest_difference(tmp_path: Path) -> None:
+    folder = _problem_from(tmp_path, "class Model(nn.Module):\n    def forward(self, x):\n"
+                                     "        return x * 1e-4 + 1\n\n"
+                                     "def get_inputs():\n    return [torch.rand(8, 8)]\n\n"
+                                     "def get_init_inputs():\n    return []\n")
+    [warning] = _check(folder).warnings
+    difference = float(re.search(r"the same for two input seeds \(max difference (\S+), within atol=0\.01", warning)[1])
+    assert 0 < difference < 1e-4
+
+
+def test_inf_in_one_seed_only_warns(tmp_path: Path) -> None:
+    folder = _problem_from(tmp_path, "class Model(nn.Module):\n    def forward(self, x):\n"
+                                     "        return x / (x > 0.5)\n\n"
+                                     "def get_inputs():\n    return [torch.rand(64)]\n\n"
+                                     "def get_init_inputs():\n    return []\n")
+    assert _check(folder).warnings == ["output contains NaN or inf for random inputs"]
 
 
 def test_nan_output_warns(tmp_path: Path) -> None:

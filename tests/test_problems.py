@@ -1,9 +1,10 @@
-"""Loading, settings, discovery, scaffolding and KernelBench import of problem folders."""
+"""Loading, settings (and where their defaults are shown), discovery, scaffolding and KernelBench import."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -14,12 +15,18 @@ except ModuleNotFoundError:  # Python 3.10
 
 import pytest
 import torch
+from click.testing import CliRunner
 
+from evalkit.cli.score import score_command
 from evalkit.judge.problem_check import describe_problem
-from evalkit.sources.problems import (Problem, ProblemError, ProblemSettings, discover_problems, get_problem,
-                              import_kernelbench, kernelbench_id, load_problem, scaffold_problem)
+from evalkit.sources.kernelbench import import_kernelbench, kernelbench_id
+from evalkit.sources.problems import Problem, ProblemError, discover_problems, get_problem, load_problem
+from evalkit.sources.scaffold import scaffold_problem, template_toml
+from evalkit.sources.settings import (SETTING_KEYS, SETTINGS, ProblemSettings, commented_toml, default_text,
+                                      format_number, type_text)
 
 ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs" / "problems.md"
 PROBLEMS = ROOT / "problems"
 FIXTURES = ROOT / "tests" / "fixtures" / "problems"
 BROKEN = ROOT / "tests" / "fixtures" / "broken_problems"
@@ -178,6 +185,77 @@ def test_integers_are_accepted_for_float_settings(tmp_path: Path) -> None:
     assert problem.settings.atol == 0.0 and problem.settings.flops == 1000.0
 
 
+def test_errors_show_a_valid_line(tmp_path: Path) -> None:
+    with pytest.raises(ProblemError, match=r"'timing_trials' must be an integer, got 2\.5 "
+                                           r"\(e\.g\. `timing_trials = 50`; see docs/problems\.md\)"):
+        load_problem(_write(tmp_path / "p", toml="timing_trials = 2.5\n"))
+
+
+# ---------------------------------------------------------------- one declaration, shown everywhere
+
+
+def _docs_settings_table() -> dict[str, tuple[str, str]]:
+    """docs/problems.md's settings table: key -> (type cell, default cell without backticks)."""
+    text = DOCS.read_text()
+    header = "| setting | type | default | meaning |\n| --- | --- | --- | --- |\n"
+    assert header in text, f"{DOCS}: no settings table (its header is {header!r})"
+    table = text.split(header, 1)[1].split("\n\n", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()]
+    return {key.strip("`"): (kind, default.strip("`")) for key, kind, default, _ in rows}
+
+
+def test_docs_list_every_setting_with_its_declared_default_and_type() -> None:
+    table = _docs_settings_table()
+    assert list(table) == list(SETTING_KEYS)
+    for key, (kind, default) in table.items():
+        assert default == default_text(key), f"docs/problems.md: {key} default {default} != {default_text(key)}"
+        assert kind == type_text(key), f"docs/problems.md: {key} type {kind!r} != {type_text(key)!r}"
+
+
+def test_default_text_reads_back_as_the_default() -> None:
+    for key, setting in SETTINGS.items():
+        if setting.default is None:
+            assert default_text(key) == "none"
+        else:
+            assert tomllib.loads(f"value = {default_text(key)}")["value"] == setting.default
+
+
+@pytest.mark.parametrize("value, text", [(1e-2, "1e-2"), (900.0, "900"), (5, "5"), (0.5, "0.5"), (1e9, "1e9"),
+                                         (0.27e9, "2.7e8"), (2.5e-3, "2.5e-3"), (None, "none")])
+def test_format_number(value: float | None, text: str) -> None:
+    assert format_number(value) == text
+
+
+def _uncommented(toml: str, keys: tuple[str, ...]) -> str:
+    return re.sub(rf"^# ({'|'.join(keys)}) = ", r"\1 = ", toml, flags=re.M)
+
+
+def test_template_settings_parse_back_to_the_defaults(tmp_path: Path) -> None:
+    toml = template_toml("op")
+    assert all(f"# {key} = " in toml for key in SETTING_KEYS)
+    folder = _write(tmp_path / "op")
+    with_default = tuple(key for key, setting in SETTINGS.items() if setting.default is not None)
+    (folder / "problem.toml").write_text(_uncommented(toml, with_default))
+    assert set(with_default) <= set(tomllib.loads((folder / "problem.toml").read_text()))
+    assert load_problem(folder).settings == ProblemSettings()
+    (folder / "problem.toml").write_text(_uncommented(toml, SETTING_KEYS))
+    settings = load_problem(folder).settings
+    assert (settings.flops, settings.min_bytes) == (SETTINGS["flops"].example, SETTINGS["min_bytes"].example)
+
+
+def test_commented_toml_of_some_keys() -> None:
+    lines = commented_toml(("flops",))
+    assert len(lines) == 2 and lines[1].startswith("# flops = 1e9  # ") and "[FLOP]" in lines[1]
+
+
+def test_score_help_shows_the_declared_defaults() -> None:
+    text = " ".join(CliRunner().invoke(score_command, ["--help"], terminal_width=400).output.split())
+    for option, key in (("--trials", "correctness_trials"), ("--timing-trials", "timing_trials"),
+                        ("--warmup", "warmup_trials"), ("--atol", "atol"), ("--rtol", "rtol"),
+                        ("--timeout", "run_timeout_s"), ("--build-timeout", "build_timeout_s")):
+        assert re.search(rf"{option} \S+ RANGE [^[]*\[problem\.toml, {re.escape(default_text(key))}\]", text), option
+
+
 # ------------------------------------------------------------------------------- hashing, modules, dict
 
 
@@ -215,6 +293,12 @@ def test_load_module_import_error_is_clear() -> None:
                                            r".*\(line 3 of reference\.py\)"):
         load_problem(BROKEN / "import_error").load_module()
     assert not any("import_error" in name for name in sys.modules if name.startswith("evalkit_problem_"))
+
+
+def test_init_inputs_or_none() -> None:
+    assert load_problem(FIXTURES / "tiny_conv").init_inputs_or_none() == [3, 4, 3]
+    for broken in ("import_error", "syntax_error"):
+        assert load_problem(BROKEN / broken).init_inputs_or_none() is None
 
 
 def test_to_dict_is_json_safe() -> None:
@@ -319,6 +403,7 @@ def test_import_kernelbench_dir(tmp_path: Path) -> None:
     assert (folder / "reference.py").read_text() == KB_19
     meta = tomllib.loads((folder / "problem.toml").read_text())
     assert meta["source"] == "19_ConvTranspose2d_GELU_GroupNorm.py" and meta["level"] == 2
+    assert "\n".join(commented_toml(("flops", "min_bytes"))) in (folder / "problem.toml").read_text()
     problem = load_problem(folder)
     assert (problem.level, problem.title) == (2, "ConvTranspose2d GELU GroupNorm")
     assert describe_problem(problem)["output_shape"] == [128, 64, 258, 258]

@@ -47,6 +47,16 @@ def test_a_jsonl_manifest_is_a_run(tmp_path: Path):
         ("model-x", "alexnet_conv1", "a"), ("model-x", "conv2d_gelu_globalavgpool", "2")]
 
 
+def test_manifest_text_gets_the_same_newlines_as_a_file(tmp_path: Path):
+    text = "one\r\ntwo\rthree\n"
+    (tmp_path / "m.jsonl").write_text(json.dumps({"problem": "alexnet_conv1", "text": text}) + "\n")
+    (tmp_path / "alexnet_conv1").mkdir()
+    (tmp_path / "alexnet_conv1" / "a.txt").write_bytes(text.encode())
+    [from_manifest] = discover(tmp_path / "m.jsonl", PROBLEMS).submissions
+    [from_file] = discover(tmp_path / "alexnet_conv1" / "a.txt", PROBLEMS).submissions
+    assert from_manifest.text == from_file.text == "one\ntwo\nthree\n"
+
+
 def test_an_unknown_problem_names_the_known_ones(tmp_path: Path):
     (tmp_path / "run" / "alexnet_conv_1").mkdir(parents=True)
     (tmp_path / "run" / "alexnet_conv_1" / "a.txt").write_text("x")

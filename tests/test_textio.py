@@ -10,7 +10,7 @@ import pytest
 
 from evalkit.sources import textio
 from evalkit.intake.extract import extract
-from evalkit.sources.textio import MAX_TEXT_BYTES, UnreadableText, decode_text, read_text
+from evalkit.sources.textio import MAX_TEXT_BYTES, UnreadableText, decode_text, normalise_newlines, read_text
 
 ANSWER = "Here it is:\n```python\nclass ModelNew:\n    pass\n```\n"
 
@@ -58,6 +58,12 @@ def test_crlf_and_lone_cr_become_newlines_keeping_line_numbers(tmp_path: Path) -
     crlf = ANSWER.replace("\n", "\r\n").encode("utf-8")
     text, _ = read_text(write(tmp_path, crlf, "crlf.txt"))
     assert "\r" not in text and extract(text).block.start_line == 3
+
+
+def test_normalise_newlines() -> None:
+    assert normalise_newlines("a\r\nb\rc\n\r\n") == "a\nb\nc\n\n"
+    text = "no carriage return\n"
+    assert normalise_newlines(text) is text
 
 
 def test_invalid_utf8_is_replaced_with_a_warning(tmp_path: Path) -> None:

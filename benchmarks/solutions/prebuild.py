@@ -15,7 +15,7 @@ from pathlib import Path
 
 from evalkit.judge.builder import build
 from evalkit.sources.problems import discover_problems
-from evalkit.schedule.local import _init_inputs, default_cache_dir, default_limits
+from evalkit.schedule.local import default_cache_dir, default_limits
 from evalkit.sources.submissions import discover
 from evalkit.intake.triage import triage
 
@@ -33,7 +33,7 @@ def main() -> None:
         if early.verdict is not None:
             return f"{sub.problem}/{sub.sample}: triage {early.verdict}"
         outcome = build(early.code, root, "cuda", problems[sub.problem].settings.build_timeout_s, limits,
-                        _init_inputs(problems[sub.problem]))
+                        problems[sub.problem].init_inputs_or_none())
         return f"{sub.problem}/{sub.sample}: {outcome.status} in {outcome.seconds:.0f} s {outcome.message[:300]}"
 
     with ThreadPoolExecutor(jobs) as pool:

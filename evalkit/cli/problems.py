@@ -1,4 +1,4 @@
-"""``evalkit problems``: list, check, scaffold and import problem folders (see docs/problems.md)."""
+"""Trusted side: ``evalkit problems``: list, check, scaffold and import problem folders (see docs/problems.md)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 
 import click
 
-from evalkit.sources.problems import (ProblemError, discover_problems, import_kernelbench, load_problem, problem_folders,
-                              scaffold_problem, unknown_problem)
+from evalkit.sources.kernelbench import import_kernelbench
+from evalkit.sources.problems import ProblemError, discover_problems, load_problem, problem_folders, unknown_problem
+from evalkit.sources.scaffold import scaffold_problem
 
 DEFAULT_PROBLEMS_DIR = Path("problems")
 _DIR_HELP = "Folder of problem folders [default: ./problems, or $EVALKIT_PROBLEMS]."

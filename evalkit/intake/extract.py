@@ -1,4 +1,4 @@
-"""Text -> the Python code to evaluate: the block defining ``class ModelNew`` (pure; no I/O, no torch).
+"""Trusted side, nothing runs: text -> the Python code to evaluate: the block defining ``class ModelNew`` (pure; no I/O, no torch).
 
 Fences are paired by a small state machine over fence-like lines (found with one linear regex scan,
 so a 20 MB answer takes well under a second); the final answer after ``</think>`` wins over drafts in the
@@ -12,6 +12,8 @@ import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+from evalkit.sources.textio import normalise_newlines
 
 PYTHON_LANGUAGES = frozenset({"python", "py", "python3", ""})
 _MODEL_NEW = re.compile(r"^[ \t]*class\s+ModelNew\b", re.M)
@@ -141,11 +143,7 @@ def _scan(text: str) -> tuple[list[Block], list[_Tag]]:
 
 def find_blocks(text: str) -> list[Block]:
     """Every fenced code block, in order of appearance."""
-    return _scan(_normalise_newlines(text))[0]
-
-
-def _normalise_newlines(text: str) -> str:
-    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+    return _scan(normalise_newlines(text))[0]
 
 
 def _defines(block: Block) -> bool:
@@ -260,7 +258,7 @@ def _whole_text(text: str, has_blocks: bool) -> Extraction | None:
 
 def extract(text: str) -> Extraction:
     """The code to evaluate out of an answer, with why it was chosen (or why there is none)."""
-    text = _normalise_newlines(text)
+    text = normalise_newlines(text)
     if not text.strip():
         return Extraction(ok=False, reason="empty text")
     blocks, tags = _scan(text)

@@ -3,18 +3,23 @@
 Shapes come from the meta device: the model and its inputs are built under ``with torch.device("meta")``
 (so ``torch.rand`` makes storage-less tensors) and run forward there. The real forward runs only where it
 is cheap (small problems on CPU) or asked for (``device="cuda"``); it also looks for degenerate problems,
-whose output barely depends on the input or is so close to zero that returning zeros would pass.
+whose output barely depends on the input or is so close to zero that returning zeros would pass, with
+the judge's own comparison (``evalkit.judge.tensor_check.compare_outputs``).
+
+Trusted side: runs only a problem's own reference.py (trusted problem code), never submission code.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import asdict, dataclass, field
 from types import ModuleType
 from typing import Any, Callable
 
 import torch
 
+from evalkit.judge.tensor_check import compare_outputs
 from evalkit.sources.problems import Problem, ProblemError, where_in
 
 logger = logging.getLogger(__name__)
@@ -208,46 +213,39 @@ def _forward(module: ModuleType, model: torch.nn.Module, seed: int, device: str,
     return [t.detach() for t in _tensors_of(output)], shape
 
 
-_CHUNK = 1 << 24  # elements compared at a time, so checking a 9 GB output needs little extra memory
+def _zeros_like(tensor: torch.Tensor) -> torch.Tensor:
+    """Zeros of ``tensor``'s shape, dtype and device that take no memory (one element, expanded)."""
+    return torch.zeros((), dtype=tensor.dtype, device=tensor.device).expand(tensor.shape)
 
 
-def _chunks(a: torch.Tensor, b: torch.Tensor) -> Any:
-    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
-    for start in range(0, flat_a.numel(), _CHUNK):
-        yield flat_a[start:start + _CHUNK].double(), flat_b[start:start + _CHUNK].double()
+def _all_finite(tensor: torch.Tensor) -> bool:
+    """No NaN or inf in ``tensor``: with an infinite tolerance around zero only those fail."""
+    return compare_outputs(tensor, _zeros_like(tensor), atol=math.inf, rtol=0.0).ok
 
 
-def _all_finite(a: torch.Tensor) -> bool:
-    return all(bool(torch.isfinite(chunk).all()) for chunk, _ in _chunks(a, a))
-
-
-def _allclose(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> bool:
-    return all(torch.allclose(x, y, atol=atol, rtol=rtol) for x, y in _chunks(actual, expected))
-
-
-def _zeros_would_pass(a: torch.Tensor, atol: float, rtol: float) -> tuple[bool, float]:
-    """Whether ``allclose(zeros, a, atol, rtol)``: ``|a| <= atol + rtol * |a|`` everywhere."""
-    biggest = max((float(chunk.abs().max()) for chunk, _ in _chunks(a, a)), default=0.0)
-    return biggest * (1 - rtol) <= atol, biggest
+def _degenerate_output(label: str, a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float) -> list[str]:
+    """Warnings about one output, ``a`` and ``b`` being its values for two input seeds."""
+    if not (_all_finite(a) and _all_finite(b)):
+        return [f"{label} contains NaN or inf for random inputs"]
+    warnings: list[str] = []
+    zeros = compare_outputs(_zeros_like(a), a, atol=atol, rtol=rtol)  # what a submission returning zeros gets
+    if zeros.ok:
+        warnings.append(f"degenerate: {label} is so close to zero (max |value| {zeros.max_abs_err:.3g}) "
+                        f"that returning zeros would pass (atol={atol}, rtol={rtol})")
+    seeds = compare_outputs(b, a, atol=atol, rtol=rtol)
+    if seeds.ok:
+        warnings.append(f"degenerate: {label} is (nearly) the same for two input seeds (max difference "
+                        f"{seeds.max_abs_err:.3g}, within atol={atol}, rtol={rtol}), so a submission that "
+                        f"ignores its input could pass")
+    return warnings
 
 
 def _degenerate(first: list[torch.Tensor], second: list[torch.Tensor], problem: Problem,
                 warnings: list[str]) -> None:
-    atol, rtol = problem.settings.atol, problem.settings.rtol
     for index, (a, b) in enumerate(zip(first, second)):
         label = "output" if len(first) == 1 else f"output[{index}]"
-        if a.is_complex() or b.is_complex():
-            continue
-        if not (_all_finite(a) and _all_finite(b)):
-            warnings.append(f"{label} contains NaN or inf for random inputs")
-            continue
-        zeros_pass, biggest = _zeros_would_pass(a, atol, rtol)
-        if zeros_pass:
-            warnings.append(f"degenerate: {label} is so close to zero (max |value| {biggest:.3g}) "
-                            f"that returning zeros would pass (atol={atol}, rtol={rtol})")
-        if a.shape == b.shape and _allclose(b, a, atol, rtol):
-            warnings.append(f"degenerate: {label} is (nearly) the same for two input seeds (within atol={atol}, "
-                            f"rtol={rtol}), so a submission that ignores its input could pass")
+        if not (a.is_complex() or b.is_complex()):
+            warnings += _degenerate_output(label, a, b, problem.settings.atol, problem.settings.rtol)
 
 
 def _run_forward(module: ModuleType, problem: Problem, device: str, report: CheckReport) -> None:

@@ -1,27 +1,13 @@
-"""Problem folders: loading, settings, discovery, scaffolding and KernelBench import.
+"""Problem folders: loading one, discovering them all, finding one by id (with "did you mean").
+
+Trusted side; reads problem folders / files; never runs submission code (it imports a problem's own
+reference.py, which is trusted problem code).
 
 A problem is a folder ``<root>/<id>/`` holding ``reference.py`` (a KernelBench module:
 ``class Model(nn.Module)``, ``get_inputs()``, ``get_init_inputs()``) and an optional
-``problem.toml``. The folder name is the problem id.
-
-``problem.toml`` (every key optional and at the top level, no tables; unknown keys are an error)::
-
-    title = "Conv2d + GELU"        # default: the id
-    source = "KernelBench v0.1 level2/67_Conv2d_GELU_GlobalAvgPool"   # default: ""
-    level = 2                      # a positive integer; default: none
-    tags = ["conv2d", "fused"]     # default: []
-    # judging settings (ProblemSettings), next to the metadata:
-    atol = 1e-2                    # absolute tolerance        (default 1e-2, KernelBench v0.1)
-    rtol = 1e-2                    # relative tolerance        (default 1e-2, KernelBench v0.1)
-    correctness_trials = 5         # input seeds checked       (default 5)
-    timing_trials = 50             # timed calls               (default 50)
-    warmup_trials = 5              # untimed calls before them (default 5)
-    build_timeout_s = 900.0        # seconds to build one submission               (default 900)
-    run_timeout_s = 300.0          # seconds per stage of judging one submission   (default 300)
-    flops = 76e9                   # FLOP per forward call, a lower bound          (default: unknown)
-    min_bytes = 0.27e9             # bytes a forward call must move, a lower bound (default: unknown)
-
-The same defaults are documented in ``docs/problems.md``.
+``problem.toml`` of metadata (``title``, ``source``, ``level``, ``tags``) and judging settings, all at
+the top level. docs/problems.md documents every key and default; the settings are declared once, in
+``evalkit.sources.settings``. Scaffolding lives in ``scaffold``, KernelBench import in ``kernelbench``.
 """
 
 from __future__ import annotations
@@ -38,50 +24,27 @@ import traceback
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
+
+from evalkit.sources.errors import ProblemError
+from evalkit.sources.settings import SETTING_KEYS, ProblemSettings, parse_settings
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
+__all__ = ["METADATA_KEYS", "REFERENCE_FILE", "TOML_FILE", "TOML_KEYS", "Problem", "ProblemError",
+           "ProblemSettings", "discover_problems", "get_problem", "load_problem", "problem_folders",
+           "unknown_problem", "where_in"]
+
 logger = logging.getLogger(__name__)
 
 REFERENCE_FILE = "reference.py"
 TOML_FILE = "problem.toml"
-ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 METADATA_KEYS = ("title", "source", "level", "tags")
-_module_counter = itertools.count()
-
-
-class ProblemError(Exception):
-    """A problem folder or file cannot be used; the message names it and says what to do."""
-
-
-@dataclass(frozen=True)
-class ProblemSettings:
-    """Judging settings of one problem (top-level keys of problem.toml)."""
-
-    atol: float = 1e-2
-    rtol: float = 1e-2
-    correctness_trials: int = 5
-    timing_trials: int = 50
-    warmup_trials: int = 5
-    build_timeout_s: float = 900.0
-    run_timeout_s: float = 300.0
-    flops: float | None = None
-    min_bytes: float | None = None
-
-
-SETTING_KEYS = tuple(f.name for f in dataclasses.fields(ProblemSettings))
 TOML_KEYS = METADATA_KEYS + SETTING_KEYS
-# key -> (kind, lower bound, whether the bound itself is allowed)
-_SETTING_RULES: dict[str, tuple[type, float, bool]] = {
-    "atol": (float, 0, True), "rtol": (float, 0, True),
-    "correctness_trials": (int, 1, True), "timing_trials": (int, 1, True), "warmup_trials": (int, 0, True),
-    "build_timeout_s": (float, 0, False), "run_timeout_s": (float, 0, False),
-    "flops": (float, 0, False), "min_bytes": (float, 0, False),
-}
+_module_counter = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -118,10 +81,21 @@ class Problem:
         """Import reference.py under a fresh, unique module name (so every call re-reads the file)."""
         return _import_file(self.reference_path, self.id)
 
+    def init_inputs_or_none(self) -> list[Any] | None:
+        """``get_init_inputs()`` as a list, or None when reference.py cannot be loaded or that call fails.
+
+        For work done ahead of judging (builds warmed by ``ModelNew(*init_inputs)``), where a broken
+        reference is not an error yet: the judge stage reports it properly.
+        """
+        try:
+            return list(self.load_module().get_init_inputs())
+        except Exception as err:  # noqa: BLE001 - any failure of problem code means "not available"
+            logger.debug("%s: no init inputs (%s: %s)", self.reference_path, type(err).__name__, err)
+            return None
+
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "title": self.title, "source": self.source, "level": self.level,
                 "tags": list(self.tags), "path": str(self.path), "settings": dataclasses.asdict(self.settings)}
-
 
 
 def _import_file(path: Path, problem_id: str) -> types.ModuleType:
@@ -157,14 +131,9 @@ def where_in(err: BaseException, path: Path) -> str:
     return f" (line {lines[-1]} of {path.name})" if lines else ""
 
 
-
 def _did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str:
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -188,24 +157,6 @@ def _check_unknown(data: dict[str, Any], path: Path) -> None:
                                f"keys ({', '.join(value) or 'none'}) at the top level (see docs/problems.md)")
         raise ProblemError(f"{path}: unknown key '{key}'{_did_you_mean(key, TOML_KEYS)}; "
                            f"allowed keys: {', '.join(TOML_KEYS)}")
-
-
-def _parse_setting(key: str, value: Any, path: Path) -> int | float:
-    kind, low, inclusive = _SETTING_RULES[key]
-    if kind is int and (not isinstance(value, int) or isinstance(value, bool)):
-        raise ProblemError(f"{path}: {key!r} must be an integer, got {value!r}")
-    if kind is float and not _is_number(value):
-        raise ProblemError(f"{path}: {key!r} must be a number, got {value!r}")
-    if value != value or value in (float("inf"), float("-inf")) or value < low or (value == low and not inclusive):
-        bound = f">= {low}" if inclusive else f"> {low}"
-        raise ProblemError(f"{path}: {key!r} must be a finite number {bound}, got {value!r}")
-    return value if kind is int else float(value)
-
-
-def parse_settings(data: dict[str, Any], path: Path) -> ProblemSettings:
-    """The settings among the keys of ``path`` (already checked for unknown keys), over the defaults."""
-    return ProblemSettings(**{key: _parse_setting(key, value, path) for key, value in data.items()
-                              if key in SETTING_KEYS})
 
 
 def _parse_metadata(data: dict[str, Any], path: Path, problem_id: str) -> dict[str, Any]:
@@ -284,153 +235,3 @@ def unknown_problem(problem_id: str, known_ids: Iterable[str]) -> ProblemError:
         return ProblemError(f"unknown problem '{problem_id}': no problems are loaded (check --problems-dir)")
     return ProblemError(f"unknown problem '{problem_id}'{_did_you_mean(problem_id, known)}; "
                         f"known: {', '.join(known)}")
-
-
-_TEMPLATE_REFERENCE = '''\
-"""{id}: describe what the model computes (this template is a Linear layer followed by ReLU)."""
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    """The reference computation; submissions must reproduce its output as `ModelNew`."""
-
-    def __init__(self, features: int):
-        super().__init__()
-        self.linear = nn.Linear(features, features)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(self.linear(x))
-
-
-batch_size = 16
-features = 64
-
-
-def get_inputs():
-    return [torch.rand(batch_size, features)]
-
-
-def get_init_inputs():
-    return [features]
-'''
-
-_TEMPLATE_TOML = '''\
-# Problem metadata; every key is optional (see docs/problems.md).
-title = "{id}"
-source = ""            # where the problem comes from, e.g. "KernelBench v0.1 level1/19_ReLU"
-# level = 1            # KernelBench level, a positive integer
-tags = []
-
-# Judging settings; uncomment to change a default (the values shown are the defaults).
-# atol = 1e-2               # absolute tolerance
-# rtol = 1e-2               # relative tolerance
-# correctness_trials = 5    # input seeds a submission must match
-# timing_trials = 50        # timed calls
-# warmup_trials = 5         # untimed calls before timing
-# build_timeout_s = 900.0   # seconds to build one submission
-# run_timeout_s = 300.0     # seconds per judging stage of one submission
-# Lower bounds for the implausible-speedup check (default: unknown):
-# flops = 1e9               # FLOP one forward call must do
-# min_bytes = 1e6           # bytes one forward call must read and write (inputs + outputs)
-'''
-
-
-def validate_id(problem_id: str) -> str:
-    if not ID_PATTERN.match(problem_id):
-        raise ProblemError(f"invalid problem id '{problem_id}': use lowercase letters, digits and _ "
-                           f"(starting with a letter or digit), e.g. 'conv2d_relu'")
-    return problem_id
-
-
-def scaffold_problem(root: Path, problem_id: str) -> Path:
-    """Write ``root/<id>/`` with a template reference.py and a commented problem.toml; never overwrites."""
-    folder = Path(root) / validate_id(problem_id)
-    if folder.exists():
-        raise ProblemError(f"{folder} already exists; refusing to overwrite it (choose another id or remove it)")
-    folder.mkdir(parents=True)
-    (folder / REFERENCE_FILE).write_text(_TEMPLATE_REFERENCE.format(id=problem_id), encoding="utf-8")
-    (folder / TOML_FILE).write_text(_TEMPLATE_TOML.format(id=problem_id), encoding="utf-8")
-    logger.info("created %s", folder)
-    return folder
-
-
-KERNELBENCH_NAME = re.compile(r"^(\d+)_(\w+)\.py$")
-_LEVEL_DIR = re.compile(r"^level(\d+)$")
-
-
-def kernelbench_id(name: str) -> str:
-    """``ConvTranspose2d_GELU_GroupNorm`` -> ``convtranspose2d_gelu_groupnorm`` (lowercase, ``__`` -> ``_``)."""
-    return re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", name.lower())).strip("_")
-
-
-def _toml_string(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-    return '"' + "".join(c if c >= " " and c != "\x7f" else f"\\u{ord(c):04x}" for c in escaped) + '"'
-
-
-def _kernelbench_files(source: Path) -> list[Path]:
-    if source.is_file():
-        return [source]
-    if not source.is_dir():
-        raise ProblemError(f"{source}: no such file or folder to import")
-    return sorted(p for p in source.rglob("*.py")
-                  if not any(part.startswith(".") or part == "__pycache__" for part in p.relative_to(source).parts))
-
-
-def _level_of(file: Path) -> int | None:
-    for parent in file.resolve().parents:
-        match = _LEVEL_DIR.match(parent.name)
-        if match:
-            return int(match.group(1))
-    return None
-
-
-def _import_one(file: Path, root: Path, taken: set[str], say: Callable[[str], None]) -> Path | None:
-    match = KERNELBENCH_NAME.match(file.name)
-    if not match or not kernelbench_id(match.group(2)):
-        say(f"skipped {file}: not a KernelBench problem file (<n>_<Name>.py)")
-        return None
-    number, name = match.groups()
-    level = _level_of(file)
-    problem_id = kernelbench_id(name)
-    data = file.read_bytes()
-    if problem_id in taken:
-        existing = root / problem_id / REFERENCE_FILE
-        if existing.is_file() and existing.read_bytes() == data:
-            say(f"skipped {file}: already imported as {root / problem_id}")
-            return None
-        problem_id = f"{problem_id}_l{level}_{number}" if level is not None else f"{problem_id}_{number}"
-        if problem_id in taken:
-            say(f"skipped {file}: {root / problem_id} already exists")
-            return None
-    folder = root / problem_id
-    folder.mkdir(parents=True)
-    (folder / REFERENCE_FILE).write_bytes(data)
-    lines = ["# Imported from KernelBench by `evalkit problems import`; see docs/problems.md for the keys.",
-             f"title = {_toml_string(' '.join(name.replace('_', ' ').split()))}",
-             f"source = {_toml_string(file.name)}"]
-    lines += [f"level = {level}"] if level is not None else []
-    lines += ['tags = ["kernelbench"]', "",
-              "# flops = ...      # FLOP per forward call (lower bound), for the implausible-speedup check",
-              "# min_bytes = ...  # bytes per forward call (lower bound)", ""]
-    (folder / TOML_FILE).write_text("\n".join(lines), encoding="utf-8")
-    taken.add(problem_id)
-    say(f"imported {file} -> {folder}")
-    return folder
-
-
-def import_kernelbench(source: Path, root: Path, report: Callable[[str], None] | None = None) -> list[Path]:
-    """Turn KernelBench ``<n>_<Name>.py`` files (one file, or a folder searched recursively) into folders.
-
-    The id is ``Name`` lowercased with runs of ``_`` collapsed; when it is taken by a different problem
-    the number (and level) is appended. Never overwrites. ``report`` receives one line per file.
-    """
-    say = report or logger.info
-    source, root = Path(source), Path(root)
-    files = _kernelbench_files(source)
-    root.mkdir(parents=True, exist_ok=True)
-    taken = {p.name for p in root.iterdir()}
-    created = [folder for file in files if (folder := _import_one(file, root, taken, say)) is not None]
-    say(f"imported {len(created)} of {len(files)} file(s) into {root}")
-    return created

@@ -7,6 +7,8 @@ Layouts:
 - ``<run>.jsonl`` with rows ``{"problem": ..., "sample": ..., "text": ...}``: a manifest;
 - ``problems/<problem-id>/solutions/<name>.py``: the curated solutions, as run ``curated``.
 A folder of runs may mix run folders and ``.jsonl`` manifests.
+
+Trusted side; reads submission files / manifests as text; never runs submission code.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from evalkit.sources.problems import Problem, ProblemError, get_problem
 from evalkit.records import CURATED_RUN, Submission
-from evalkit.sources.textio import UnreadableText, read_text
+from evalkit.sources.textio import UnreadableText, normalise_newlines, read_text
 
 SUFFIXES = (".txt", ".md", ".py")
 
@@ -127,4 +129,4 @@ def _add_manifest(path: Path, problems: dict[str, Problem], found: Discovered) -
         problem = _problem_id(row["problem"], problems, Path(where))
         sample = str(row.get("sample", number))
         found.submissions.append(Submission(run=path.stem, problem=problem, sample=sample, path=where,
-                                            text=row["text"].replace("\r\n", "\n")))
+                                            text=normalise_newlines(row["text"])))

@@ -1,4 +1,7 @@
-"""Reading a submission file as text: BOMs, CRLF, bad bytes, binaries and huge files, never a traceback."""
+"""Reading a submission file as text: BOMs, CRLF, bad bytes, binaries and huge files, never a traceback.
+
+Trusted side; reads submission files as bytes; never runs submission code.
+"""
 
 from __future__ import annotations
 
@@ -18,8 +21,9 @@ class UnreadableText(Exception):
     """A submission file cannot be read as text; the message names the file and what to do."""
 
 
-def _normalise_newlines(text: str) -> str:
-    # Editors count CRLF and a lone CR as one line break each: so must we, to keep line numbers.
+def normalise_newlines(text: str) -> str:
+    """``text`` with every CRLF and lone CR turned into "\\n" (editors count each as one line break: so
+    must we, to keep line numbers)."""
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
@@ -83,7 +87,7 @@ def decode_text(data: bytes, name: str) -> tuple[str, list[str]]:
         text, warnings = _decode_wide(data, wide, name, "no byte-order mark, guessed from NUL bytes")
     else:
         text, warnings = _decode_utf8(data, name)
-    return _normalise_newlines(text), warnings
+    return normalise_newlines(text), warnings
 
 
 def read_text(path: Path) -> tuple[str, list[str]]:

@@ -1,0 +1,8 @@
+"""The error every problem-folder module raises (trusted side; reads problem folders / files; never runs
+submission code)."""
+
+from __future__ import annotations
+
+
+class ProblemError(Exception):
+    """A problem folder or file cannot be used; the message names it and says what to do."""

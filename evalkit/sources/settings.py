@@ -1,0 +1,151 @@
+"""Judging settings of a problem: the one declaration of every problem.toml setting, and its parsing.
+
+Trusted side; reads problem folders / files; never runs submission code.
+
+Each setting is a field of ``ProblemSettings`` declaring its default, its type (the annotation), its
+lower bound, its unit and a one-line help text. Everything else that shows a setting reads it from
+here: the ``problem.toml`` templates (``commented_toml``), the help of ``evalkit score``
+(``default_text``) and, kept in step by tests/test_problems.py, the table in docs/problems.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Iterable
+
+from evalkit.sources.errors import ProblemError
+
+WITH_DEFAULT_HEADER = "# Judging settings; uncomment a line to change a default (the values shown are the defaults)."
+WITHOUT_DEFAULT_HEADER = "# Settings without a default (unset unless given; the values shown are examples):"
+
+
+def _setting(default: float | None, *, low: float, help: str, inclusive: bool = True, unit: str = "",
+             example: float | None = None) -> Any:
+    """A ProblemSettings field: its default, plus what problem.toml accepts and shows for it."""
+    return field(default=default, metadata={"low": low, "inclusive": inclusive, "unit": unit, "help": help,
+                                            "example": example})
+
+
+@dataclass(frozen=True)
+class ProblemSettings:
+    """Judging settings of one problem (top-level keys of problem.toml); each field declares one setting."""
+
+    atol: float = _setting(1e-2, low=0, help="absolute tolerance (KernelBench v0.1)")
+    rtol: float = _setting(1e-2, low=0, help="relative tolerance (KernelBench v0.1)")
+    correctness_trials: int = _setting(5, low=1, help="input seeds a submission must match")
+    timing_trials: int = _setting(50, low=1, help="timed calls")
+    warmup_trials: int = _setting(5, low=0, help="untimed calls before timing")
+    build_timeout_s: float = _setting(900.0, low=0, inclusive=False, unit="s",
+                                      help="time allowed to build one submission")
+    run_timeout_s: float = _setting(300.0, low=0, inclusive=False, unit="s",
+                                    help="time allowed per judging stage (load, correctness, timing)")
+    flops: float | None = _setting(None, low=0, inclusive=False, unit="FLOP", example=1e9,
+                                   help="work one forward call must do at least (implausible-speedup check)")
+    min_bytes: float | None = _setting(None, low=0, inclusive=False, unit="bytes", example=1e6,
+                                       help="memory one forward call must move at least: inputs + outputs")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One problem.toml setting as ``ProblemSettings`` declares it."""
+
+    key: str
+    kind: type  # int or float
+    default: float | None  # None: unset unless problem.toml gives it
+    low: float  # lower bound
+    inclusive: bool  # whether the bound itself is allowed
+    unit: str
+    help: str
+    example: float | None  # the value templates show when there is no default
+
+    @property
+    def shown(self) -> float | None:
+        """The value templates and error messages show: the default, else the example."""
+        return self.example if self.default is None else self.default
+
+
+def _declared() -> dict[str, Setting]:
+    hints = typing.get_type_hints(ProblemSettings)
+    return {f.name: Setting(key=f.name, kind=int if hints[f.name] is int else float, default=f.default, **f.metadata)
+            for f in dataclasses.fields(ProblemSettings)}
+
+
+SETTINGS: dict[str, Setting] = _declared()
+SETTING_KEYS = tuple(SETTINGS)
+
+
+# ------------------------------------------------------------------------------------------- showing
+
+
+def format_number(value: float | None) -> str:
+    """``value`` as problem.toml and the docs write it (``1e-2``, ``900``, ``0.5``, ``1e9``); ``none`` for None."""
+    if value is None:
+        return "none"
+    if isinstance(value, int) or (value.is_integer() and abs(value) < 1e4):
+        return str(int(value))
+    if 0.1 <= abs(value) < 1e4:
+        return repr(value)
+    return f"{Decimal(repr(value)).normalize():e}".replace("e+", "e")  # repr: the shortest exact digits
+
+
+def default_text(key: str) -> str:
+    """The declared default of setting ``key`` as text (``"1e-2"``, ``"900"``; ``"none"`` when unset)."""
+    return format_number(SETTINGS[key].default)
+
+
+def _bound_text(setting: Setting) -> str:
+    return f"{'>=' if setting.inclusive else '>'} {format_number(setting.low)}"
+
+
+def type_text(key: str) -> str:
+    """What setting ``key`` accepts, e.g. ``"integer >= 1"`` or ``"number > 0"``."""
+    setting = SETTINGS[key]
+    return f"{'integer' if setting.kind is int else 'number'} {_bound_text(setting)}"
+
+
+def describe(key: str) -> str:
+    """The one-line help of setting ``key``, with its unit (``time allowed to ... [s]``)."""
+    setting = SETTINGS[key]
+    return f"{setting.help} [{setting.unit}]" if setting.unit else setting.help
+
+
+def commented_toml(keys: Iterable[str] = SETTING_KEYS) -> list[str]:
+    """problem.toml lines with ``keys`` commented out: first those with a default, shown at it, then those
+    without one, shown at an example value; each group under a header saying which it is (uncommented,
+    the first group parses back to the defaults)."""
+    chosen = [SETTINGS[key] for key in keys]
+    assignments = {s.key: f"# {s.key} = {format_number(s.shown)}" for s in chosen}
+    width = max((len(text) for text in assignments.values()), default=0)
+    lines: list[str] = []
+    for header, group in ((WITH_DEFAULT_HEADER, [s for s in chosen if s.default is not None]),
+                          (WITHOUT_DEFAULT_HEADER, [s for s in chosen if s.default is None])):
+        if group:
+            lines += ["", header] if lines else [header]
+            lines += [f"{assignments[s.key].ljust(width)}  # {describe(s.key)}" for s in group]
+    return lines
+
+
+# ------------------------------------------------------------------------------------------- parsing
+
+
+def _parse_setting(key: str, value: Any, path: Path) -> int | float:
+    setting = SETTINGS[key]
+    example = f" (e.g. `{key} = {format_number(setting.shown)}`; see docs/problems.md)"
+    if setting.kind is int and (not isinstance(value, int) or isinstance(value, bool)):
+        raise ProblemError(f"{path}: {key!r} must be an integer, got {value!r}{example}")
+    if setting.kind is float and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+        raise ProblemError(f"{path}: {key!r} must be a number, got {value!r}{example}")
+    if not math.isfinite(value) or value < setting.low or (value == setting.low and not setting.inclusive):
+        raise ProblemError(f"{path}: {key!r} must be a finite number {_bound_text(setting)}, got {value!r}{example}")
+    return value if setting.kind is int else float(value)
+
+
+def parse_settings(data: dict[str, Any], path: Path) -> ProblemSettings:
+    """The settings among the keys of ``path`` (already checked for unknown keys), over the defaults."""
+    return ProblemSettings(**{key: _parse_setting(key, value, path) for key, value in data.items()
+                              if key in SETTINGS})
