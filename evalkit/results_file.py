@@ -1,5 +1,6 @@
 """The ``results.jsonl`` file (no side of the trust boundary; no torch): one row per judged submission,
-appended and flushed as it is judged, read back skipping a torn last line."""
+appended and flushed as it is judged, read back skipping a torn last line. Also the names of the
+other files of a report folder."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ logger = logging.getLogger(__name__)
 
 RESULTS_FILE = "results.jsonl"
 SUMMARY_FILE = "summary.json"
+BASELINES_FILE = "baselines.json"  # the judge's cache of PyTorch baseline timings
+ENVIRONMENT_FILE = "environment.json"  # the judging machine's torch/CUDA/GPU/driver facts, from the scoring run
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:

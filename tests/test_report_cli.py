@@ -10,7 +10,8 @@ from typing import Any
 from click.testing import CliRunner
 
 from evalkit.cli.main import main
-from evalkit.report.summary import format_leaderboard, write_reports
+from evalkit.report.summary import write_reports
+from evalkit.report.text import format_leaderboard
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "reports" / "results.jsonl"
 

@@ -1,4 +1,4 @@
-"""``evalkit report``: rebuild a report folder from its rows, or compare two (needs no torch)."""
+"""No side of the trust boundary (reads rows only): ``evalkit report``: rebuild a report folder from its rows, or compare two (needs no torch)."""
 
 from __future__ import annotations
 
@@ -19,14 +19,16 @@ def report_command(report_dir: Path | None, compare_dirs: tuple[Path, Path] | No
 
     With --compare A B, compare two report folders' results.jsonl instead, keyed by (run, problem, sample).
     """
-    from evalkit.report.summary import compare_reports, format_comparison, format_leaderboard, write_reports
+    from evalkit.report.run_diff import diff_reports
+    from evalkit.report.summary import write_reports
+    from evalkit.report.text import format_diff, format_leaderboard
 
     if compare_dirs:
         if report_dir is not None:
             raise click.UsageError("give either REPORT_DIR or --compare A B, not both")
         before, after = compare_dirs
-        diff = compare_reports(before, after)
-        click.echo(json.dumps(diff, indent=2) if as_json else format_comparison(diff, str(before), str(after)))
+        diff = diff_reports(before, after)
+        click.echo(json.dumps(diff, indent=2) if as_json else format_diff(diff, str(before), str(after)))
         return
     if report_dir is None:
         raise click.UsageError("give a REPORT_DIR to rebuild, or --compare A B")

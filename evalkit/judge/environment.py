@@ -1,21 +1,19 @@
-"""Facts about the machine a run was judged on, recorded in every summary."""
+"""Trusted side: facts about the machine a run was judged on, recorded in every summary."""
 
 from __future__ import annotations
 
-import platform
 from typing import Any
 
 import torch
 
-from evalkit import __version__
+from evalkit.host_facts import report_host_facts
 
 
 def environment() -> dict[str, Any]:
+    """This machine's facts as the judge sees them: evalkit, Python, platform, torch, CUDA, GPU, driver."""
     cuda = torch.cuda.is_available()
     return {
-        "evalkit_version": __version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
+        **report_host_facts(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if cuda else None,

@@ -1,4 +1,5 @@
-"""Scores from ``results.jsonl`` rows: pure functions, no I/O.
+"""Scores from ``results.jsonl`` rows: pure functions, no I/O (no side of the trust boundary: reads rows
+only, never torch).
 
 Definitions (documented for users in ``docs/report-schema.md``):
 
@@ -9,8 +10,9 @@ Definitions (documented for users in ``docs/report-schema.md``):
   ``runtime_error``, ``incorrect`` or ``correct``, or ``crash``/``timeout`` with a build record whose
   status is not ``compile_error``/``crash``/``timeout`` (the failure came after the build);
 - ``fast_p`` (KernelBench): over every problem of the problem set, the fraction whose best sample is
-  correct, unflagged (no ``implausible_speedup`` / ``timing_mismatch``) and has a speedup strictly
-  greater than ``p``; a problem with no submission counts as a failure;
+  correct, unflagged (no flag that ``records.FLAG_INFO`` marks ``excludes_from_fast_p``, i.e. none of
+  ``records.EXCLUDED_FLAGS``) and has a speedup strictly greater than ``p``; a problem with no
+  submission counts as a failure;
 - ``pass@k`` / ``fast_p@k``: Chen et al. (2021)'s unbiased estimator ``1 - C(n-c, k) / C(n, k)``
   averaged over the problem set (``k`` is clamped to ``n`` where a problem has fewer samples);
 - the ``overall`` scores pool every row except the ``curated`` run's.

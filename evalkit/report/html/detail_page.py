@@ -1,4 +1,5 @@
-"""One detail page per judged submission: ``submissions/<safe-name>.html`` (static, no script at all).
+"""One detail page per judged submission: ``submissions/<safe-name>.html``, static with no script at all
+(no side of the trust boundary: reads rows only, never torch).
 
 Shows the extracted code numbered by lines of the original text (``extraction.line_offset``), with
 the lines an error points at highlighted; the block choice; the build log; the error; correctness

@@ -1,4 +1,5 @@
-"""The report's front page, ``index.html``: one self-contained static file (inline CSS, SVG and JS).
+"""The report's front page, ``index.html``: one self-contained static file with inline CSS, SVG and JS
+(no side of the trust boundary: reads rows only, never torch).
 
 Everything that comes from a submission or a row is passed through ``esc`` (``html.escape``) and
 only ever lands in element text or quoted attributes; the one inline ``<script>`` is a constant.
@@ -12,12 +13,13 @@ import html
 import re
 from typing import Any, Iterable
 
-from evalkit.records import CURATED_RUN
+from evalkit.records import CURATED_RUN, EXCLUDED_FLAGS, FLAG_INFO
 from evalkit.report import scoring
 from evalkit.report.html import svg
 
 Row = dict[str, Any]
 PageNames = dict[tuple[str, str, str], str]
+FLAG_MEANINGS: dict[str, str] = {flag.value: info.meaning for flag, info in FLAG_INFO.items()}
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#111827;background:#fff}
@@ -131,8 +133,15 @@ def badge(verdict: Any) -> str:
     return f'<span class="badge v-{esc(verdict) if known else "unknown"}">{esc(verdict)}</span>'
 
 
+def flag_badge(flag: Any) -> str:
+    """One flag as a badge; a known flag's ``FLAG_INFO`` meaning is its tooltip."""
+    meaning = FLAG_MEANINGS.get(str(flag))
+    title = f' title="{esc(meaning)}"' if meaning else ""
+    return f'<span class="flag"{title}>{esc(flag)}</span>'
+
+
 def flags_html(flags: Iterable[Any]) -> str:
-    return "".join(f'<span class="flag">{esc(f)}</span>' for f in flags or [])
+    return "".join(flag_badge(f) for f in flags or [])
 
 
 def fmt_speedup(value: float | None) -> str:
@@ -298,10 +307,10 @@ def charts(summary: dict[str, Any], rows: list[Row]) -> str:
 
 def _header(summary: dict[str, Any]) -> str:
     env, seen = summary["environment"], summary["settings"]
-    host = env.get("report_host", {})
     judged = env.get("judged_on", {})
+    judge_host = env.get("judge_host") or {}
     facts = [("devices", ", ".join(judged.get("devices", []))), ("GPU", ", ".join(judged.get("device_names", []))),
-             ("evalkit", ", ".join(judged.get("evalkit_versions", []))), ("report built with torch", host.get("torch")),
+             ("evalkit", ", ".join(judged.get("evalkit_versions", []))), ("judged with torch", judge_host.get("torch")),
              ("atol", seen.get("atol")), ("rtol", seen.get("rtol")), ("trials", seen.get("trials")),
              ("timing trials", seen.get("timing_trials")), ("problems", summary["problem_set"]["count"]),
              ("generated", summary.get("generated_at"))]
@@ -313,9 +322,14 @@ def _header(summary: dict[str, Any]) -> str:
             '&middot; <a href="summary.json">summary.json</a> &middot; <a href="results.jsonl">results.jsonl</a></p>')
 
 
+def _one_of(badges: list[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    return " or ".join(filter(None, [", ".join(badges[:-1]), badges[-1]])) if badges else ""
+
+
 NOTES = ("<p class=\"muted small\">overall pools every run but <em>curated</em>. fast_p: share of <em>all</em> problems in the set whose best sample is correct "
          "with speedup strictly greater than p (a problem without a submission counts as a failure). Rows flagged "
-         "<span class=\"flag\">implausible_speedup</span> or <span class=\"flag\">timing_mismatch</span> never count "
+         f"{_one_of([flag_badge(f) for f in sorted(EXCLUDED_FLAGS)])} never count "
          "as fast and are left out of the geometric means. Click a column header to sort.</p>")
 
 

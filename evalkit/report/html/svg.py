@@ -1,4 +1,5 @@
-"""Small inline SVG charts for the HTML report (no scripts, every label escaped)."""
+"""Small inline SVG charts for the HTML report, with no scripts and every label escaped (no side of the
+trust boundary: reads rows only, never torch)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,44 @@
+"""What changed between two reports (no side of the trust boundary: reads rows only, never torch).
+
+``diff_rows`` compares two sets of ``results.jsonl`` rows keyed by (run, problem, sample): verdicts
+that flipped, speedups that moved by more than ``SPEEDUP_CHANGE`` (or appeared/disappeared), and rows
+present in only one of the two. ``evalkit report --compare A B`` prints it (``evalkit.report.text.format_diff``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from evalkit.report import scoring
+from evalkit.results_file import RESULTS_FILE, read_rows
+
+SPEEDUP_CHANGE = 0.05  # --compare reports speedups that moved by more than this fraction
+
+Row = dict[str, Any]
+
+
+def diff_rows(before: list[Row], after: list[Row], threshold: float = SPEEDUP_CHANGE) -> dict[str, Any]:
+    """What changed between two sets of rows, keyed by (run, problem, sample). Pure."""
+    old = {scoring.sample_key(r): r for r in scoring.dedupe(before)}
+    new = {scoring.sample_key(r): r for r in scoring.dedupe(after)}
+    flipped, moved = [], []
+    for key in sorted(old.keys() & new.keys()):
+        a, b = old[key], new[key]
+        if a.get("verdict") != b.get("verdict"):
+            flipped.append({"key": list(key), "before": a.get("verdict"), "after": b.get("verdict")})
+            continue
+        for base in scoring.BASELINES:
+            x, y = scoring.speedup_of(a, base), scoring.speedup_of(b, base)
+            if (x is None) != (y is None) or (x and y and abs(y / x - 1) > threshold):
+                moved.append({"key": list(key), "baseline": base, "before": x, "after": y,
+                              "change": (y / x - 1) if x and y else None})
+    return {"verdicts_flipped": flipped, "speedups_moved": moved,
+            "only_before": [{"key": list(k), "verdict": old[k].get("verdict")} for k in sorted(old.keys() - new.keys())],
+            "only_after": [{"key": list(k), "verdict": new[k].get("verdict")} for k in sorted(new.keys() - old.keys())],
+            "unchanged": len(old.keys() & new.keys()) - len(flipped) - len({tuple(m["key"]) for m in moved})}
+
+
+def diff_reports(before_dir: Path, after_dir: Path) -> dict[str, Any]:
+    """``diff_rows`` of two report folders' ``results.jsonl``."""
+    return diff_rows(read_rows(Path(before_dir) / RESULTS_FILE), read_rows(Path(after_dir) / RESULTS_FILE))

@@ -1,0 +1,54 @@
+"""The report's terminal text forms (no side of the trust boundary: reads rows only, never torch).
+
+``format_leaderboard`` prints a ``summary.json`` as a compact table (``evalkit score``, ``evalkit report``);
+``format_diff`` prints ``evalkit.report.run_diff.diff_rows``'s result (``evalkit report --compare``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalkit.report.run_diff import SPEEDUP_CHANGE
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def format_leaderboard(summary: dict[str, Any]) -> str:
+    """A compact text table of ``summary`` (one line per run, then overall) for the terminal."""
+    heads = ("run", "subs", "code", "compiled", "correct", "fast_1 eager", "fast_1 compile", "geomean eager",
+             "geomean compile")
+    lines = [heads]
+    for name, s in [*summary["runs"].items(), ("overall", summary["overall"])]:
+        geo = s["geomean_speedup"]
+        lines.append((name, str(s["submissions"]), _pct(s["rates"]["code_extracted"]), _pct(s["rates"]["compiled"]),
+                      _pct(s["rates"]["correct"]), _pct(s["fast_p"]["eager"]["1"]), _pct(s["fast_p"]["compile"]["1"]),
+                      _x(geo["eager"]["value"]), _x(geo["compile"]["value"])))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(heads))]
+    text = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths)))
+            for line in lines]
+    text.insert(1, "  ".join("-" * w for w in widths))
+    count = summary["problem_set"]["count"]
+    text.append(f"fast_p over {count} problem(s); rows flagged {', '.join(summary['excluded_flags'])} never count as fast")
+    return "\n".join(text)
+
+
+def format_diff(diff: dict[str, Any], before: str = "A", after: str = "B") -> str:
+    """``diff_rows``'s result as text lines, one change per line."""
+    name = "/".join
+    lines = [f"comparing {before} -> {after}"]
+    lines += [f"verdict  {name(d['key'])}: {d['before']} -> {d['after']}" for d in diff["verdicts_flipped"]]
+    for d in diff["speedups_moved"]:
+        change = f" ({100 * d['change']:+.1f}%)" if d["change"] is not None else ""
+        lines.append(f"speedup  {name(d['key'])} vs {d['baseline']}: {_x(d['before'])} -> {_x(d['after'])}{change}")
+    lines += [f"only in {before}: {name(d['key'])} ({d['verdict']})" for d in diff["only_before"]]
+    lines += [f"only in {after}: {name(d['key'])} ({d['verdict']})" for d in diff["only_after"]]
+    lines.append(f"{len(diff['verdicts_flipped'])} verdict(s) flipped, {len(diff['speedups_moved'])} speedup(s) moved "
+                 f"by more than {100 * SPEEDUP_CHANGE:.0f}%, {len(diff['only_before'])} only in {before}, "
+                 f"{len(diff['only_after'])} only in {after}, {diff['unchanged']} unchanged")
+    return "\n".join(lines)
