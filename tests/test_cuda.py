@@ -6,7 +6,6 @@ Run on the device (see docs/gpu-runs.md); skipped on machines without a GPU.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner

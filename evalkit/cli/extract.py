@@ -1,4 +1,4 @@
-"""``evalkit extract``: the ModelNew code an answer contains, or why there is none."""
+"""Trusted side (nothing runs): ``evalkit extract``: the ModelNew code an answer contains, or why there is none."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The command line's root group (``evalkit --help``): a thin client of the library; each command lives
+"""Trusted side: the command line's root group (``evalkit --help``): a thin client of the library; each command lives
 in a module of its own beside this one."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``evalkit score``: judge a folder of answers and write the report (a client of ``evalkit.schedule``)."""
+"""Trusted side: ``evalkit score``: judge a folder of answers and write the report (a client of ``evalkit.schedule``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from collections import Counter
 from pathlib import Path
 
 import click
+
+from evalkit.sources.settings import default_text
 
 
 def _default_out(submissions: Path) -> Path:
@@ -29,15 +31,22 @@ def _latest_out(submissions: Path) -> Path | None:
               help="Report folder [default: reports/<submissions>-<timestamp>; with --resume, the latest one].")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
 @click.option("--jobs", type=click.IntRange(min=0), default=0, help="Parallel builds [default: min(8, cores)].")
-@click.option("--trials", type=click.IntRange(min=1), default=None, help="Correctness trials [problem.toml, 5].")
-@click.option("--timing-trials", type=click.IntRange(min=1), default=None, help="Timed calls [problem.toml, 50].")
-@click.option("--warmup", type=click.IntRange(min=0), default=None, help="Warm-up calls before timing.")
-@click.option("--atol", type=click.FloatRange(min=0), default=None, help="Absolute tolerance [problem.toml, 1e-2].")
-@click.option("--rtol", type=click.FloatRange(min=0), default=None, help="Relative tolerance [problem.toml, 1e-2].")
+@click.option("--trials", type=click.IntRange(min=1), default=None,
+              help=f"Correctness trials [problem.toml, {default_text('correctness_trials')}].")
+@click.option("--timing-trials", type=click.IntRange(min=1), default=None,
+              help=f"Timed calls [problem.toml, {default_text('timing_trials')}].")
+@click.option("--warmup", type=click.IntRange(min=0), default=None,
+              help=f"Warm-up calls before timing [problem.toml, {default_text('warmup_trials')}].")
+@click.option("--atol", type=click.FloatRange(min=0), default=None,
+              help=f"Absolute tolerance [problem.toml, {default_text('atol')}].")
+@click.option("--rtol", type=click.FloatRange(min=0), default=None,
+              help=f"Relative tolerance [problem.toml, {default_text('rtol')}].")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=None,
-              help="Seconds allowed per judging stage (load, correctness, timing) [problem.toml, 300].")
+              help="Seconds allowed per judging stage (load, correctness, timing) "
+                   f"[problem.toml, {default_text('run_timeout_s')}].")
 @click.option("--build-timeout", "build_timeout_s", type=click.FloatRange(min=1), default=None,
-              help="Seconds allowed for building one submission [problem.toml, 900].")
+              help="Seconds allowed for building one submission "
+                   f"[problem.toml, {default_text('build_timeout_s')}].")
 @click.option("--seed", type=int, default=None, help="Base seed for inputs and weights [random, recorded].")
 @click.option("--baselines", default="eager,compile", show_default=True,
               help="PyTorch baselines to time: any of eager,compile, or 'none'.")
@@ -55,8 +64,10 @@ def score_command(submissions: Path, problems_dir: Path, out_dir: Path | None, r
     from tqdm import tqdm
 
     from evalkit.sources.problems import ProblemError
-    from evalkit.report.summary import format_leaderboard, write_reports
-    from evalkit.schedule.local import ScoreOptions, default_cache_dir, score
+    from evalkit.report.summary import write_reports
+    from evalkit.report.text import format_leaderboard
+    from evalkit.schedule.local import score
+    from evalkit.schedule.options import ScoreOptions, default_cache_dir
     from evalkit.sources.submissions import SubmissionError
 
     if out_dir is None:

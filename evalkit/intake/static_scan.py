@@ -1,4 +1,4 @@
-"""Cheap facts read from submission code without running it.
+"""Trusted side, nothing runs: cheap facts read from submission code without running it.
 
 Only ever advisory: what a submission *does* is judged from what runs, never from this.
 """

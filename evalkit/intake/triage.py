@@ -1,54 +1,45 @@
-"""The pure front of the pipeline: text -> code, or an early verdict that needs no process.
+"""Trusted side, nothing runs: what is known about an answer before building it.
 
-No submission code runs here: the text is extracted, the code parsed (never executed)
-and scanned for what device it needs.
+The text is extracted, the code parsed (never executed) and scanned for the device it needs. Triage
+collects facts only; ``evalkit.judge.verdicts`` decides what they mean.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from evalkit.intake.extract import Extraction, extract
-from evalkit.records import Submission, Verdict
-from evalkit.intake.static_scan import scan, syntax_problem
+from evalkit.intake.static_scan import SyntaxProblem, scan, syntax_problem
 
 
 @dataclass
 class Triage:
-    """What is known before building: the extraction and, if it already decides, the verdict."""
+    """The extraction, whether the code parses, and what it needs."""
 
     extraction: Extraction
-    verdict: Verdict | None = None
-    reason: str = ""
-    error: dict[str, Any] | None = None
-    needs_cuda: bool = False
+    syntax: SyntaxProblem | None = None
+    cuda_evidence: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
     @property
     def code(self) -> str:
         return self.extraction.code
 
+    @property
+    def needs_cuda(self) -> bool:
+        return bool(self.cuda_evidence)
 
-def triage(submission: Submission, device: str) -> Triage:
-    extraction = extract(submission.text)
+
+def triage(text: str) -> Triage:
+    """Extract, parse and scan one answer's text."""
+    extraction = extract(text)
     result = Triage(extraction=extraction, warnings=list(extraction.warnings))
     if not extraction.ok:
-        result.verdict, result.reason = Verdict.NO_CODE, extraction.reason
         return result
-    problem = syntax_problem(extraction.code)
-    if problem is not None:
-        line = extraction.source_line(problem.line) if problem.line else 0
-        result.verdict = Verdict.SYNTAX_ERROR
-        result.reason = f"SyntaxError: {problem.message} at line {line} of {submission.path}"
-        result.error = {"type": "SyntaxError", "message": problem.message, "code_line": problem.line,
-                        "source_line": line, "column": problem.column, "text": problem.text}
+    result.syntax = syntax_problem(extraction.code)
+    if result.syntax is not None:
         return result
     facts = scan(extraction.code)
-    result.needs_cuda = facts.needs_cuda
+    result.cuda_evidence = facts.cuda_evidence
     result.warnings.extend(facts.warnings)
-    if facts.needs_cuda and device != "cuda":
-        result.verdict = Verdict.SKIPPED
-        result.reason = (f"needs a CUDA GPU ({'; '.join(facts.cuda_evidence)}) but this run's device is "
-                         f"{device}; rerun on a machine with a GPU")
     return result

@@ -1,4 +1,4 @@
-"""PyTorch baselines (eager and ``torch.compile``), timed in the trusted judge.
+"""Trusted side: PyTorch baselines (eager and ``torch.compile``), timed in the trusted judge.
 
 Timed with the same routine as submissions (``timing.measure`` + ``Clock``): fresh inputs
 and an L2 flush before every call, a device-wide synchronize before the clock stops.
@@ -15,14 +15,12 @@ from typing import Any, Callable
 
 import torch
 
-from evalkit.records import BASELINE_KINDS, to_jsonable
-from evalkit.judge.reference import ReferenceProblem
+from evalkit.records import to_jsonable
+from evalkit.judge.reference import ReferenceProblem, timing_seed
 from evalkit.judge.timing import L2Flusher, TimingStats, measure
 from evalkit.sandbox.clock import Clock
 
 logger = logging.getLogger(__name__)
-
-BASELINES_FILE = "baselines.json"
 
 
 def device_name(device: str) -> str:
@@ -40,7 +38,7 @@ def time_model(ref: ReferenceProblem, forward: Callable[..., Any], *, warmup: in
     inputs: list[Any] = []
 
     def prepare(i: int) -> None:
-        inputs[:] = ref.make_inputs(seed + 7919 * (i + 1))
+        inputs[:] = ref.make_inputs(timing_seed(seed, i))
         flusher.flush()
         clock.synchronize()
 

@@ -1,4 +1,4 @@
-"""The build stage: import each submission once in a sandbox so ``load_inline`` compiles it.
+"""Trusted side: the build stage. Imports each submission once in a sandbox so ``load_inline`` compiles it.
 
 Builds run ahead of judging in a pool of CPU workers, each in its own extension
 directory keyed by a hash of the code (every seed names its extension ``conv2d``, so
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
 import sys
 import tempfile
@@ -21,11 +20,11 @@ from typing import Any
 
 import torch
 
+from evalkit.judge.compiler_errors import first_compiler_errors
+from evalkit.sandbox import protocol
 from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
 
 BUILD_RECORD = "build.json"
-_COMPILER_ERROR = re.compile(r"^(?P<file>[^\s:]+\.(?:cpp|cu|cuh|h|hpp|cc)):(?P<line>\d+)(?::\d+)?:\s*(?:fatal )?error:?\s*(?P<msg>.*)$")
-_NVCC_ERROR = re.compile(r"^(?P<file>[^\s(]+\.(?:cu|cuh))\((?P<line>\d+)\):\s*error:?\s*(?P<msg>.*)$")
 
 
 @dataclass
@@ -91,15 +90,15 @@ def _run_build(code: str, build_dir: Path, device: str, timeout_s: float, limits
     worker = UntrustedProcess(workdir, limits, env)
     outcome = BuildOutcome(status="ok", seconds=0.0, extension_dir=str(build_dir / "extensions"))
     try:
-        worker.send({"op": "setup", "mode": "build", "code_path": str(code_path), "device": "cpu",
-                     "limits": limits.to_dict(), "init_inputs": init_inputs, "init_seed": 0})
-        reply = worker.receive(timeout_s, "build")
-        if reply.get("op") == "error":
-            is_build = reply.get("kind") == "compile_error"
-            outcome.status = "compile_error" if is_build else "import_failed"
-            outcome.message = str(reply.get("message", ""))
+        worker.send(protocol.setup_request("build", str(code_path), "cpu", limits.to_dict(), init_inputs=init_inputs))
+        claim = worker.receive(timeout_s, "build")
+        if isinstance(claim, protocol.ErrorClaim):  # the judge stage re-imports and reports it properly
+            outcome.status = "compile_error" if claim.kind == "compile_error" else "import_failed"
+            outcome.message = claim.message
     except WorkerGone as gone:
         outcome.status, outcome.message = gone.kind, str(gone)
+    except protocol.ProtocolViolation as violation:
+        outcome.status, outcome.message = "import_failed", f"protocol violation {violation}"
     finally:
         stdout, stderr = worker.close()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -109,46 +108,3 @@ def _run_build(code: str, build_dir: Path, device: str, timeout_s: float, limits
         outcome.errors = first_compiler_errors(log, build_dir / "extensions")
     outcome.seconds = time.monotonic() - start
     return outcome
-
-
-def first_compiler_errors(log: str, extension_root: Path, limit: int = 5) -> list[dict[str, Any]]:
-    """The first compiler error lines, each with the offending source line when it can be read."""
-    errors: list[dict[str, Any]] = []
-    for raw in log.splitlines():
-        line = raw.strip()
-        match = _COMPILER_ERROR.match(line) or _NVCC_ERROR.match(line)
-        if not match:
-            continue
-        entry = {"file": Path(match["file"]).name, "line": int(match["line"]), "message": match["msg"].strip()}
-        entry["source"] = _source_line(Path(match["file"]), extension_root, entry["line"])
-        if entry not in errors:
-            errors.append(entry)
-        if len(errors) >= limit:
-            break
-    if not errors:
-        generic = [ln.strip() for ln in log.splitlines() if "error" in ln.lower()][:limit]
-        errors = [{"file": "", "line": 0, "message": ln, "source": ""} for ln in generic]
-    return errors
-
-
-def _source_line(path: Path, extension_root: Path, line: int) -> str:
-    candidates = [path] if path.is_absolute() else list(extension_root.glob(f"*/{path.name}"))
-    for candidate in candidates:
-        try:
-            lines = candidate.read_text(errors="replace").splitlines()
-        except OSError:
-            continue
-        if 0 < line <= len(lines):
-            return lines[line - 1]
-    return ""
-
-
-def map_to_submission(source: str, code: str) -> int | None:
-    """1-based line of ``code`` whose text matches a generated-source line, if exactly findable."""
-    needle = source.strip()
-    if len(needle) < 4:
-        return None
-    for number, text in enumerate(code.splitlines(), start=1):
-        if text.strip() == needle:
-            return number
-    return None

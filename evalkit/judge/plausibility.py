@@ -1,4 +1,4 @@
-"""Is a result physically possible, and is the work really the submission's own? Pure functions.
+"""Trusted side: is a result physically possible, and is the work really the submission's own? Pure functions.
 
 Floors: a problem's ``flops`` and ``min_bytes`` (problem.toml) over the device's peak rate and memory
 bandwidth. Peaks are deliberately generous (dense fp16/bf16 tensor-core rate), so only results faster

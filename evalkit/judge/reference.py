@@ -1,4 +1,4 @@
-"""The trusted side of a problem: reference models, fresh inputs and high-precision outputs.
+"""Trusted side: a problem as the judge holds it: reference models, fresh inputs, high-precision outputs.
 
 Lives only in the judge process; never sees submission code.
 """
@@ -16,6 +16,16 @@ import torch
 from evalkit.sources.problems import Problem
 
 logger = logging.getLogger(__name__)
+
+
+def correctness_seed(run_seed: int, trial: int) -> int:
+    """The input seed of correctness trial ``trial`` (0-based)."""
+    return run_seed + 1000 * (trial + 1)
+
+
+def timing_seed(run_seed: int, call: int) -> int:
+    """The input seed of timing call ``call`` (0-based, warm-up calls included): submissions and baselines alike."""
+    return run_seed + 7919 * (call + 1)
 
 
 def flatten_output(output: Any) -> list[torch.Tensor]:

@@ -1,8 +1,8 @@
-"""The trusted judge: runs one submission's sandboxed worker and decides its verdict.
+"""Trusted side: judging one submission's worker: load, correctness trials, kernels, timing.
 
-The judge owns the inputs, the output buffers, the reference and the comparison. The
-worker only ever receives copies of inputs and writes into buffers the judge poisons
-before every call; every verdict comes from what the judge observes itself.
+The judge owns the inputs, the output buffers, the reference and the comparison. The worker only
+ever receives copies of inputs and writes into buffers the judge poisons before every call; what the
+judge concludes comes from what it observes itself, reported as a ``verdicts.Judgement``.
 """
 
 from __future__ import annotations
@@ -11,19 +11,22 @@ import logging
 import random
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from evalkit.judge.tensor_check import Comparison, compare_outputs, tensors_equal
 from evalkit.judge.plausibility import custom_kernels, kernel_flags, reduced_precision
-from evalkit.records import Verdict, to_jsonable
-from evalkit.judge.reference import OutputSpec, ReferenceProblem
-from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
+from evalkit.judge.reference import OutputSpec, ReferenceProblem, correctness_seed, timing_seed
+from evalkit.judge.session import Session, WorkerChannel
+from evalkit.judge.tensor_check import Comparison, compare_outputs
 from evalkit.judge.timing import L2Flusher, TimingStats, measure
+from evalkit.judge.verdicts import Finding, Judgement, Stop
+from evalkit.records import Flag, to_jsonable
+from evalkit.sandbox import protocol
 from evalkit.sandbox.clock import Clock
+from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
 
 logger = logging.getLogger(__name__)
 
@@ -49,109 +52,6 @@ class JudgeSettings:
     time_submissions: bool = True
 
 
-@dataclass
-class Judgement:
-    verdict: Verdict
-    reason: str
-    flags: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    error: dict[str, Any] | None = None
-    correctness: dict[str, Any] | None = None
-    timing: dict[str, Any] | None = None
-    stage_seconds: dict[str, float] = field(default_factory=dict)
-
-
-class Rejected(Exception):
-    """Raised inside the judge when a trial shows the submission is wrong."""
-
-    def __init__(self, verdict: Verdict, reason: str, details: dict[str, Any] | None = None) -> None:
-        super().__init__(reason)
-        self.verdict, self.reason, self.details = verdict, reason, details or {}
-
-
-def _shared_like(spec_or_tensor: Any, device: str) -> Any:
-    if isinstance(spec_or_tensor, OutputSpec):
-        buf = torch.empty(spec_or_tensor.shape, dtype=spec_or_tensor.dtype, device=device)
-    elif isinstance(spec_or_tensor, torch.Tensor):
-        buf = torch.empty_like(spec_or_tensor, device=device)
-    else:
-        return spec_or_tensor
-    return buf.share_memory_() if device == "cpu" else buf
-
-
-def _poison(buffers: list[torch.Tensor]) -> None:
-    for buf in buffers:
-        buf.fill_(float("nan") if buf.is_floating_point() else -1)
-
-
-class Session:
-    """One submission's worker, with the judge-owned input and output buffers bound to it."""
-
-    def __init__(self, worker: UntrustedProcess, ref: ReferenceProblem, settings: JudgeSettings) -> None:
-        self.worker, self.ref, self.settings = worker, ref, settings
-        self.inputs: list[Any] = []
-        self.outputs: list[torch.Tensor] = []
-        self.originals: list[Any] = []
-
-    def bind(self, specs: list[OutputSpec], sample_inputs: list[Any]) -> None:
-        self.inputs = [_shared_like(v, self.ref.device) for v in sample_inputs]
-        self.outputs = [_shared_like(s, self.ref.device) for s in specs]
-        self.worker.send({"op": "bind", "inputs": self.inputs, "outputs": self.outputs})
-        self.expect("bound", "bind")
-
-    def load_inputs(self, originals: list[Any]) -> None:
-        """Copy freshly drawn inputs into the shared buffers and poison the output buffers."""
-        self.originals = originals
-        for shared, original in zip(self.inputs, self.originals):
-            if isinstance(shared, torch.Tensor):
-                shared.copy_(original)
-        _poison(self.outputs)
-
-    def call(self, timed: bool = False) -> dict[str, Any]:
-        if self.ref.device == "cuda":
-            torch.cuda.synchronize()
-        self.worker.send({"op": "call", "timed": timed})
-        return self.expect("called", "forward")
-
-    def ping(self) -> None:
-        self.worker.send({"op": "ping"})
-        self.expect("pong", "ping")
-
-    def expect(self, op: str, stage: str) -> dict[str, Any]:
-        reply = self.worker.receive(self.settings.run_timeout_s, stage)
-        if reply.get("op") == "error":
-            raise Rejected(_error_verdict(reply), _error_reason(reply), {"error": reply})
-        if reply.get("op") != op:
-            raise Rejected(Verdict.RUNTIME_ERROR, f"protocol violation: expected '{op}', got {reply.get('op')!r}")
-        return reply
-
-    def check_delivery(self, reply: dict[str, Any], specs: list[OutputSpec]) -> None:
-        """Reject outputs of the wrong form, mutated inputs and unwritten buffers."""
-        if not reply.get("delivered"):
-            expected = [[list(s.shape), str(s.dtype)] for s in specs]
-            got = list(zip(reply.get("shapes") or [], reply.get("dtypes") or [], reply.get("types") or []))
-            raise Rejected(Verdict.INCORRECT, f"output has the wrong form: got (shape, dtype, type) {got}, "
-                                              f"expected (shape, dtype) {expected}", {"output_form": got})
-        subclass = [t for t in reply.get("types", []) if t not in ("torch.Tensor", "torch.nn.parameter.Parameter")]
-        if subclass:
-            raise Rejected(Verdict.INCORRECT, f"output is a tensor subclass {subclass}; a plain torch.Tensor is required")
-        mutated = [i for i, (s, o) in enumerate(zip(self.inputs, self.originals))
-                   if isinstance(s, torch.Tensor) and not tensors_equal(s, o)]
-        if mutated:
-            raise Rejected(Verdict.INCORRECT, f"forward modified its input(s) {mutated} in place", {"flags": ["mutates_inputs"]})
-
-
-def _error_verdict(reply: dict[str, Any]) -> Verdict:
-    kind = reply.get("kind", "runtime_error")
-    allowed = {Verdict.COMPILE_ERROR.value, Verdict.INTERFACE_ERROR.value, Verdict.RUNTIME_ERROR.value}
-    return Verdict(kind) if kind in allowed else Verdict.RUNTIME_ERROR
-
-
-def _error_reason(reply: dict[str, Any]) -> str:
-    first_line = str(reply.get("message", "")).strip().splitlines()[:1]
-    return f"{reply.get('stage', '?')}: {first_line[0] if first_line else 'error'}"[:300]
-
-
 class Judge:
     """Judges submissions of one problem on one device; reuse it for all of that problem's submissions."""
 
@@ -165,46 +65,46 @@ class Judge:
         self._pytorch_error: dict[str, Any] | None = None
 
     def judge(self, code_path: Path, workdir: Path, env: dict[str, str]) -> Judgement:
-        worker = UntrustedProcess(workdir, self.limits, env)
+        """Judge the code at ``code_path`` in a fresh sandboxed worker."""
+        return self.judge_with(UntrustedProcess(workdir, self.limits, env), code_path)
+
+    def judge_with(self, worker: WorkerChannel, code_path: Path) -> Judgement:
+        """Judge through ``worker`` (any channel speaking the protocol), then close it."""
         stages: dict[str, float] = {}
-        result: Judgement
         try:
-            result = self._judge_with(worker, code_path, stages)
-        except Rejected as rejected:
-            result = _rejection(rejected)
+            result = self._judge_session(Session(worker, self.ref, self.settings.run_timeout_s), code_path, stages)
+        except Stop as stop:
+            result = Judgement.stopped(stop)
         except WorkerGone as gone:
-            verdict = Verdict.TIMEOUT if gone.kind == "timeout" else Verdict.CRASH
-            result = Judgement(verdict, str(gone), error={"kind": gone.kind, "message": str(gone)})
+            finding = Finding.WORKER_TIMED_OUT if gone.kind == "timeout" else Finding.WORKER_DIED
+            result = Judgement(finding, str(gone), error={"kind": gone.kind, "message": str(gone)})
         finally:
             stdout, stderr = worker.close()
         result.stage_seconds.update(stages)
-        if result.error is not None or result.verdict in (Verdict.CRASH, Verdict.TIMEOUT):
+        if result.error is not None or result.finding in (Finding.WORKER_DIED, Finding.WORKER_TIMED_OUT):
             result.error = dict(result.error or {}, stdout_tail=stdout[-4000:], stderr_tail=stderr[-8000:])
-            if result.verdict is Verdict.CRASH:
+            if result.finding is Finding.WORKER_DIED:
                 result.reason = _crash_reason(result.reason, stderr)
         return result
 
-    def _judge_with(self, worker: UntrustedProcess, code_path: Path, stages: dict[str, float]) -> Judgement:
-        session = Session(worker, self.ref, self.settings)
+    def _judge_session(self, session: Session, code_path: Path, stages: dict[str, float]) -> Judgement:
         start = time.monotonic()
-        worker.send({"op": "setup", "mode": "judge", "code_path": str(code_path), "device": self.ref.device,
-                     "init_inputs": self.ref.init_inputs, "init_seed": self.ref.init_seed,
-                     "n_inputs": self.ref.n_inputs, "state_dict": self.ref.state_dict,
-                     "limits": self.limits.to_dict()})
-        ready = session.expect("ready", "load")
+        ready = session.setup(protocol.setup_request(
+            "judge", str(code_path), self.ref.device, self.limits.to_dict(), init_inputs=self.ref.init_inputs,
+            init_seed=self.ref.init_seed, n_inputs=self.ref.n_inputs, state_dict=self.ref.state_dict))
         stages["load_s"] = time.monotonic() - start
         start = time.monotonic()
         correctness = self._check_correctness(session)
-        correctness["weights"] = ready.get("weights")
+        correctness["weights"] = ready.weights
         stages["correctness_s"] = time.monotonic() - start
-        judgement = Judgement(Verdict.CORRECT, "", correctness=correctness)
+        judgement = Judgement(Finding.PASSED, "", correctness=correctness)
         if reduced_precision(correctness):
-            judgement.flags.append("reduced_precision")
+            judgement.flags.append(Flag.REDUCED_PRECISION.value)
         if self.ref.device == "cuda":
             judgement.flags.extend(self._observe_kernels(session, code_path, correctness))
-        if not ready.get("landlock"):
+        if not ready.landlock:
             judgement.warnings.append("this kernel has no Landlock: the submission's file writes were not confined")
-        if ready.get("weights") == "seeded":
+        if ready.weights == "seeded":
             judgement.warnings.append("ModelNew's parameters differ from Model's in names or shapes: "
                                       "weights come from seeding the RNG identically, not from the state_dict")
         if self.settings.time_submissions:
@@ -218,7 +118,7 @@ class Judge:
         worst: Comparison | None = None
         specs: list[OutputSpec] = []
         for trial in range(self.settings.correctness_trials):
-            seed = self.settings.seed + 1000 * (trial + 1)
+            seed = correctness_seed(self.settings.seed, trial)
             originals = self.ref.make_inputs(seed)
             pytorch_output: list[torch.Tensor] | None = None
             if trial == 0:
@@ -236,7 +136,7 @@ class Judge:
                 result = compare_outputs(out, exp, atol=self.settings.atol, rtol=self.settings.rtol,
                                          expected_dtype=spec.dtype)
                 if not result.ok:
-                    raise Rejected(Verdict.INCORRECT, f"trial {trial + 1}, output {index}: {result.reason}",
+                    raise Stop(Finding.WRONG_VALUES, f"trial {trial + 1}, output {index}: {result.reason}",
                                    {"correctness": {"failed_trial": trial + 1, "output_index": index,
                                                     "seed": seed, **to_jsonable(result)}})
                 if worst is None or result.max_abs_err > worst.max_abs_err:
@@ -248,10 +148,8 @@ class Judge:
                 "pytorch_float32": self._pytorch_error, "seed": self.settings.seed}
 
     def _observe_kernels(self, session: Session, code_path: Path, correctness: dict[str, Any]) -> list[str]:
-        """Which kernels one forward call launches (the worker's profiler; cross-checked by the static scan)."""
-        session.worker.send({"op": "profile"})
-        reply = session.expect("profiled", "profile")
-        kernels = [str(k) for k in reply.get("kernels") or []]
+        """Which kernels one forward call launches: the worker's profiler's claim (it only ever adds a flag)."""
+        kernels = session.profile().kernels
         correctness["kernels"] = kernels[:50]
         correctness["custom_kernels"] = custom_kernels(kernels)[:50]
         return kernel_flags(kernels, "load_inline" in code_path.read_text(errors="replace"))
@@ -274,17 +172,17 @@ class Judge:
         copy_ms = self._copy_ms(session.outputs)
 
         def prepare(i: int) -> None:
-            session.load_inputs(self.ref.make_inputs(settings.seed + 7919 * (i + 1)))
+            session.load_inputs(self.ref.make_inputs(timing_seed(settings.seed, i)))
             self.flusher.flush()
             self.clock.synchronize()
 
         def timed_call(i: int) -> float:
-            wall, reply = self.clock.wall_ms(lambda: session.call(timed=True))
-            session.check_delivery(reply, self.ref.output_specs(session.outputs))
+            wall, claim = self.clock.wall_ms(lambda: session.call(timed=True))
+            session.check_delivery(claim, self.ref.output_specs(session.outputs))
             walls.append(wall)
             if i in verify:
                 self._verify_timed_call(session, i)
-            return _reported_ms(reply)
+            return _claimed_ms(claim)
 
         samples = measure(timed_call, prepare, warmup=settings.warmup_trials, trials=settings.timing_trials)
         stats = TimingStats.from_samples(samples)
@@ -296,7 +194,7 @@ class Judge:
         relative, absolute = UNEXPLAINED_TIME_TOLERANCE[self.ref.device]
         if observed - stats.median_ms > relative * observed + absolute:
             # The worker reports less time than the judge saw pass: trust the judge's clock.
-            flags.append("timing_mismatch")
+            flags.append(Flag.TIMING_MISMATCH.value)
             timing["reported_median_ms"] = stats.median_ms
             timing["median_ms"] = observed
         return timing
@@ -306,8 +204,8 @@ class Judge:
         for out, exp in zip(session.outputs, expected):
             result = compare_outputs(out, exp, atol=self.settings.atol, rtol=self.settings.rtol, expected_dtype=out.dtype)
             if not result.ok:
-                raise Rejected(Verdict.INCORRECT, f"an output produced during timing (call {i + 1}) is wrong: "
-                                                  f"{result.reason}", {"flags": ["wrong_during_timing"]})
+                raise Stop(Finding.WRONG_DURING_TIMING,
+                           f"an output produced during timing (call {i + 1}) is wrong: {result.reason}")
 
     def _copy_ms(self, buffers: list[torch.Tensor]) -> float:
         """What copying the output into the judge's buffers costs, measured by the judge itself.
@@ -328,17 +226,10 @@ class Judge:
 
 
 
-def _reported_ms(reply: dict[str, Any]) -> float:
-    value = reply.get("ms")
-    if not isinstance(value, (int, float)) or value != value or value < 0:
-        raise Rejected(Verdict.RUNTIME_ERROR, f"the worker reported an invalid time {value!r}")
-    return float(value)
-
-
-def _rejection(rejected: Rejected) -> Judgement:
-    details = rejected.details
-    return Judgement(rejected.verdict, rejected.reason, flags=list(details.get("flags", [])),
-                     error=details.get("error"), correctness=details.get("correctness"))
+def _claimed_ms(claim: protocol.CalledClaim) -> float:
+    if claim.ms is None:
+        raise Stop(Finding.PROTOCOL_VIOLATION, "protocol violation: a timed call's reply claims no time")
+    return claim.ms
 
 
 def _crash_reason(reason: str, stderr: str) -> str:

@@ -1,4 +1,4 @@
-"""Pure comparison of a candidate output against the high-precision reference.
+"""Trusted side: pure comparison of a candidate output against the high-precision reference.
 
 Runs only in the trusted judge. Works in chunks so an 8.6 GB output does not need
 another 17 GB of temporaries.

@@ -1,17 +1,17 @@
-"""Launching untrusted code: one fresh process per submission and stage.
+"""Trusted side: launching untrusted code, one fresh process per submission and stage.
 
 The process runs ``python -m evalkit.sandbox.untrusted.worker`` in its own temporary directory, session
 and process group, with a scrubbed environment, bounded captured output, resource
 limits (set by the worker on itself before it imports any submission code) and a
 watchdog that kills the whole session on timeout, memory or process-count excess.
 
-Messages go to the worker pickled (trusted -> untrusted) and come back as JSON only,
-so nothing the submission sends can execute code in the judge.
+Requests go to the worker pickled (trusted -> untrusted); replies come back as JSON only and are read
+through ``evalkit.sandbox.protocol``, so nothing the submission sends can execute code in the judge, and
+a reply that breaks the protocol gets the worker killed at once.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -26,9 +26,10 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from evalkit.sandbox.protocol import MAX_REPLY_BYTES, Claim, Op, ProtocolViolation, decode_reply, simple_request
+
 logger = logging.getLogger(__name__)
 
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 WATCHDOG_PERIOD_S = 0.25
 _KEEP_ENV = (
     "PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
@@ -158,8 +159,9 @@ class UntrustedProcess:
         except (BrokenPipeError, ConnectionResetError, OSError) as err:
             raise self._gone(f"could not send to the worker ({err})") from err
 
-    def receive(self, timeout_s: float, stage: str) -> dict[str, Any]:
-        """Wait for the next JSON message; raise ``WorkerGone`` on death, timeout or watchdog kill."""
+    def receive(self, timeout_s: float, stage: str) -> Claim:
+        """The worker's next reply; ``WorkerGone`` on death, timeout or watchdog kill, ``ProtocolViolation``
+        (the worker killed) when the reply breaks the protocol."""
         deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
@@ -173,19 +175,26 @@ class UntrustedProcess:
                 self.kill(f"timeout: stage '{stage}' exceeded its {timeout_s:g} s limit")
                 raise WorkerGone("timeout", self.killed_because)
 
-    def _read_message(self, stage: str) -> dict[str, Any]:
+    def _read_message(self, stage: str) -> Claim:
         try:
-            raw = self._conn.recv_bytes(MAX_MESSAGE_BYTES)
-        except (EOFError, ConnectionResetError, OSError) as err:
-            self._proc.wait(timeout=10)
+            raw = self._conn.recv_bytes(MAX_REPLY_BYTES)
+        except (EOFError, ConnectionResetError) as err:
+            self._wait_briefly()
             raise self._gone(f"the process ended during stage '{stage}' without replying") from err
+        except OSError as err:  # "bad message length": over the limit, and the stream is now unreadable
+            self.kill()
+            raise ProtocolViolation(f"during stage '{stage}': a reply over the {MAX_REPLY_BYTES}-byte limit") from err
         try:
-            message = json.loads(raw)
-        except ValueError as err:
-            raise self._gone(f"the worker sent a malformed message during stage '{stage}'") from err
-        if not isinstance(message, dict):
-            raise self._gone(f"the worker sent a non-object message during stage '{stage}'")
-        return message
+            return decode_reply(raw)
+        except ProtocolViolation as violation:
+            self.kill()
+            raise ProtocolViolation(f"during stage '{stage}': {violation}") from None
+
+    def _wait_briefly(self) -> None:
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill("killed: it closed its connection but did not exit")
 
     def _watchdog(self, force: bool) -> None:
         # Scanning /proc costs milliseconds: never on the fast path of every reply, which would
@@ -237,7 +246,7 @@ class UntrustedProcess:
         """Stop the worker (politely, then by force) and return its captured stdout and stderr."""
         if self._proc.poll() is None:
             try:
-                self._conn.send({"op": "exit"})
+                self._conn.send(simple_request(Op.EXIT))
                 self._proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 pass

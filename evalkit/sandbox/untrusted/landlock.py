@@ -1,4 +1,4 @@
-"""Confining a process's file writes to a few folders with Linux Landlock (kernel 5.13+, no privileges).
+"""Untrusted side (the worker calls it on itself): confining a process's file writes to a few folders with Linux Landlock (kernel 5.13+, no privileges).
 
 The worker calls ``restrict_writes`` on itself before importing submission code: afterwards it (and
 every process it starts) may still read anything, but may create, write, truncate, rename or delete

@@ -1,16 +1,15 @@
-"""The harness inside the untrusted process: ``python -m evalkit.sandbox.untrusted.worker FD``.
+"""Untrusted side: the harness inside the submission's process (``python -m evalkit.sandbox.untrusted.worker FD``).
 
-Everything here runs in the same interpreter as the submission, so nothing it reports
-is trusted: the judge decides verdicts from the output buffers it owns and the time it
-observes itself. This file only loads the submission, runs the calls the judge asks
-for, copies outputs into the judge's buffers and reports what happened as JSON.
+Everything here runs in the same interpreter as the submission, so the submission can rewrite all of
+it and nothing it reports is trusted: the judge decides verdicts from the output buffers it owns and
+the time it observes itself. This file only loads the submission, runs the requests the judge sends
+(``evalkit.sandbox.protocol``), copies outputs into the judge's buffers and replies with claims.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import inspect
-import json
 import os
 import resource
 import sys
@@ -18,8 +17,10 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
+from evalkit.sandbox import protocol
+from evalkit.sandbox.protocol import Op
+
 SUBMISSION_MODULE = "submission"
-MAX_TEXT = 64 * 1024
 
 
 def _apply_limits(limits: dict[str, Any]) -> None:
@@ -30,13 +31,11 @@ def _apply_limits(limits: dict[str, Any]) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limits["address_space_bytes"], limits["address_space_bytes"]))
 
 
-def _frames(exc: BaseException, code_path: str) -> list[dict[str, Any]]:
-    frames = traceback.extract_tb(exc.__traceback__)[-12:]
-    return [
-        {"file": os.path.basename(f.filename), "line": f.lineno, "function": f.name,
-         "in_submission": os.path.abspath(f.filename) == code_path, "text": (f.line or "")[:200]}
-        for f in frames
-    ]
+def _frames(exc: BaseException, code_path: str) -> list[protocol.FrameClaim]:
+    frames = traceback.extract_tb(exc.__traceback__)[-protocol.MAX_FRAMES:]
+    return [protocol.FrameClaim(file=os.path.basename(f.filename), line=f.lineno or 0, function=f.name,
+                                in_submission=os.path.abspath(f.filename) == code_path, text=(f.line or "")[:200])
+            for f in frames]
 
 
 def _is_build_failure(exc: BaseException) -> bool:
@@ -54,15 +53,19 @@ def _exception_modules(exc: BaseException) -> list[str]:
     return modules
 
 
-def error_message(exc: BaseException, stage: str, code_path: str) -> dict[str, Any]:
+def error_claim(exc: BaseException, stage: str, code_path: str) -> protocol.ErrorClaim:
     if isinstance(exc, SystemExit):
         kind, text = "runtime_error", f"the submission called exit({exc.code!r}) during {stage}"
     elif _is_build_failure(exc):
         kind, text = "compile_error", str(exc)
     else:
         kind, text = "runtime_error", f"{type(exc).__name__}: {exc}"
-    return {"op": "error", "kind": kind, "stage": stage, "type": type(exc).__name__,
-            "message": text[:MAX_TEXT], "traceback": _frames(exc, code_path)}
+    return protocol.ErrorClaim(kind=kind, stage=stage, type=type(exc).__name__, message=text[:protocol.MAX_TEXT],
+                               traceback=_frames(exc, code_path))
+
+
+def interface_error(message: str) -> protocol.ErrorClaim:
+    return protocol.ErrorClaim(kind="interface_error", stage="interface", message=message)
 
 
 class Harness:
@@ -81,8 +84,8 @@ class Harness:
         self.inputs: list[Any] = []
         self.outputs: list[Any] = []
 
-    def reply(self, message: dict[str, Any]) -> None:
-        self.conn.send_bytes(json.dumps(message, default=str).encode())
+    def reply(self, claim: protocol.Claim) -> None:
+        self.conn.send_bytes(claim.encode())
 
     def load(self) -> Any:
         spec = importlib.util.spec_from_file_location(SUBMISSION_MODULE, self.code_path)
@@ -91,7 +94,7 @@ class Harness:
         spec.loader.exec_module(module)
         return module
 
-    def build_in_constructor(self, module: Any) -> dict[str, Any] | None:
+    def build_in_constructor(self, module: Any) -> protocol.ErrorClaim | None:
         """Construct ModelNew once (no GPU visible) so extensions built in ``__init__`` are built now.
 
         Only a build failure is reported; any other failure here is left for the judge stage,
@@ -103,40 +106,38 @@ class Harness:
         try:
             model_cls(*self.setup["init_inputs"])
         except Exception as exc:  # noqa: BLE001
-            message = error_message(exc, "construct", self.code_path)
-            return message if message["kind"] == "compile_error" else None
+            claim = error_claim(exc, "construct", self.code_path)
+            return claim if claim.kind == "compile_error" else None
         return None
 
-    def construct(self, module: Any) -> dict[str, Any]:
+    def construct(self, module: Any, landlock_abi: int) -> protocol.Claim:
+        import dataclasses
+
         import torch
 
         model_cls = getattr(module, "ModelNew", None)
         if model_cls is None:
-            return {"op": "error", "kind": "interface_error", "stage": "interface",
-                    "message": "the code defines no ModelNew", "traceback": []}
+            return interface_error("the code defines no ModelNew")
         if not (isinstance(model_cls, type) and issubclass(model_cls, torch.nn.Module)):
-            return {"op": "error", "kind": "interface_error", "stage": "interface",
-                    "message": ("ModelNew is a class that does not derive from torch.nn.Module"
-                                if isinstance(model_cls, type) else
-                                f"ModelNew is a {type(model_cls).__name__}, not an nn.Module class"),
-                    "traceback": []}
+            return interface_error("ModelNew is a class that does not derive from torch.nn.Module"
+                                   if isinstance(model_cls, type) else
+                                   f"ModelNew is a {type(model_cls).__name__}, not an nn.Module class")
         torch.manual_seed(self.setup["init_seed"])
         try:
             model = model_cls(*self.setup["init_inputs"])
         except Exception as exc:  # noqa: BLE001 - any failure here is the submission's
-            message = error_message(exc, "construct", self.code_path)
-            if message["kind"] != "compile_error":
-                message.update(kind="interface_error",
-                               message=f"ModelNew(*get_init_inputs()) failed: {message['message']}")
-            return message
+            claim = error_claim(exc, "construct", self.code_path)
+            if claim.kind == "compile_error":
+                return claim
+            return dataclasses.replace(claim, kind="interface_error",
+                                       message=f"ModelNew(*get_init_inputs()) failed: {claim.message}")
         weights = self._load_weights(model)
         model = model.to(self.device)
         signature_problem = _forward_signature_problem(model, self.setup["n_inputs"])
         if signature_problem:
-            return {"op": "error", "kind": "interface_error", "stage": "interface",
-                    "message": signature_problem, "traceback": []}
+            return interface_error(signature_problem)
         self.model = model
-        return {"op": "ready", "weights": weights}
+        return protocol.ReadyClaim(weights=weights, landlock=landlock_abi)
 
     def _load_weights(self, model: Any) -> str:
         reference = self.setup.get("state_dict") or {}
@@ -148,22 +149,21 @@ class Harness:
         model.load_state_dict(reference)
         return "state_dict"
 
-    def call(self, timed: bool) -> dict[str, Any]:
+    def call(self, timed: bool) -> protocol.CalledClaim:
         elapsed_ms, result = self.clock.time_ms(lambda: self.model(*self.inputs))
         self.clock.synchronize()
-        report = self._deliver(result)
+        delivered, form = self._deliver(result)
         self.clock.synchronize()
-        report.update(op="called", ms=elapsed_ms if timed else None)
-        return report
+        return protocol.CalledClaim(delivered=delivered, **form, ms=elapsed_ms if timed else None)
 
-    def null_call(self) -> dict[str, Any]:
+    def null_call(self) -> protocol.PongClaim:
         """A call's path without the model or the output copy (the judge measures that one itself)."""
         self.clock.time_ms(lambda: None)
         self.clock.synchronize()
         self.clock.synchronize()
-        return {"op": "pong"}
+        return protocol.PongClaim()
 
-    def profile(self) -> dict[str, Any]:
+    def profile(self) -> protocol.ProfiledClaim:
         """Names of the device kernels and operators one forward call launches."""
         activities = [self._activity.CPU] + ([self._activity.CUDA] if self.device == "cuda" else [])
         with self._profile(activities=activities) as prof:
@@ -175,27 +175,24 @@ class Harness:
                 kernels.add(event.name[:200])
             elif event.name.startswith("aten::"):
                 ops.add(event.name)
-        return {"op": "profiled", "kernels": sorted(kernels)[:200], "aten_ops": sorted(ops)[:200]}
+        return protocol.ProfiledClaim(kernels=sorted(kernels)[:protocol.MAX_ITEMS],
+                                      aten_ops=sorted(ops)[:protocol.MAX_ITEMS])
 
-    def _deliver(self, result: Any) -> dict[str, Any]:
+    def _deliver(self, result: Any) -> tuple[bool, dict[str, Any]]:
         """Copy the submission's output into the judge-owned buffers, when it has the right form."""
         import torch
 
-        outputs = list(result) if isinstance(result, (tuple, list)) else [result]
-        kinds = [type(o).__module__ + "." + type(o).__qualname__ for o in outputs]
-        report: dict[str, Any] = {"types": kinds, "delivered": False,
-                                  "shapes": [list(o.shape) if isinstance(o, torch.Tensor) else None for o in outputs],
-                                  "dtypes": [str(o.dtype) if isinstance(o, torch.Tensor) else None for o in outputs]}
+        outputs = (list(result) if isinstance(result, (tuple, list)) else [result])[:protocol.MAX_ITEMS]
+        form = {"types": [type(o).__module__ + "." + type(o).__qualname__ for o in outputs],
+                "shapes": [list(o.shape) if isinstance(o, torch.Tensor) else None for o in outputs],
+                "dtypes": [str(o.dtype) if isinstance(o, torch.Tensor) else None for o in outputs]}
         if len(outputs) != len(self.outputs) or not all(isinstance(o, torch.Tensor) for o in outputs):
-            return report
-        input_ptrs = {t.untyped_storage().data_ptr() for t in self.inputs if isinstance(t, torch.Tensor)}
-        report["aliases_input"] = any(o.untyped_storage().data_ptr() in input_ptrs for o in outputs)
+            return False, form
         if any(o.shape != b.shape or o.dtype != b.dtype for o, b in zip(outputs, self.outputs)):
-            return report
+            return False, form
         for out, buf in zip(outputs, self.outputs):
             buf.copy_(out.detach())
-        report["delivered"] = True
-        return report
+        return True, form
 
 
 def _forward_signature_problem(model: Any, n_inputs: int) -> str:
@@ -231,31 +228,35 @@ def serve(conn: Connection) -> None:
     stage = "import"
     try:
         module = harness.load()
-        if setup["mode"] == "build":
-            stage = "construct"
-            harness.reply(harness.build_in_constructor(module) or {"op": "built", "landlock": landlock_abi})
-            return
         stage = "construct"
-        ready = harness.construct(module)
-        harness.reply({**ready, "landlock": landlock_abi})
-        if ready["op"] != "ready":
+        if setup["mode"] == "build":
+            harness.reply(harness.build_in_constructor(module) or protocol.BuiltClaim(landlock=landlock_abi))
+            return
+        ready = harness.construct(module, landlock_abi)
+        harness.reply(ready)
+        if not isinstance(ready, protocol.ReadyClaim):
             return
         stage = "forward"
-        while True:
-            request = conn.recv()
-            if request["op"] == "exit":
-                return
-            if request["op"] == "bind":
-                harness.inputs, harness.outputs = request["inputs"], request["outputs"]
-                harness.reply({"op": "bound"})
-            elif request["op"] == "call":
-                harness.reply(harness.call(request.get("timed", False)))
-            elif request["op"] == "profile":
-                harness.reply(harness.profile())
-            elif request["op"] == "ping":
-                harness.reply(harness.null_call())
+        _serve_requests(conn, harness)
     except BaseException as exc:  # noqa: BLE001 - report everything, including SystemExit
-        harness.reply(error_message(exc, stage, harness.code_path))
+        harness.reply(error_claim(exc, stage, harness.code_path))
+
+
+def _serve_requests(conn: Connection, harness: Harness) -> None:
+    while True:
+        request = conn.recv()
+        op = request["op"]
+        if op == Op.EXIT:
+            return
+        if op == Op.BIND:
+            harness.inputs, harness.outputs = request["inputs"], request["outputs"]
+            harness.reply(protocol.BoundClaim())
+        elif op == Op.CALL:
+            harness.reply(harness.call(request.get("timed", False)))
+        elif op == Op.PROFILE:
+            harness.reply(harness.profile())
+        elif op == Op.PING:
+            harness.reply(harness.null_call())
 
 
 def main() -> None:

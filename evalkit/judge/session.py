@@ -1,0 +1,128 @@
+"""Trusted side: one worker's session, as the judge conducts it.
+
+The session speaks to the worker only through ``evalkit.sandbox.protocol``. Every reply it accepts is a
+claim, and what a claim says about the outputs is checked against what the judge holds itself: its own
+input and output buffers and its own copies of the inputs. An observation that ends the session early
+is raised as ``verdicts.Stop``; a reply that breaks the protocol is one such observation.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import torch
+
+from evalkit.judge.reference import OutputSpec, ReferenceProblem
+from evalkit.judge.tensor_check import tensors_equal
+from evalkit.judge.verdicts import Finding, Stop, finding_of_claimed_error
+from evalkit.sandbox import protocol
+from evalkit.sandbox.protocol import Claim, Op
+
+PLAIN_TENSOR_TYPES = ("torch.Tensor", "torch.nn.parameter.Parameter")
+
+
+class WorkerChannel(Protocol):
+    """The judge's end of a worker: ``evalkit.sandbox.launcher.UntrustedProcess``, or a fake in tests."""
+
+    def send(self, message: dict[str, Any]) -> None: ...
+
+    def receive(self, timeout_s: float, stage: str) -> Claim: ...
+
+    def close(self) -> tuple[str, str]: ...
+
+
+def shared_like(spec_or_tensor: Any, device: str) -> Any:
+    """A judge-owned buffer the worker can write into (shared memory on CPU, CUDA IPC on a GPU)."""
+    if isinstance(spec_or_tensor, OutputSpec):
+        buf = torch.empty(spec_or_tensor.shape, dtype=spec_or_tensor.dtype, device=device)
+    elif isinstance(spec_or_tensor, torch.Tensor):
+        buf = torch.empty_like(spec_or_tensor, device=device)
+    else:
+        return spec_or_tensor
+    return buf.share_memory_() if device == "cpu" else buf
+
+
+def poison(buffers: list[torch.Tensor]) -> None:
+    for buf in buffers:
+        buf.fill_(float("nan") if buf.is_floating_point() else -1)
+
+
+class Session:
+    """One submission's worker, with the judge-owned input and output buffers bound to it."""
+
+    def __init__(self, worker: WorkerChannel, ref: ReferenceProblem, timeout_s: float) -> None:
+        self.worker, self.ref, self.timeout_s = worker, ref, timeout_s
+        self.inputs: list[Any] = []
+        self.outputs: list[torch.Tensor] = []
+        self.originals: list[Any] = []
+
+    def setup(self, request: dict[str, Any]) -> protocol.ReadyClaim:
+        self.worker.send(request)
+        return self.expect(protocol.ReadyClaim, "load")
+
+    def bind(self, specs: list[OutputSpec], sample_inputs: list[Any]) -> None:
+        self.inputs = [shared_like(v, self.ref.device) for v in sample_inputs]
+        self.outputs = [shared_like(s, self.ref.device) for s in specs]
+        self.worker.send(protocol.bind_request(self.inputs, self.outputs))
+        self.expect(protocol.BoundClaim, "bind")
+
+    def load_inputs(self, originals: list[Any]) -> None:
+        """Copy freshly drawn inputs into the shared buffers and poison the output buffers."""
+        self.originals = originals
+        for shared, original in zip(self.inputs, self.originals):
+            if isinstance(shared, torch.Tensor):
+                shared.copy_(original)
+        poison(self.outputs)
+
+    def call(self, timed: bool = False) -> protocol.CalledClaim:
+        if self.ref.device == "cuda":
+            torch.cuda.synchronize()
+        self.worker.send(protocol.call_request(timed))
+        return self.expect(protocol.CalledClaim, "forward")
+
+    def ping(self) -> None:
+        self.worker.send(protocol.simple_request(Op.PING))
+        self.expect(protocol.PongClaim, "ping")
+
+    def profile(self) -> protocol.ProfiledClaim:
+        self.worker.send(protocol.simple_request(Op.PROFILE))
+        return self.expect(protocol.ProfiledClaim, "profile")
+
+    def expect(self, claim_type: type[Any], stage: str) -> Any:
+        """The next reply, if it is a ``claim_type``; else ``Stop`` with what it was."""
+        try:
+            claim = self.worker.receive(self.timeout_s, stage)
+        except protocol.ProtocolViolation as violation:
+            raise Stop(Finding.PROTOCOL_VIOLATION, f"protocol violation {violation}") from None
+        if isinstance(claim, protocol.ErrorClaim):
+            raise Stop(finding_of_claimed_error(claim.kind), _error_reason(claim), {"error": error_record(claim)})
+        if not isinstance(claim, claim_type):
+            raise Stop(Finding.PROTOCOL_VIOLATION,
+                       f"protocol violation during stage '{stage}': expected '{claim_type.OP}', got '{claim.OP}'")
+        return claim
+
+    def check_delivery(self, claim: protocol.CalledClaim, specs: list[OutputSpec]) -> None:
+        """Reject outputs of the wrong form, mutated inputs and unwritten buffers."""
+        if not claim.delivered:
+            expected = [[list(s.shape), str(s.dtype)] for s in specs]
+            got = list(zip(claim.shapes, claim.dtypes, claim.types))
+            raise Stop(Finding.WRONG_FORM, f"output has the wrong form: got (shape, dtype, type) {got}, "
+                                           f"expected (shape, dtype) {expected}", {"output_form": got})
+        subclass = [t for t in claim.types if t not in PLAIN_TENSOR_TYPES]
+        if subclass:
+            raise Stop(Finding.WRONG_FORM, f"output is a tensor subclass {subclass}; a plain torch.Tensor is required")
+        mutated = [i for i, (s, o) in enumerate(zip(self.inputs, self.originals))
+                   if isinstance(s, torch.Tensor) and not tensors_equal(s, o)]
+        if mutated:
+            raise Stop(Finding.MUTATED_INPUTS, f"forward modified its input(s) {mutated} in place")
+
+
+def error_record(claim: protocol.ErrorClaim) -> dict[str, Any]:
+    """The worker's claimed error as the row's ``error`` record (every field of it the worker's claim)."""
+    return {"op": claim.OP, "kind": claim.kind, "stage": claim.stage, "type": claim.type, "message": claim.message,
+            "traceback": [vars(frame).copy() for frame in claim.traceback]}
+
+
+def _error_reason(claim: protocol.ErrorClaim) -> str:
+    first_line = claim.message.strip().splitlines()[:1]
+    return f"{claim.stage or '?'}: {first_line[0] if first_line else 'error'}"[:300]

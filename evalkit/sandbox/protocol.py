@@ -1,0 +1,257 @@
+"""Both sides of the trust boundary: every message between the judge and a worker, declared once.
+
+Judge -> worker: dicts made by the ``*_request`` functions below, pickled (the judge is trusted; tensors
+travel as CUDA IPC handles or shared memory). Worker -> judge: one JSON object per message, at most
+``MAX_REPLY_BYTES``, each one of the ``*Claim`` classes below. The judge reads a reply only through
+``decode_reply``, which checks every field's type, range and size before anything else sees it, and
+returns a claim: what the worker *says*. A worker runs the submission's code in its own interpreter, so
+any claim may be a lie; the judge decides nothing from a claim that it can observe itself.
+
+Standard library only: the worker imports this before any submission code runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+MAX_REPLY_BYTES = 4 * 1024 * 1024
+MAX_TEXT = 64 * 1024
+MAX_NAME = 400
+MAX_ITEMS = 200
+MAX_FRAMES = 12
+MAX_DIMS = 16
+
+
+class Op:
+    """The judge's requests."""
+
+    SETUP = "setup"      # load the submission (mode "build": import only; mode "judge": construct ModelNew)
+    BIND = "bind"        # here are the judge-owned input and output buffers
+    CALL = "call"        # run forward on the bound inputs, copy the result into the output buffers
+    PROFILE = "profile"  # run forward once under the profiler, name the kernels that ran
+    PING = "ping"        # a call's path with no model: the judge's overhead probe
+    EXIT = "exit"        # stop
+
+
+class ProtocolViolation(Exception):
+    """The worker sent something the protocol does not allow: the submission's fault."""
+
+
+# ---- judge -> worker -------------------------------------------------------------------------------
+
+def setup_request(mode: str, code_path: str, device: str, limits: dict[str, Any], *, init_inputs: Any = None,
+                  init_seed: int = 0, n_inputs: int = 0, state_dict: Any = None) -> dict[str, Any]:
+    return {"op": Op.SETUP, "mode": mode, "code_path": code_path, "device": device, "limits": limits,
+            "init_inputs": init_inputs, "init_seed": init_seed, "n_inputs": n_inputs, "state_dict": state_dict}
+
+
+def bind_request(inputs: list[Any], outputs: list[Any]) -> dict[str, Any]:
+    return {"op": Op.BIND, "inputs": inputs, "outputs": outputs}
+
+
+def call_request(timed: bool) -> dict[str, Any]:
+    return {"op": Op.CALL, "timed": timed}
+
+
+def simple_request(op: str) -> dict[str, Any]:
+    """``profile``, ``ping`` or ``exit``: requests with no fields."""
+    return {"op": op}
+
+
+# ---- worker -> judge: the claims -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Claim:
+    """A reply from the worker: nothing in it is verified."""
+
+    OP: ClassVar[str] = ""
+
+    def encode(self) -> bytes:
+        """The reply as the worker sends it."""
+        return json.dumps({"op": self.OP, **dataclasses.asdict(self)}, default=str).encode()
+
+
+@dataclass(frozen=True)
+class FrameClaim:
+    file: str
+    line: int
+    function: str
+    in_submission: bool
+    text: str
+
+
+@dataclass(frozen=True)
+class ErrorClaim(Claim):
+    """The worker says the submission failed; ``kind`` is its own guess of which kind of failure."""
+
+    OP: ClassVar[str] = "error"
+    KINDS: ClassVar[tuple[str, ...]] = ("compile_error", "interface_error", "runtime_error")
+    kind: str
+    stage: str
+    message: str
+    type: str = ""
+    traceback: list[FrameClaim] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ReadyClaim(Claim):
+    """ModelNew was constructed; ``weights`` says how its parameters were set."""
+
+    OP: ClassVar[str] = "ready"
+    WEIGHTS: ClassVar[tuple[str, ...]] = ("state_dict", "seeded")
+    weights: str
+    landlock: int
+
+
+@dataclass(frozen=True)
+class BuiltClaim(Claim):
+    OP: ClassVar[str] = "built"
+    landlock: int
+
+
+@dataclass(frozen=True)
+class BoundClaim(Claim):
+    OP: ClassVar[str] = "bound"
+
+
+@dataclass(frozen=True)
+class CalledClaim(Claim):
+    """One forward call: the form of what it returned, whether it was copied, and the worker's own time."""
+
+    OP: ClassVar[str] = "called"
+    delivered: bool
+    types: list[str]
+    shapes: list[list[int] | None]
+    dtypes: list[str | None]
+    ms: float | None = None
+
+
+@dataclass(frozen=True)
+class ProfiledClaim(Claim):
+    OP: ClassVar[str] = "profiled"
+    kernels: list[str]
+    aten_ops: list[str]
+
+
+@dataclass(frozen=True)
+class PongClaim(Claim):
+    OP: ClassVar[str] = "pong"
+
+
+CLAIMS: dict[str, type[Claim]] = {c.OP: c for c in (ErrorClaim, ReadyClaim, BuiltClaim, BoundClaim, CalledClaim,
+                                                     ProfiledClaim, PongClaim)}
+
+
+def decode_reply(raw: bytes) -> Claim:
+    """The claim in one reply, or ``ProtocolViolation`` saying what is wrong with it."""
+    if len(raw) > MAX_REPLY_BYTES:
+        raise ProtocolViolation(f"a reply of {len(raw)} bytes is over the {MAX_REPLY_BYTES}-byte limit")
+    try:
+        message = json.loads(raw)
+    except RecursionError:
+        raise ProtocolViolation("a reply nested too deeply to read") from None
+    except ValueError as err:
+        raise ProtocolViolation(f"a reply that is not JSON ({str(err)[:100]})") from None
+    if not isinstance(message, dict):
+        raise ProtocolViolation(f"a reply that is a JSON {type(message).__name__}, not an object")
+    op = message.get("op")
+    if not isinstance(op, str) or op not in CLAIMS:
+        raise ProtocolViolation(f"a reply with an unknown op {_show(op)}")
+    return _READERS[op](message)
+
+
+def _show(value: Any) -> str:
+    return repr(value)[:60]
+
+
+def _get(message: dict[str, Any], key: str, kind: type | tuple[type, ...], default: Any = dataclasses.MISSING) -> Any:
+    if key not in message:
+        if default is dataclasses.MISSING:
+            raise ProtocolViolation(f"'{message['op']}' reply without '{key}'")
+        return default
+    value = message[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ProtocolViolation(f"'{message['op']}' reply with '{key}' = {_show(value)}")
+    return value
+
+
+def _text(message: dict[str, Any], key: str, limit: int = MAX_TEXT, default: Any = dataclasses.MISSING) -> str:
+    return str(_get(message, key, str, default))[:limit]
+
+
+def _choice(message: dict[str, Any], key: str, choices: tuple[str, ...]) -> str:
+    value = _get(message, key, str)
+    if value not in choices:
+        raise ProtocolViolation(f"'{message['op']}' reply with '{key}' = {_show(value)}, not one of {choices}")
+    return value
+
+
+def _small_int(value: Any, what: str, low: int = 0, high: int = 2**62) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ProtocolViolation(f"{what} = {_show(value)}")
+    return value
+
+
+def _items(message: dict[str, Any], key: str) -> list[Any]:
+    value = _get(message, key, list)
+    if len(value) > MAX_ITEMS:
+        raise ProtocolViolation(f"'{message['op']}' reply with {len(value)} '{key}' (at most {MAX_ITEMS})")
+    return value
+
+
+def _names(message: dict[str, Any], key: str, nullable: bool = False) -> list[Any]:
+    names = _items(message, key)
+    for name in names:
+        if not (isinstance(name, str) or (nullable and name is None)):
+            raise ProtocolViolation(f"'{message['op']}' reply with a '{key}' entry {_show(name)}")
+    return [n[:MAX_NAME] if isinstance(n, str) else None for n in names]
+
+
+def _shape(value: Any) -> list[int] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) > MAX_DIMS:
+        raise ProtocolViolation(f"a shape {_show(value)}")
+    return [_small_int(n, "a shape dimension") for n in value]
+
+
+def _frame(value: Any) -> FrameClaim:
+    if not isinstance(value, dict):
+        raise ProtocolViolation(f"a traceback frame {_show(value)}")
+    line = value.get("line")
+    return FrameClaim(file=str(value.get("file", ""))[:MAX_NAME],
+                      line=_small_int(line, "a traceback line", high=10**7) if line is not None else 0,
+                      function=str(value.get("function", ""))[:MAX_NAME],
+                      in_submission=value.get("in_submission") is True, text=str(value.get("text", ""))[:MAX_NAME])
+
+
+def _error(m: dict[str, Any]) -> ErrorClaim:
+    kind = m.get("kind")
+    return ErrorClaim(kind=kind if kind in ErrorClaim.KINDS else "runtime_error", stage=_text(m, "stage", MAX_NAME),
+                      message=_text(m, "message"), type=_text(m, "type", MAX_NAME, ""),
+                      traceback=[_frame(f) for f in _items(m, "traceback")[-MAX_FRAMES:]] if "traceback" in m else [])
+
+
+def _called(m: dict[str, Any]) -> CalledClaim:
+    ms = _get(m, "ms", (int, float, type(None)), None)
+    if ms is not None and (isinstance(ms, bool) or not math.isfinite(ms) or ms < 0):
+        raise ProtocolViolation(f"'called' reply with a time of {_show(ms)} ms")
+    shapes = [_shape(s) for s in _items(m, "shapes")]
+    return CalledClaim(delivered=_get(m, "delivered", bool), types=_names(m, "types"), shapes=shapes,
+                       dtypes=_names(m, "dtypes", nullable=True), ms=None if ms is None else float(ms))
+
+
+_READERS: dict[str, Any] = {
+    "error": _error,
+    "ready": lambda m: ReadyClaim(weights=_choice(m, "weights", ReadyClaim.WEIGHTS),
+                                  landlock=_small_int(m.get("landlock"), "the Landlock ABI", high=1000)),
+    "built": lambda m: BuiltClaim(landlock=_small_int(m.get("landlock"), "the Landlock ABI", high=1000)),
+    "bound": lambda m: BoundClaim(),
+    "called": _called,
+    "profiled": lambda m: ProfiledClaim(kernels=_names(m, "kernels"), aten_ops=_names(m, "aten_ops")),
+    "pong": lambda m: PongClaim(),
+}

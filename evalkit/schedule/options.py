@@ -1,0 +1,78 @@
+"""Trusted side: what a scoring run is asked to do, and the defaults it falls back on."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evalkit.judge.submission_judge import JudgeSettings
+from evalkit.records import BASELINE_KINDS
+from evalkit.sandbox.launcher import Limits
+from evalkit.sources.problems import Problem
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("EVALKIT_CACHE", Path.home() / ".cache" / "evalkit"))
+
+
+@dataclass(frozen=True)
+class ScoreOptions:
+    """One ``evalkit score`` run; ``None`` means the problem's own setting (problem.toml, or its default)."""
+
+    submissions: Path
+    problems_dir: Path
+    out_dir: Path
+    device: str = "auto"
+    jobs: int = 0
+    trials: int | None = None
+    timing_trials: int | None = None
+    warmup: int | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    timeout_s: float | None = None
+    build_timeout_s: float | None = None
+    seed: int | None = None
+    baselines: tuple[str, ...] = BASELINE_KINDS
+    resume: bool = False
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    memory_gib: float | None = None
+
+    def judge_settings(self, problem: Problem, seed: int) -> JudgeSettings:
+        """The problem's settings, each overridden where this run gives one."""
+        s = problem.settings
+        return JudgeSettings(
+            atol=s.atol if self.atol is None else self.atol,
+            rtol=s.rtol if self.rtol is None else self.rtol,
+            correctness_trials=self.trials or s.correctness_trials,
+            timing_trials=self.timing_trials or s.timing_trials,
+            warmup_trials=s.warmup_trials if self.warmup is None else self.warmup,
+            run_timeout_s=self.timeout_s or s.run_timeout_s,
+            seed=seed,
+        )
+
+    def build_timeout(self, problem: Problem) -> float:
+        return self.build_timeout_s or problem.settings.build_timeout_s
+
+    def build_jobs(self) -> int:
+        return self.jobs or max(1, min(8, (os.cpu_count() or 2)))
+
+
+@dataclass
+class ScoreOutcome:
+    out_dir: Path
+    device: str
+    counts: Counter
+    judged: int
+    skipped_resume: int
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def default_limits(device: str, memory_gib: float | None) -> Limits:
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    memory = int(memory_gib * 2**30) if memory_gib else int(min(total * 0.5, 64 * 2**30))
+    # Address space, not resident memory, is what RLIMIT_AS counts: leave torch's own mappings room.
+    address_space = max(2 * memory, memory + 8 * 2**30) if device == "cpu" else None
+    return Limits(memory_bytes=memory, address_space_bytes=address_space)

@@ -1,0 +1,197 @@
+"""The judge against a fake worker that speaks the protocol: every way a worker can misbehave between
+two messages becomes that submission's verdict, and nothing escapes as an exception."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import torch
+
+from conftest import FIXTURES
+from evalkit.judge.reference import ReferenceProblem
+from evalkit.judge.submission_judge import Judge, JudgeSettings
+from evalkit.judge.verdicts import VERDICT_OF, Finding
+from evalkit.records import Verdict
+from evalkit.sandbox import protocol
+from evalkit.sandbox.launcher import Limits, WorkerGone
+from evalkit.sandbox.protocol import Op, ProtocolViolation, decode_reply
+from evalkit.sources.problems import load_problem
+
+Script = Callable[["FakeWorker", dict[str, Any]], Any]
+
+
+class FakeWorker:
+    """Answers each request with what ``script(self, request)`` returns (a claim), or raises what it raises."""
+
+    def __init__(self, ref: ReferenceProblem, script: Script | None = None) -> None:
+        self.ref, self.script = ref, script or honest
+        self.requests: list[dict[str, Any]] = []
+        self.inputs: list[Any] = []
+        self.outputs: list[torch.Tensor] = []
+        self.closed = False
+        self._pending: Any = None
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.requests.append(message)
+        if message["op"] == Op.BIND:
+            self.inputs, self.outputs = message["inputs"], message["outputs"]
+        self._pending = message
+
+    def receive(self, timeout_s: float, stage: str) -> protocol.Claim:
+        request, self._pending = self._pending, None
+        return self.script(self, request)
+
+    def close(self) -> tuple[str, str]:
+        self.closed = True
+        return "", ""
+
+    def forward_into_outputs(self) -> None:
+        with torch.no_grad():
+            self.outputs[0].copy_(self.ref.model(*self.inputs))
+
+
+def honest(worker: FakeWorker, request: dict[str, Any]) -> protocol.Claim:
+    op = request["op"]
+    if op == Op.SETUP:
+        return protocol.ReadyClaim(weights="state_dict", landlock=7)
+    if op == Op.BIND:
+        return protocol.BoundClaim()
+    if op == Op.PING:
+        return protocol.PongClaim()
+    if op == Op.CALL:
+        worker.forward_into_outputs()
+        shape = list(worker.outputs[0].shape)
+        return protocol.CalledClaim(delivered=True, types=["torch.Tensor"], shapes=[shape], dtypes=["torch.float32"],
+                                    ms=0.05 if request["timed"] else None)
+    raise AssertionError(f"unexpected request {op}")
+
+
+def on_call(number: int, misbehave: Callable[[FakeWorker], Any]) -> Script:
+    """Honest, except that forward call ``number`` (1-based) does ``misbehave`` instead."""
+    calls = {"n": 0}
+
+    def script(worker: FakeWorker, request: dict[str, Any]) -> Any:
+        if request["op"] == Op.CALL:
+            calls["n"] += 1
+            if calls["n"] == number:
+                return misbehave(worker)
+        return honest(worker, request)
+    return script
+
+
+def raise_(error: BaseException) -> Callable[[FakeWorker], Any]:
+    def misbehave(worker: FakeWorker) -> Any:
+        raise error
+    return misbehave
+
+
+@pytest.fixture(scope="module")
+def judge() -> Judge:
+    ref = ReferenceProblem(load_problem(FIXTURES / "judge_problems" / "linear_relu"), "cpu", init_seed=3)
+    settings = JudgeSettings(atol=1e-2, rtol=1e-2, correctness_trials=2, timing_trials=3, warmup_trials=1,
+                             run_timeout_s=5, seed=11)
+    return Judge(ref, settings, Limits())
+
+
+def _verdict(judge: Judge, script: Script | None) -> tuple[Verdict, Any, FakeWorker]:
+    worker = FakeWorker(judge.ref, script)
+    judgement = judge.judge_with(worker, Path("submission.py"))
+    assert worker.closed
+    return VERDICT_OF[judgement.finding], judgement, worker
+
+
+def test_an_honest_worker_is_correct_and_timed(judge):
+    verdict, judgement, worker = _verdict(judge, None)
+    assert verdict is Verdict.CORRECT, judgement.reason
+    assert judgement.timing["count"] == 3
+    assert [r["op"] for r in worker.requests[:3]] == [Op.SETUP, Op.BIND, Op.CALL]
+
+
+def test_a_reply_of_the_wrong_op_is_a_protocol_violation(judge):
+    verdict, judgement, _ = _verdict(judge, on_call(1, lambda w: protocol.PongClaim()))
+    assert verdict is Verdict.RUNTIME_ERROR
+    assert judgement.finding is Finding.PROTOCOL_VIOLATION
+    assert "expected 'called', got 'pong'" in judgement.reason
+
+
+def test_a_worker_that_dies_mid_call_is_a_crash(judge):
+    verdict, judgement, _ = _verdict(judge, on_call(2, raise_(WorkerGone("crash", "the process ended"))))
+    assert verdict is Verdict.CRASH
+    assert "the process ended" in judgement.reason
+
+
+def test_a_worker_that_stops_answering_is_a_timeout(judge):
+    verdict, _, _ = _verdict(judge, on_call(1, raise_(WorkerGone("timeout", "timeout: stage 'forward'"))))
+    assert verdict is Verdict.TIMEOUT
+
+
+def test_a_malformed_reply_is_the_submissions_fault(judge):
+    verdict, judgement, _ = _verdict(judge, on_call(1, raise_(ProtocolViolation("a reply that is not JSON"))))
+    assert verdict is Verdict.RUNTIME_ERROR
+    assert "protocol violation" in judgement.reason
+
+
+def test_a_claimed_error_is_a_runtime_error_with_its_frames(judge):
+    frame = protocol.FrameClaim(file="submission.py", line=4, function="forward", in_submission=True, text="x")
+    claim = protocol.ErrorClaim(kind="runtime_error", stage="forward", message="ValueError: boom", traceback=[frame])
+    verdict, judgement, _ = _verdict(judge, on_call(1, lambda w: claim))
+    assert verdict is Verdict.RUNTIME_ERROR
+    assert judgement.reason == "forward: ValueError: boom"
+    assert judgement.error["traceback"][0]["line"] == 4
+
+
+def test_a_claimed_delivery_the_judge_cannot_see_is_incorrect(judge):
+    def lie(worker: FakeWorker) -> protocol.CalledClaim:  # says it delivered, wrote nothing: NaN stays
+        return protocol.CalledClaim(delivered=True, types=["torch.Tensor"], shapes=[[8, 16]], dtypes=["torch.float32"])
+    verdict, judgement, _ = _verdict(judge, on_call(1, lie))
+    assert verdict is Verdict.INCORRECT
+    assert judgement.finding is Finding.WRONG_VALUES
+
+
+def test_a_timed_call_that_claims_no_time_is_a_protocol_violation(judge):
+    def untimed(worker: FakeWorker) -> protocol.CalledClaim:
+        worker.forward_into_outputs()
+        return protocol.CalledClaim(delivered=True, types=["torch.Tensor"], shapes=[[8, 16]], dtypes=["torch.float32"])
+    verdict, judgement, _ = _verdict(judge, on_call(4, untimed))  # calls 1-2 check, 3 warms up, 4 is timed
+    assert verdict is Verdict.RUNTIME_ERROR, judgement.reason
+
+
+@pytest.mark.parametrize("raw, says", [
+    (b"not json", "not JSON"),
+    (b"[1, 2]", "not an object"),
+    (b'{"op": "hello"}', "unknown op"),
+    (b'{"op": "called", "delivered": true, "types": 7, "shapes": [], "dtypes": []}', "'types' = 7"),
+    (b'{"op": "called", "delivered": true, "types": [], "shapes": [], "dtypes": [], "ms": 1e400}', "time of inf"),
+    (b'{"op": "called", "delivered": true, "types": [], "shapes": [], "dtypes": [], "ms": -1}', "time of -1"),
+    (b'{"op": "called", "delivered": true, "types": [], "shapes": [[-1]], "dtypes": []}', "shape dimension"),
+    (b'{"op": "ready", "weights": "mine", "landlock": 1}', "not one of"),
+    (b'{"op": "ready", "weights": "seeded", "landlock": true}', "Landlock ABI"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    (b'{"op": "called", "ms": ' + b"9" * 5000 + b"}", "not JSON"),
+    (json.dumps({"op": "pong", "pad": "x" * (5 * 2**20)}).encode(), "over the"),
+])
+def test_decode_reply_rejects_what_the_protocol_does_not_allow(raw, says):
+    with pytest.raises(ProtocolViolation, match=says.replace("(", r"\(")):
+        decode_reply(raw)
+
+
+def test_decode_reply_bounds_and_coerces_what_it_accepts():
+    raw = json.dumps({"op": "error", "kind": ["compile_error"], "stage": "forward", "message": "m" * 10**6,
+                      "traceback": [{"file": "f", "line": 3}] * 50}).encode()
+    claim = decode_reply(raw)
+    assert claim.kind == "runtime_error"  # a kind that is not one of the three is a runtime error
+    assert len(claim.message) == protocol.MAX_TEXT
+    assert len(claim.traceback) == protocol.MAX_FRAMES
+
+
+def test_every_claim_round_trips_through_the_wire():
+    claims = [protocol.ReadyClaim(weights="seeded", landlock=0), protocol.BuiltClaim(landlock=7),
+              protocol.BoundClaim(), protocol.PongClaim(), protocol.ProfiledClaim(kernels=["k"], aten_ops=[]),
+              protocol.CalledClaim(delivered=False, types=["builtins.int"], shapes=[None], dtypes=[None], ms=1.5),
+              protocol.ErrorClaim(kind="interface_error", stage="interface", message="m", type="T",
+                                  traceback=[protocol.FrameClaim("f", 1, "g", False, "t")])]
+    assert [decode_reply(c.encode()) for c in claims] == claims
+    assert set(protocol.CLAIMS) == {c.OP for c in claims}
