@@ -3,8 +3,13 @@
 # (evalkit score problems/: the curated solutions).
 # Everything worth keeping is written under $OUT.
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH="$PWD:/tmp/site" || exit 1
+# A GPU machine with no package registry: missing wheels (e.g. jsonlines) may be carried in .whl/.
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+python3 -c 'import click, jsonlines, tqdm, torch' || { echo "evalkit's dependencies are missing: pip install -e ." >&2; exit 1; }
 export EVALKIT_CACHE=/tmp/evalkit-cache PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'; } | tee "$OUT/environment.txt"

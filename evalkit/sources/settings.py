@@ -5,7 +5,7 @@ Trusted side; reads problem folders / files; never runs submission code.
 Each setting is a field of ``ProblemSettings`` declaring its default, its type (the annotation), its
 lower bound, its unit and a one-line help text. Everything else that shows a setting reads it from
 here: the ``problem.toml`` templates (``commented_toml``), the help of ``evalkit score``
-(``default_text``) and, kept in step by tests/test_problems.py, the table in docs/problems.md.
+(``default_text``) and, kept in step by tests/sources/test_problems.py, the table in docs/problems.md.
 """
 
 from __future__ import annotations

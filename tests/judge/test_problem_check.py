@@ -13,7 +13,7 @@ from evalkit.judge.problem_check import CheckReport, check_problem, describe_pro
 from evalkit.sources.problems import ProblemError, load_problem
 from evalkit.sources.scaffold import scaffold_problem
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "problems"
 BROKEN = ROOT / "tests" / "fixtures" / "broken_problems"
 

@@ -13,7 +13,7 @@ from evalkit.cli.main import main
 from evalkit.report.summary import write_reports
 from evalkit.report.text import format_leaderboard
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "reports" / "results.jsonl"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "reports" / "results.jsonl"
 
 
 def rows() -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from evalkit.sources.scaffold import scaffold_problem, template_toml
 from evalkit.sources.settings import (SETTING_KEYS, SETTINGS, ProblemSettings, commented_toml, default_text,
                                       format_number, type_text)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "problems.md"
 PROBLEMS = ROOT / "problems"
 FIXTURES = ROOT / "tests" / "fixtures" / "problems"

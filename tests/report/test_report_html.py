@@ -20,7 +20,7 @@ import pytest
 
 from evalkit.report.summary import write_reports
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "reports" / "results.jsonl"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "reports" / "results.jsonl"
 XSS = "</script><script>alert(1)</script>"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's `chromium` on PATH "

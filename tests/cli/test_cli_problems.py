@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from evalkit.cli.problems import problems
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROBLEMS = ROOT / "problems"
 FIXTURES = ROOT / "tests" / "fixtures" / "problems"
 BROKEN = ROOT / "tests" / "fixtures" / "broken_problems"

@@ -11,7 +11,7 @@ import pytest
 from evalkit.report import scoring
 from evalkit.records import VERDICT_ORDER
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "reports" / "results.jsonl"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "reports" / "results.jsonl"
 
 
 def row(run: str, problem: str, sample: str, verdict: str, eager: float | None = None,

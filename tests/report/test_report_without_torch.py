@@ -14,7 +14,7 @@ from pathlib import Path
 
 from evalkit.report.summary import write_reports
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "reports" / "results.jsonl"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "reports" / "results.jsonl"
 JUDGE_HOST = {"evalkit_version": "0.1.0", "python": "3.11.7", "platform": "Linux", "torch": "2.13.0",
               "cuda": "12.8", "cudnn": 90100, "gpu": "NVIDIA H100", "gpu_capability": "9.0", "driver": "570.1"}
 
