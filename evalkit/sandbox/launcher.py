@@ -62,11 +62,17 @@ class WorkerGone(Exception):
         self.kind = kind  # "crash" or "timeout"
 
 
+def package_root() -> Path:
+    """The folder holding the ``evalkit`` package, so ``python -m evalkit.sandbox.untrusted.worker`` finds it
+    also where evalkit is run from a checkout rather than installed."""
+    return Path(__file__).resolve().parents[2]
+
+
 def scrubbed_env(extra: dict[str, str], home: Path) -> dict[str, str]:
     """A minimal environment: no tokens, keys or user settings leak into submission code."""
     env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
     env.update(HOME=str(home), TMPDIR=str(home), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
-               PYTHONPATH=str(Path(__file__).resolve().parent.parent), PYTHONNOUSERSITE="1")
+               PYTHONPATH=str(package_root()), PYTHONNOUSERSITE="1")
     env.update(extra)
     return env
 

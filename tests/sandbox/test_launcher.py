@@ -1,0 +1,25 @@
+"""The launcher's environment for a worker: scrubbed, and able to import evalkit from a plain checkout."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import evalkit
+from evalkit.sandbox.launcher import scrubbed_env
+
+
+def test_the_worker_can_import_this_evalkit_without_it_being_installed(tmp_path):
+    # On a GPU machine evalkit often runs from a checkout; the worker then finds it only via PYTHONPATH.
+    env = scrubbed_env({}, tmp_path)
+    package = Path(env["PYTHONPATH"]) / "evalkit" / "__init__.py"
+    assert package.resolve() == Path(evalkit.__file__).resolve()
+
+
+def test_secrets_do_not_reach_the_worker(tmp_path, monkeypatch):
+    monkeypatch.setenv("EVALKIT_TEST_TOKEN", "hunter2")
+    env = scrubbed_env({"EXTRA": "1"}, tmp_path)
+    assert "EVALKIT_TEST_TOKEN" not in env
+    assert env["HOME"] == env["TMPDIR"] == str(tmp_path)
+    assert env["EXTRA"] == "1"
+    assert env.get("PATH") == os.environ.get("PATH")
