@@ -42,8 +42,8 @@ def _latest_out(submissions: Path) -> Path | None:
 @click.option("--rtol", type=click.FloatRange(min=0), default=None,
               help=f"Relative tolerance [problem.toml, {default_text('rtol')}].")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=None,
-              help="Seconds allowed per judging stage (load, correctness, timing) "
-                   f"[problem.toml, {default_text('run_timeout_s')}].")
+              help="Seconds allowed per judging step (loading, one call) [problem.toml; "
+                   "unset: derived from the reference's own time, see docs/judge.md].")
 @click.option("--build-timeout", "build_timeout_s", type=click.FloatRange(min=1), default=None,
               help="Seconds allowed for building one submission "
                    f"[problem.toml, {default_text('build_timeout_s')}].")

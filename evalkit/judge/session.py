@@ -14,6 +14,7 @@ import torch
 
 from evalkit.judge.reference import OutputSpec, ReferenceProblem
 from evalkit.judge.tensor_check import tensors_equal
+from evalkit.judge.time_limits import TimeLimits
 from evalkit.judge.verdicts import Finding, Stop, finding_of_claimed_error
 from evalkit.sandbox import protocol
 from evalkit.sandbox.protocol import Claim, Op
@@ -50,21 +51,22 @@ def poison(buffers: list[torch.Tensor]) -> None:
 class Session:
     """One submission's worker, with the judge-owned input and output buffers bound to it."""
 
-    def __init__(self, worker: WorkerChannel, ref: ReferenceProblem, timeout_s: float) -> None:
-        self.worker, self.ref, self.timeout_s = worker, ref, timeout_s
+    def __init__(self, worker: WorkerChannel, ref: ReferenceProblem, limits: TimeLimits) -> None:
+        self.worker, self.ref, self.limits = worker, ref, limits
+        self.calls = 0
         self.inputs: list[Any] = []
         self.outputs: list[torch.Tensor] = []
         self.originals: list[Any] = []
 
     def setup(self, request: dict[str, Any]) -> protocol.ReadyClaim:
         self.worker.send(request)
-        return self.expect(protocol.ReadyClaim, "load")
+        return self.expect(protocol.ReadyClaim, "load", self.limits.load_s)
 
     def bind(self, specs: list[OutputSpec], sample_inputs: list[Any]) -> None:
         self.inputs = [shared_like(v, self.ref.device) for v in sample_inputs]
         self.outputs = [shared_like(s, self.ref.device) for s in specs]
         self.worker.send(protocol.bind_request(self.inputs, self.outputs))
-        self.expect(protocol.BoundClaim, "bind")
+        self.expect(protocol.BoundClaim, "bind", self.limits.call_s)
 
     def load_inputs(self, originals: list[Any]) -> None:
         """Copy freshly drawn inputs into the shared buffers and poison the output buffers."""
@@ -78,20 +80,22 @@ class Session:
         if self.ref.device == "cuda":
             torch.cuda.synchronize()
         self.worker.send(protocol.call_request(timed))
-        return self.expect(protocol.CalledClaim, "forward")
+        self.calls += 1
+        limit = self.limits.first_call_s if self.calls == 1 else self.limits.call_s
+        return self.expect(protocol.CalledClaim, "forward", limit)
 
     def ping(self) -> None:
         self.worker.send(protocol.simple_request(Op.PING))
-        self.expect(protocol.PongClaim, "ping")
+        self.expect(protocol.PongClaim, "ping", self.limits.call_s)
 
     def profile(self) -> protocol.ProfiledClaim:
         self.worker.send(protocol.simple_request(Op.PROFILE))
-        return self.expect(protocol.ProfiledClaim, "profile")
+        return self.expect(protocol.ProfiledClaim, "profile", self.limits.first_call_s)
 
-    def expect(self, claim_type: type[Any], stage: str) -> Any:
-        """The next reply, if it is a ``claim_type``; else ``Stop`` with what it was."""
+    def expect(self, claim_type: type[Any], stage: str, limit_s: float) -> Any:
+        """The next reply within ``limit_s``, if it is a ``claim_type``; else ``Stop`` with what it was."""
         try:
-            claim = self.worker.receive(self.timeout_s, stage)
+            claim = self.worker.receive(limit_s, stage)
         except protocol.ProtocolViolation as violation:
             raise Stop(Finding.PROTOCOL_VIOLATION, f"protocol violation {violation}") from None
         if isinstance(claim, protocol.ErrorClaim):

@@ -21,6 +21,7 @@ from evalkit.judge.plausibility import custom_kernels, kernel_flags, reduced_pre
 from evalkit.judge.reference import OutputSpec, ReferenceProblem, correctness_seed, timing_seed
 from evalkit.judge.session import Session, WorkerChannel
 from evalkit.judge.tensor_check import Comparison, compare_outputs
+from evalkit.judge.time_limits import time_limits
 from evalkit.judge.timing import L2Flusher, TimingStats, measure
 from evalkit.judge.verdicts import Finding, Judgement, Stop
 from evalkit.records import Flag, to_jsonable
@@ -47,7 +48,7 @@ class JudgeSettings:
     correctness_trials: int
     timing_trials: int
     warmup_trials: int
-    run_timeout_s: float
+    run_timeout_s: float | None  # every step's limit; None: derived from the reference's time
     seed: int
     time_submissions: bool = True
 
@@ -63,6 +64,7 @@ class Judge:
         self.clock = Clock(ref.device)
         self.flusher = L2Flusher(ref.device)
         self._pytorch_error: dict[str, Any] | None = None
+        self.time_limits = time_limits(ref, settings.run_timeout_s, settings.seed)
 
     def judge(self, code_path: Path, workdir: Path, env: dict[str, str]) -> Judgement:
         """Judge the code at ``code_path`` in a fresh sandboxed worker."""
@@ -72,7 +74,7 @@ class Judge:
         """Judge through ``worker`` (any channel speaking the protocol), then close it."""
         stages: dict[str, float] = {}
         try:
-            result = self._judge_session(Session(worker, self.ref, self.settings.run_timeout_s), code_path, stages)
+            result = self._judge_session(Session(worker, self.ref, self.time_limits), code_path, stages)
         except Stop as stop:
             result = Judgement.stopped(stop)
         except WorkerGone as gone:

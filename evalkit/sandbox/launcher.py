@@ -31,6 +31,7 @@ from evalkit.sandbox.protocol import MAX_REPLY_BYTES, Claim, Op, ProtocolViolati
 logger = logging.getLogger(__name__)
 
 WATCHDOG_PERIOD_S = 0.25
+MARKER_VARIABLE = "EVALKIT_SANDBOX_ID"
 _KEEP_ENV = (
     "PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
     "CC", "CXX", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "TORCH_CUDA_ARCH_LIST", "NCCL_NVLS_ENABLE",
@@ -49,6 +50,7 @@ class Limits:
     open_files: int = 4096
     max_processes: int = 64
     output_bytes: int = 64 * 1024  # head and tail each kept from stdout and stderr
+    group: str = ""  # the sandboxes of one run share it, so ``kill_group`` can end them all at once
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,6 +104,17 @@ class _BoundedCapture(threading.Thread):
         return (bytes(self.head).decode("utf-8", "replace") + middle + bytes(self.tail).decode("utf-8", "replace"))
 
 
+def kill_group(group: str) -> int:
+    """SIGKILL every live process of every sandbox of ``group`` (a run's ``Limits.group``); return how many."""
+    members = sandbox_members(-1, f"{MARKER_VARIABLE}={group}.")
+    for pid in members:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return len(members)
+
+
 def sandbox_members(sid: int, marker: str) -> list[int]:
     """PIDs of every live process of one sandbox: its session, plus anything carrying its marker.
 
@@ -139,7 +152,7 @@ class UntrustedProcess:
 
     def __init__(self, workdir: Path, limits: Limits, env_extra: dict[str, str] | None = None) -> None:
         self.workdir, self.limits = workdir, limits
-        self.marker = f"EVALKIT_SANDBOX_ID={uuid.uuid4().hex}"
+        self.marker = f"{MARKER_VARIABLE}={limits.group}.{uuid.uuid4().hex}"
         parent_sock, child_sock = socket.socketpair()
         self._conn = Connection(parent_sock.detach())
         child_fd = child_sock.detach()

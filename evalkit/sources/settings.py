@@ -42,8 +42,9 @@ class ProblemSettings:
     warmup_trials: int = _setting(5, low=0, help="untimed calls before timing")
     build_timeout_s: float = _setting(900.0, low=0, inclusive=False, unit="s",
                                       help="time allowed to build one submission")
-    run_timeout_s: float = _setting(300.0, low=0, inclusive=False, unit="s",
-                                    help="time allowed per judging stage (load, correctness, timing)")
+    run_timeout_s: float | None = _setting(None, low=0, inclusive=False, unit="s", example=60.0,
+                                           help="time allowed per judging step (loading, one call); unset: "
+                                                "derived from the reference's own time (docs/judge.md)")
     flops: float | None = _setting(None, low=0, inclusive=False, unit="FLOP", example=1e9,
                                    help="work one forward call must do at least (implausible-speedup check)")
     min_bytes: float | None = _setting(None, low=0, inclusive=False, unit="bytes", example=1e6,

@@ -127,7 +127,7 @@ def test_defaults_when_problem_toml_has_no_settings() -> None:
     assert problem.settings == ProblemSettings()
     s = problem.settings
     assert (s.atol, s.rtol, s.correctness_trials, s.timing_trials, s.warmup_trials) == (1e-2, 1e-2, 5, 50, 5)
-    assert (s.build_timeout_s, s.run_timeout_s, s.flops, s.min_bytes) == (900.0, 300.0, None, None)
+    assert (s.build_timeout_s, s.run_timeout_s, s.flops, s.min_bytes) == (900.0, None, None, None)
     assert (problem.title, problem.level, problem.tags) == ("Tiny ReLU", 1, ("fixture", "elementwise"))
 
 
@@ -252,8 +252,9 @@ def test_score_help_shows_the_declared_defaults() -> None:
     text = " ".join(CliRunner().invoke(score_command, ["--help"], terminal_width=400).output.split())
     for option, key in (("--trials", "correctness_trials"), ("--timing-trials", "timing_trials"),
                         ("--warmup", "warmup_trials"), ("--atol", "atol"), ("--rtol", "rtol"),
-                        ("--timeout", "run_timeout_s"), ("--build-timeout", "build_timeout_s")):
+                        ("--build-timeout", "build_timeout_s")):
         assert re.search(rf"{option} \S+ RANGE [^[]*\[problem\.toml, {re.escape(default_text(key))}\]", text), option
+    assert re.search(r"--timeout \S+ RANGE [^[]*\[problem\.toml; unset: derived from the reference's own time", text)
 
 
 # ------------------------------------------------------------------------------- hashing, modules, dict

@@ -1,0 +1,56 @@
+"""Trusted side: how long a worker may take for each step of judging, from the problem's own time.
+
+A step is one request and its reply: loading (import, build from cache, construct), the first call,
+each later call. The limits come from the reference's eager time on this device, measured by the judge
+before any submission runs, so a hang costs at most ``max(LOAD_S, FIRST_CALL_S)`` on problems whose
+reference runs in milliseconds, while a correct answer up to ``SLOWDOWN_ALLOWED`` times slower than
+eager is never cut off. ``--timeout`` or ``run_timeout_s`` in problem.toml set every step's limit instead.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+import torch
+
+from evalkit.judge.reference import ReferenceProblem, timing_seed
+from evalkit.sandbox.clock import Clock
+
+LOAD_S = 60.0  # start Python and torch, load a cached extension, construct ModelNew
+FIRST_CALL_S = 60.0  # lazy CUDA/cuDNN start-up and any compilation done on the first call
+CALL_FLOOR_S = 10.0  # a later call, however fast the reference (host jitter, a loaded machine)
+SLOWDOWN_ALLOWED = 1000.0  # a call may be this many times slower than the reference's eager time
+REFERENCE_CALLS = 3
+
+
+@dataclass(frozen=True)
+class TimeLimits:
+    load_s: float
+    first_call_s: float
+    call_s: float
+
+    @classmethod
+    def derived(cls, reference_ms: float) -> "TimeLimits":
+        call = max(CALL_FLOOR_S, SLOWDOWN_ALLOWED * reference_ms / 1e3)
+        return cls(load_s=LOAD_S, first_call_s=max(FIRST_CALL_S, call), call_s=call)
+
+    @classmethod
+    def fixed(cls, seconds: float) -> "TimeLimits":
+        return cls(load_s=seconds, first_call_s=seconds, call_s=seconds)
+
+
+def reference_ms(ref: ReferenceProblem, seed: int) -> float:
+    """The reference's eager time per call on its device (median of a few calls after one warm-up)."""
+    clock, samples = Clock(ref.device), []
+    with torch.no_grad():
+        for call in range(REFERENCE_CALLS + 1):
+            inputs = ref.make_inputs(timing_seed(seed, call))
+            elapsed, _ = clock.time_ms(lambda: ref.model(*inputs))
+            samples.append(elapsed)
+    return statistics.median(samples[1:])
+
+
+def time_limits(ref: ReferenceProblem, override_s: float | None, seed: int) -> TimeLimits:
+    """``override_s`` for every step when given, else limits derived from the reference's time."""
+    return TimeLimits.fixed(override_s) if override_s else TimeLimits.derived(reference_ms(ref, seed))

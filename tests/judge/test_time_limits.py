@@ -1,0 +1,59 @@
+"""Time limits come from the reference's own time: a hang costs seconds, a slow correct answer is not cut off."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+from click.testing import CliRunner
+
+from conftest import FIXTURES
+from evalkit.cli.main import main
+from evalkit.judge import time_limits
+from evalkit.judge.reference import ReferenceProblem
+from evalkit.judge.time_limits import TimeLimits, reference_ms
+from evalkit.sources.problems import load_problem
+
+
+def test_a_fast_reference_gets_the_floors():
+    limits = TimeLimits.derived(reference_ms=2.0)
+    assert (limits.load_s, limits.first_call_s, limits.call_s) == (60.0, 60.0, 10.0)
+
+
+def test_a_slow_reference_allows_a_thousand_times_its_time():
+    limits = TimeLimits.derived(reference_ms=100.0)
+    assert limits.call_s == 100.0 and limits.first_call_s == 100.0
+
+
+def test_an_override_sets_every_step():
+    assert TimeLimits.fixed(7.0) == TimeLimits(7.0, 7.0, 7.0)
+
+
+def test_the_reference_is_timed_on_its_device():
+    ref = ReferenceProblem(load_problem(FIXTURES / "judge_problems" / "linear_relu"), "cpu", init_seed=1)
+    assert 0 < reference_ms(ref, seed=1) < 1000
+
+
+def test_a_hang_costs_the_derived_limit_not_minutes(tmp_path, monkeypatch):
+    # The shipped floors (60 s for loading and the first call) are lowered so the test stays short;
+    # the rule under test is that nothing but the derived limits bounds the hang.
+    monkeypatch.setattr(time_limits, "LOAD_S", 30.0)
+    monkeypatch.setattr(time_limits, "FIRST_CALL_S", 3.0)
+    monkeypatch.setattr(time_limits, "CALL_FLOOR_S", 2.0)
+    run = tmp_path / "subs" / "run" / "linear_relu"
+    run.mkdir(parents=True)
+    shutil.copy(FIXTURES / "judge_submissions" / "fixtures" / "linear_relu" / "hang.py", run / "hang.py")
+    shutil.copy(FIXTURES / "judge_submissions" / "fixtures" / "linear_relu" / "correct_python.md", run / "ok.md")
+    start = time.monotonic()
+    result = CliRunner().invoke(main, ["score", str(tmp_path / "subs"), "--problems", str(FIXTURES / "judge_problems"),
+                                       "--out", str(tmp_path / "out"), "--device", "cpu", "--baselines", "none",
+                                       "--timing-trials", "3", "--warmup", "1", "--seed", "1",
+                                       "--cache-dir", str(tmp_path / "cache")], catch_exceptions=False)
+    elapsed = time.monotonic() - start
+    assert result.exit_code == 0, result.output
+    rows = {r["sample"]: r for r in map(json.loads, (tmp_path / "out" / "results.jsonl").read_text().splitlines())}
+    assert rows["hang"]["verdict"] == "timeout"
+    assert "exceeded its 3 s limit" in rows["hang"]["reason"]
+    assert rows["ok"]["verdict"] == "correct"
+    assert elapsed < 60
