@@ -22,7 +22,8 @@ STAGES = ("records", "host_facts", "results_file", "sources", "intake", "sandbox
 # Report reads rows only: it may import the vocabulary and the results file, nothing that judges.
 REPORT_MAY_IMPORT = ("records", "host_facts", "results_file", "report")
 # What runs inside the submission's interpreter may import only these evalkit modules.
-UNTRUSTED_MAY_IMPORT = ("evalkit.sandbox.protocol", "evalkit.sandbox.clock", "evalkit.sandbox.untrusted")
+UNTRUSTED_MAY_IMPORT = ("evalkit.sandbox.protocol", "evalkit.sandbox.clock", "evalkit.sandbox.shared_buffers",
+                        "evalkit.sandbox.untrusted")
 
 
 def _name(path: Path) -> str:

@@ -8,6 +8,7 @@ is raised as ``verdicts.Stop``; a reply that breaks the protocol is one such obs
 
 from __future__ import annotations
 
+import os
 from typing import Any, Protocol
 
 import torch
@@ -16,7 +17,7 @@ from evalkit.judge.reference import OutputSpec, ReferenceProblem
 from evalkit.judge.tensor_check import tensors_equal
 from evalkit.judge.time_limits import TimeLimits
 from evalkit.judge.verdicts import Finding, Stop, finding_of_claimed_error
-from evalkit.sandbox import protocol
+from evalkit.sandbox import protocol, shared_buffers
 from evalkit.sandbox.protocol import Claim, Op
 
 PLAIN_TENSOR_TYPES = ("torch.Tensor", "torch.nn.parameter.Parameter")
@@ -27,20 +28,11 @@ class WorkerChannel(Protocol):
 
     def send(self, message: dict[str, Any]) -> None: ...
 
+    def send_fds(self, fds: list[int]) -> None: ...
+
     def receive(self, timeout_s: float, stage: str) -> Claim: ...
 
     def close(self) -> tuple[str, str]: ...
-
-
-def shared_like(spec_or_tensor: Any, device: str) -> Any:
-    """A judge-owned buffer the worker can write into (shared memory on CPU, CUDA IPC on a GPU)."""
-    if isinstance(spec_or_tensor, OutputSpec):
-        buf = torch.empty(spec_or_tensor.shape, dtype=spec_or_tensor.dtype, device=device)
-    elif isinstance(spec_or_tensor, torch.Tensor):
-        buf = torch.empty_like(spec_or_tensor, device=device)
-    else:
-        return spec_or_tensor
-    return buf.share_memory_() if device == "cpu" else buf
 
 
 def poison(buffers: list[torch.Tensor]) -> None:
@@ -57,16 +49,25 @@ class Session:
         self.inputs: list[Any] = []
         self.outputs: list[torch.Tensor] = []
         self.originals: list[Any] = []
+        self._mappings: list[Any] = []
 
-    def setup(self, request: dict[str, Any]) -> protocol.ReadyClaim:
-        self.worker.send(request)
+    def start(self, fields: dict[str, Any], specs: list[OutputSpec], sample_inputs: list[Any]) -> protocol.ReadyClaim:
+        """Send the setup request (``fields`` plus the judge-owned buffers) and wait for the worker to load."""
+        fds: list[int] = []
+        device = self.ref.device
+        inputs = [shared_buffers.describe(v, device, fds, self._mappings) for v in sample_inputs]
+        outputs = [shared_buffers.describe(torch.empty(s.shape, dtype=s.dtype, device="meta"), device, fds,
+                                           self._mappings) for s in specs]
+        self.inputs, self.outputs = [b for b, _ in inputs], [b for b, _ in outputs]
+        self.worker.send(protocol.setup_request(**fields, inputs=[e for _, e in inputs],
+                                                outputs=[e for _, e in outputs], fd_count=len(fds)))
+        try:
+            if fds:
+                self.worker.send_fds(fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
         return self.expect(protocol.ReadyClaim, "load", self.limits.load_s)
-
-    def bind(self, specs: list[OutputSpec], sample_inputs: list[Any]) -> None:
-        self.inputs = [shared_like(v, self.ref.device) for v in sample_inputs]
-        self.outputs = [shared_like(s, self.ref.device) for s in specs]
-        self.worker.send(protocol.bind_request(self.inputs, self.outputs))
-        self.expect(protocol.BoundClaim, "bind", self.limits.call_s)
 
     def load_inputs(self, originals: list[Any]) -> None:
         """Copy freshly drawn inputs into the shared buffers and poison the output buffers."""

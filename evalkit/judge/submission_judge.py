@@ -32,6 +32,7 @@ from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
 logger = logging.getLogger(__name__)
 
 VERIFIED_TIMED_CALLS = 3
+SIGNAL_SCOPING_ABI = 6  # Landlock scopes signals and abstract sockets from this ABI on
 # The most per-call overhead (IPC, harness Python) the judge will excuse between the time a
 # worker reports and the wall time it observes; a worker slowing its own pings gains no more.
 OVERHEAD_CAP_MS = {"cuda": 1.0, "cpu": 5.0}
@@ -57,14 +58,23 @@ class Judge:
     """Judges submissions of one problem on one device; reuse it for all of that problem's submissions."""
 
     def __init__(self, ref: ReferenceProblem, settings: JudgeSettings, limits: Limits) -> None:
-        # Shared CPU tensors must travel by name: the worker is not our multiprocessing child,
-        # so the default strategy (passing file descriptors) cannot reach it.
-        torch.multiprocessing.set_sharing_strategy("file_system")
         self.ref, self.settings, self.limits = ref, settings, limits
         self.clock = Clock(ref.device)
         self.flusher = L2Flusher(ref.device)
-        self._pytorch_error: dict[str, Any] | None = None
         self.time_limits = time_limits(ref, settings.run_timeout_s, settings.seed)
+        self.specs, self.input_templates, self._pytorch_error = self._first_trial_facts()
+
+    def _first_trial_facts(self) -> tuple[list[OutputSpec], list[Any], dict[str, Any]]:
+        """The outputs' form, the inputs' form and PyTorch's own float32 error, from the first trial's inputs."""
+        originals = self.ref.make_inputs(correctness_seed(self.settings.seed, 0))
+        own = self.ref.pytorch_float32(originals)
+        specs = self.ref.output_specs(own)
+        expected = self.ref.expected(originals)
+        result = compare_outputs(own[0], expected[0], atol=self.settings.atol, rtol=self.settings.rtol,
+                                 expected_dtype=specs[0].dtype)
+        templates = [torch.empty_like(v, device="meta") if isinstance(v, torch.Tensor) else v for v in originals]
+        error = {"max_abs_err": result.max_abs_err, "max_rel_err": result.max_rel_err, "rel_l2_err": result.rel_l2_err}
+        return specs, templates, error
 
     def judge(self, code_path: Path, workdir: Path, env: dict[str, str]) -> Judgement:
         """Judge the code at ``code_path`` in a fresh sandboxed worker."""
@@ -91,9 +101,10 @@ class Judge:
 
     def _judge_session(self, session: Session, code_path: Path, stages: dict[str, float]) -> Judgement:
         start = time.monotonic()
-        ready = session.setup(protocol.setup_request(
-            "judge", str(code_path), self.ref.device, self.limits.to_dict(), init_inputs=self.ref.init_inputs,
-            init_seed=self.ref.init_seed, n_inputs=self.ref.n_inputs, state_dict=self.ref.state_dict))
+        fields = {"mode": "judge", "code_path": str(code_path), "device": self.ref.device,
+                  "limits": self.limits.to_dict(), "init_inputs": self.ref.init_inputs, "init_seed": self.ref.init_seed,
+                  "n_inputs": self.ref.n_inputs, "state_dict": self.ref.state_dict}
+        ready = session.start(fields, self.specs, self.input_templates)
         stages["load_s"] = time.monotonic() - start
         start = time.monotonic()
         correctness = self._check_correctness(session)
@@ -104,8 +115,7 @@ class Judge:
             judgement.flags.append(Flag.REDUCED_PRECISION.value)
         if self.ref.device == "cuda":
             judgement.flags.extend(self._observe_kernels(session, code_path, correctness))
-        if not ready.landlock:
-            judgement.warnings.append("this kernel has no Landlock: the submission's file writes were not confined")
+        judgement.warnings.extend(_confinement_warnings(ready))
         if ready.weights == "seeded":
             judgement.warnings.append("ModelNew's parameters differ from Model's in names or shapes: "
                                       "weights come from seeding the RNG identically, not from the state_dict")
@@ -118,22 +128,14 @@ class Judge:
 
     def _check_correctness(self, session: Session) -> dict[str, Any]:
         worst: Comparison | None = None
-        specs: list[OutputSpec] = []
+        specs = self.specs
         for trial in range(self.settings.correctness_trials):
             seed = correctness_seed(self.settings.seed, trial)
             originals = self.ref.make_inputs(seed)
-            pytorch_output: list[torch.Tensor] | None = None
-            if trial == 0:
-                pytorch_output = self.ref.pytorch_float32(originals)
-                specs = self.ref.output_specs(pytorch_output)
-                session.bind(specs, originals)
             session.load_inputs(originals)
             reply = session.call()
             session.check_delivery(reply, specs)
             expected = self.ref.expected(originals)
-            if pytorch_output is not None and self._pytorch_error is None:
-                self._pytorch_error = self._pytorch_error_of(pytorch_output, expected, specs)
-            del pytorch_output
             for index, (out, exp, spec) in enumerate(zip(session.outputs, expected, specs)):
                 result = compare_outputs(out, exp, atol=self.settings.atol, rtol=self.settings.rtol,
                                          expected_dtype=spec.dtype)
@@ -155,13 +157,6 @@ class Judge:
         correctness["kernels"] = kernels[:50]
         correctness["custom_kernels"] = custom_kernels(kernels)[:50]
         return kernel_flags(kernels, "load_inline" in code_path.read_text(errors="replace"))
-
-    def _pytorch_error_of(self, own: list[torch.Tensor], expected: list[torch.Tensor],
-                          specs: list[OutputSpec]) -> dict[str, Any]:
-        result = compare_outputs(own[0], expected[0], atol=self.settings.atol, rtol=self.settings.rtol,
-                                 expected_dtype=specs[0].dtype)
-        return {"max_abs_err": result.max_abs_err, "max_rel_err": result.max_rel_err,
-                "rel_l2_err": result.rel_l2_err}
 
     def _time(self, session: Session, flags: list[str]) -> dict[str, Any]:
         """Time in lockstep: the judge refills inputs and flushes L2 before each call, and re-checks a random sample."""
@@ -226,6 +221,19 @@ class Judge:
         samples = [self.clock.wall_ms(session.ping)[0] for _ in range(9)]
         return sorted(samples)[len(samples) // 2]
 
+
+
+def _confinement_warnings(ready: protocol.ReadyClaim) -> list[str]:
+    """What the worker says its confinement lacked (a claim: a submission can only make these appear)."""
+    warnings = []
+    if not ready.landlock:
+        warnings.append("this kernel has no Landlock: the submission's file writes were not confined")
+    elif ready.landlock < SIGNAL_SCOPING_ABI:
+        warnings.append(f"this kernel's Landlock (ABI {ready.landlock}) cannot scope signals: the submission "
+                        f"could signal processes outside its sandbox")
+    if "WITH capabilities" in ready.privileges:
+        warnings.append("the worker ran as root and could not drop its capabilities")
+    return warnings
 
 
 def _claimed_ms(claim: protocol.CalledClaim) -> float:

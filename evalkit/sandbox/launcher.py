@@ -13,7 +13,9 @@ a reply that breaks the protocol gets the worker killed at once.
 from __future__ import annotations
 
 import logging
+import ctypes
 import os
+import pwd
 import signal
 import socket
 import subprocess
@@ -26,11 +28,14 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from evalkit.sandbox.shared_buffers import send_fds
 from evalkit.sandbox.protocol import MAX_REPLY_BYTES, Claim, Op, ProtocolViolation, decode_reply, simple_request
 
 logger = logging.getLogger(__name__)
 
 WATCHDOG_PERIOD_S = 0.25
+UNPRIVILEGED_USER = "nobody"
+_IPC_RMID = 0
 MARKER_VARIABLE = "EVALKIT_SANDBOX_ID"
 _KEEP_ENV = (
     "PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
@@ -51,6 +56,7 @@ class Limits:
     max_processes: int = 64
     output_bytes: int = 64 * 1024  # head and tail each kept from stdout and stderr
     group: str = ""  # the sandboxes of one run share it, so ``kill_group`` can end them all at once
+    run_as: tuple[int, int] | None = None  # (uid, gid) a worker started by root becomes (``unprivileged_identity``)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,6 +110,56 @@ class _BoundedCapture(threading.Thread):
         return (bytes(self.head).decode("utf-8", "replace") + middle + bytes(self.tail).decode("utf-8", "replace"))
 
 
+def unprivileged_identity(user: str = UNPRIVILEGED_USER) -> tuple[int, int] | None:
+    """(uid, gid) of ``user`` when this process is root and that user can run a worker, else None.
+
+    The user must be able to read this Python, torch and evalkit; where they live under a folder only root
+    may enter (a virtual environment in /root, say), workers stay uid 0 and drop every capability instead.
+    """
+    if os.geteuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        logger.warning("no user %r: sandboxes run as uid 0 without capabilities", user)
+        return None
+    probe = [sys.executable, "-c", "import torch, evalkit.sandbox.untrusted.worker"]
+    try:
+        result = subprocess.run(probe, user=entry.pw_uid, group=entry.pw_gid, extra_groups=[], cwd="/",
+                                env=scrubbed_env({}, Path("/tmp")), capture_output=True, timeout=300)
+    except (OSError, subprocess.SubprocessError) as err:
+        logger.warning("user %r cannot start a worker (%s): sandboxes run as uid 0 without capabilities", user, err)
+        return None
+    if result.returncode != 0:
+        logger.warning("user %r cannot import torch and evalkit (%s): sandboxes run as uid 0 without "
+                       "capabilities", user, result.stderr.decode(errors="replace").strip().splitlines()[-1:])
+        return None
+    return entry.pw_uid, entry.pw_gid
+
+
+def hand_over(folder: Path, run_as: tuple[int, int] | None) -> None:
+    """Make ``folder`` (created if missing) and everything in it the sandbox user's, so its worker can write there."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if run_as is None:
+        return
+    for path in [folder, *folder.rglob("*")]:
+        os.chown(path, *run_as, follow_symlinks=False)
+
+
+def remove_shared_memory(pids: list[int]) -> None:
+    """Remove the System V shared memory segments these processes created (they would outlive them)."""
+    wanted = set(pids)
+    try:
+        lines = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    except OSError:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 4 and int(fields[4]) in wanted:
+            libc.shmctl(int(fields[1]), _IPC_RMID, None)
+
+
 def kill_group(group: str) -> int:
     """SIGKILL every live process of every sandbox of ``group`` (a run's ``Limits.group``); return how many."""
     members = sandbox_members(-1, f"{MARKER_VARIABLE}={group}.")
@@ -153,12 +209,16 @@ class UntrustedProcess:
     def __init__(self, workdir: Path, limits: Limits, env_extra: dict[str, str] | None = None) -> None:
         self.workdir, self.limits = workdir, limits
         self.marker = f"{MARKER_VARIABLE}={limits.group}.{uuid.uuid4().hex}"
+        env_extra = env_extra or {}
+        hand_over(workdir, limits.run_as)
+        if env_extra.get("TORCH_EXTENSIONS_DIR"):
+            hand_over(Path(env_extra["TORCH_EXTENSIONS_DIR"]), limits.run_as)
         parent_sock, child_sock = socket.socketpair()
         self._conn = Connection(parent_sock.detach())
         child_fd = child_sock.detach()
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "evalkit.sandbox.untrusted.worker", str(child_fd)],
-            cwd=workdir, env=scrubbed_env({**(env_extra or {}), **dict([self.marker.split("=", 1)])}, workdir),
+            cwd=workdir, env=scrubbed_env({**env_extra, **dict([self.marker.split("=", 1)])}, workdir),
             pass_fds=(child_fd,),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
         )
@@ -167,6 +227,7 @@ class UntrustedProcess:
         self._stderr = _BoundedCapture(self._proc.stderr, limits.output_bytes)
         self.killed_because = ""
         self._last_watch = 0.0
+        self._seen = {self._proc.pid}  # every process of the sandbox seen alive, for cleaning up after them
 
     @property
     def pid(self) -> int:
@@ -176,6 +237,13 @@ class UntrustedProcess:
         try:
             self._conn.send(message)
         except (BrokenPipeError, ConnectionResetError, OSError) as err:
+            raise self._gone(f"could not send to the worker ({err})") from err
+
+    def send_fds(self, fds: list[int]) -> None:
+        """Hand the worker file descriptors (the judge's anonymous buffers), right after the request naming them."""
+        try:
+            send_fds(self._conn.fileno(), fds)
+        except OSError as err:
             raise self._gone(f"could not send to the worker ({err})") from err
 
     def receive(self, timeout_s: float, stage: str) -> Claim:
@@ -223,6 +291,7 @@ class UntrustedProcess:
             return
         self._last_watch = now
         members = sandbox_members(self._proc.pid, self.marker)
+        self._seen.update(members)
         if len(members) > self.limits.max_processes:
             self.kill(f"killed: {len(members)} processes exceed the limit of {self.limits.max_processes}")
             return
@@ -254,12 +323,14 @@ class UntrustedProcess:
                     os.kill(pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
+            self._seen.update(targets)
             if not targets:
                 break
         try:
             self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             logger.warning("worker %s did not exit after SIGKILL", self._proc.pid)
+        remove_shared_memory(sorted(self._seen))
 
     def close(self) -> tuple[str, str]:
         """Stop the worker (politely, then by force) and return its captured stdout and stderr."""

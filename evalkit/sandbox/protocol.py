@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import pickle
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -29,8 +31,8 @@ MAX_DIMS = 16
 class Op:
     """The judge's requests."""
 
-    SETUP = "setup"      # load the submission (mode "build": import only; mode "judge": construct ModelNew)
-    BIND = "bind"        # here are the judge-owned input and output buffers
+    SETUP = "setup"      # load the submission (mode "build": import only; mode "judge": take the judge-owned
+                         # input and output buffers, then construct ModelNew)
     CALL = "call"        # run forward on the bound inputs, copy the result into the output buffers
     PROFILE = "profile"  # run forward once under the profiler, name the kernels that ran
     PING = "ping"        # a call's path with no model: the judge's overhead probe
@@ -44,13 +46,15 @@ class ProtocolViolation(Exception):
 # ---- judge -> worker -------------------------------------------------------------------------------
 
 def setup_request(mode: str, code_path: str, device: str, limits: dict[str, Any], *, init_inputs: Any = None,
-                  init_seed: int = 0, n_inputs: int = 0, state_dict: Any = None) -> dict[str, Any]:
+                  init_seed: int = 0, n_inputs: int = 0, state_dict: Any = None, inputs: list[Any] | None = None,
+                  outputs: list[Any] | None = None, fd_count: int = 0) -> dict[str, Any]:
+    """The first request. ``init_inputs`` and ``state_dict`` travel by value (plain pickle), never as shared
+    memory; ``inputs``/``outputs`` are the judge's buffers (``shared_buffers``), whose ``fd_count`` file
+    descriptors follow the request on the socket."""
     return {"op": Op.SETUP, "mode": mode, "code_path": code_path, "device": device, "limits": limits,
-            "init_inputs": init_inputs, "init_seed": init_seed, "n_inputs": n_inputs, "state_dict": state_dict}
-
-
-def bind_request(inputs: list[Any], outputs: list[Any]) -> dict[str, Any]:
-    return {"op": Op.BIND, "inputs": inputs, "outputs": outputs}
+            "init_inputs": pickle.dumps(init_inputs), "init_seed": init_seed, "n_inputs": n_inputs,
+            "state_dict": pickle.dumps(state_dict), "inputs": inputs or [], "outputs": outputs or [],
+            "fd_count": fd_count, "judge_pid": os.getpid()}
 
 
 def call_request(timed: bool) -> dict[str, Any]:
@@ -105,17 +109,14 @@ class ReadyClaim(Claim):
     WEIGHTS: ClassVar[tuple[str, ...]] = ("state_dict", "seeded")
     weights: str
     landlock: int
+    privileges: str = ""
 
 
 @dataclass(frozen=True)
 class BuiltClaim(Claim):
     OP: ClassVar[str] = "built"
     landlock: int
-
-
-@dataclass(frozen=True)
-class BoundClaim(Claim):
-    OP: ClassVar[str] = "bound"
+    privileges: str = ""
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,7 @@ class PongClaim(Claim):
     OP: ClassVar[str] = "pong"
 
 
-CLAIMS: dict[str, type[Claim]] = {c.OP: c for c in (ErrorClaim, ReadyClaim, BuiltClaim, BoundClaim, CalledClaim,
+CLAIMS: dict[str, type[Claim]] = {c.OP: c for c in (ErrorClaim, ReadyClaim, BuiltClaim, CalledClaim,
                                                      ProfiledClaim, PongClaim)}
 
 
@@ -248,9 +249,10 @@ def _called(m: dict[str, Any]) -> CalledClaim:
 _READERS: dict[str, Any] = {
     "error": _error,
     "ready": lambda m: ReadyClaim(weights=_choice(m, "weights", ReadyClaim.WEIGHTS),
-                                  landlock=_small_int(m.get("landlock"), "the Landlock ABI", high=1000)),
-    "built": lambda m: BuiltClaim(landlock=_small_int(m.get("landlock"), "the Landlock ABI", high=1000)),
-    "bound": lambda m: BoundClaim(),
+                                  landlock=_small_int(m.get("landlock"), "the Landlock ABI", high=1000),
+                                  privileges=_text(m, "privileges", MAX_NAME, "")),
+    "built": lambda m: BuiltClaim(landlock=_small_int(m.get("landlock"), "the Landlock ABI", high=1000),
+                                  privileges=_text(m, "privileges", MAX_NAME, "")),
     "called": _called,
     "profiled": lambda m: ProfiledClaim(kernels=_names(m, "kernels"), aten_ops=_names(m, "aten_ops")),
     "pong": lambda m: PongClaim(),

@@ -4,6 +4,7 @@ two messages becomes that submission's verdict, and nothing escapes as an except
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,7 +16,7 @@ from evalkit.judge.reference import ReferenceProblem
 from evalkit.judge.submission_judge import Judge, JudgeSettings
 from evalkit.judge.verdicts import VERDICT_OF, Finding
 from evalkit.records import Verdict
-from evalkit.sandbox import protocol
+from evalkit.sandbox import protocol, shared_buffers
 from evalkit.sandbox.launcher import Limits, WorkerGone
 from evalkit.sandbox.protocol import Op, ProtocolViolation, decode_reply
 from evalkit.sources.problems import load_problem
@@ -33,12 +34,17 @@ class FakeWorker:
         self.outputs: list[torch.Tensor] = []
         self.closed = False
         self._pending: Any = None
+        self._mappings: list[Any] = []
 
     def send(self, message: dict[str, Any]) -> None:
         self.requests.append(message)
-        if message["op"] == Op.BIND:
-            self.inputs, self.outputs = message["inputs"], message["outputs"]
         self._pending = message
+
+    def send_fds(self, fds: list[int]) -> None:  # what the worker does with the judge's buffers
+        setup = self._pending
+        fds = [os.dup(fd) for fd in fds]
+        self.inputs = shared_buffers.map_entries(setup["inputs"], fds, self._mappings)
+        self.outputs = shared_buffers.map_entries(setup["outputs"], fds, self._mappings)
 
     def receive(self, timeout_s: float, stage: str) -> protocol.Claim:
         request, self._pending = self._pending, None
@@ -57,8 +63,6 @@ def honest(worker: FakeWorker, request: dict[str, Any]) -> protocol.Claim:
     op = request["op"]
     if op == Op.SETUP:
         return protocol.ReadyClaim(weights="state_dict", landlock=7)
-    if op == Op.BIND:
-        return protocol.BoundClaim()
     if op == Op.PING:
         return protocol.PongClaim()
     if op == Op.CALL:
@@ -107,7 +111,8 @@ def test_an_honest_worker_is_correct_and_timed(judge):
     verdict, judgement, worker = _verdict(judge, None)
     assert verdict is Verdict.CORRECT, judgement.reason
     assert judgement.timing["count"] == 3
-    assert [r["op"] for r in worker.requests[:3]] == [Op.SETUP, Op.BIND, Op.CALL]
+    assert [r["op"] for r in worker.requests[:2]] == [Op.SETUP, Op.CALL]
+    assert worker.requests[0]["fd_count"] == 2  # one anonymous buffer for the input, one for the output
 
 
 def test_a_reply_of_the_wrong_op_is_a_protocol_violation(judge):
@@ -189,7 +194,7 @@ def test_decode_reply_bounds_and_coerces_what_it_accepts():
 
 def test_every_claim_round_trips_through_the_wire():
     claims = [protocol.ReadyClaim(weights="seeded", landlock=0), protocol.BuiltClaim(landlock=7),
-              protocol.BoundClaim(), protocol.PongClaim(), protocol.ProfiledClaim(kernels=["k"], aten_ops=[]),
+              protocol.PongClaim(), protocol.ProfiledClaim(kernels=["k"], aten_ops=[]),
               protocol.CalledClaim(delivered=False, types=["builtins.int"], shapes=[None], dtypes=[None], ms=1.5),
               protocol.ErrorClaim(kind="interface_error", stage="interface", message="m", type="T",
                                   traceback=[protocol.FrameClaim("f", 1, "g", False, "t")])]

@@ -2,8 +2,10 @@
 
 The worker calls ``restrict_writes`` on itself before importing submission code: afterwards it (and
 every process it starts) may still read anything, but may create, write, truncate, rename or delete
-files only beneath the allowed folders. Where the kernel lacks Landlock this returns 0 and changes
-nothing; the judge records that in the row.
+files only beneath the allowed folders. Landlock also stops it from ptracing any process outside its
+domain (so it cannot read another process's ``/proc/<pid>/environ`` or ``mem``), and, from ABI 6, from
+signalling one or connecting to its abstract Unix sockets. Where the kernel lacks Landlock this returns
+0 and changes nothing; the judge records that in the row.
 """
 
 from __future__ import annotations
@@ -20,8 +22,16 @@ _MAKE_ALL = sum(1 << bit for bit in range(6, 13))  # char, dir, reg, sock, fifo,
 _REFER, _TRUNCATE = 1 << 13, 1 << 14
 
 
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
+
+
 class _RulesetAttr(ctypes.Structure):
     _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+
+
+class _ScopedRulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -51,7 +61,7 @@ def restrict_writes(writable: list[str]) -> int:
         return 0
     libc = ctypes.CDLL(None, use_errno=True)
     rights = _write_rights(abi)
-    attr = _RulesetAttr(rights)
+    attr = _ScopedRulesetAttr(rights, 0, _SCOPE_SIGNAL | _SCOPE_ABSTRACT_UNIX_SOCKET) if abi >= 6 else _RulesetAttr(rights)
     ruleset = libc.syscall(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
     if ruleset < 0:
         return 0

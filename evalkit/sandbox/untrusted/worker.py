@@ -137,7 +137,7 @@ class Harness:
         if signature_problem:
             return interface_error(signature_problem)
         self.model = model
-        return protocol.ReadyClaim(weights=weights, landlock=landlock_abi)
+        return protocol.ReadyClaim(weights=weights, landlock=landlock_abi, privileges=self.setup["privileges"])
 
     def _load_weights(self, model: Any) -> str:
         reference = self.setup.get("state_dict") or {}
@@ -205,32 +205,67 @@ def _forward_signature_problem(model: Any, n_inputs: int) -> str:
     return ""
 
 
-def _confine_writes() -> int:
-    from evalkit.sandbox.untrusted.landlock import restrict_writes
+# Devices a worker may open for writing: the usual character devices and the GPU's. Not /dev/shm:
+# shared memory it created there would outlive it and escape its memory limit.
+WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+GPU_DEVICE_PREFIXES = ("nvidia", "dri", "kfd")
 
+
+def writable_paths() -> list[str]:
+    """Where the worker may write: its own folder, its extension folder, its /proc entry and device files."""
     # /proc/<own pid>: the CUDA driver writes there while it initialises (Error 304 without it).
-    writable = [os.getcwd(), "/dev", os.path.realpath("/proc/self")]
+    writable = [os.getcwd(), os.path.realpath("/proc/self"), *WRITABLE_DEVICES]
+    if os.path.isdir("/dev"):
+        writable += [os.path.join("/dev", name) for name in sorted(os.listdir("/dev"))
+                     if name.startswith(GPU_DEVICE_PREFIXES)]
     extensions = os.environ.get("TORCH_EXTENSIONS_DIR")
     if extensions:
         os.makedirs(extensions, exist_ok=True)
         writable.append(extensions)
-    return restrict_writes(writable)
+    return writable
+
+
+def _confine_writes() -> int:
+    from evalkit.sandbox.untrusted.landlock import restrict_writes
+
+    return restrict_writes(writable_paths())
+
+
+def receive_setup(conn: Connection, mappings: list[Any]) -> dict[str, Any]:
+    """The setup request with its values unpacked and the judge's buffers mapped (before any confinement)."""
+    import pickle
+
+    from evalkit.sandbox.shared_buffers import map_entries, receive_fds
+
+    setup = conn.recv()
+    fds = receive_fds(conn.fileno(), setup["fd_count"]) if setup.get("fd_count") else []
+    setup["init_inputs"] = pickle.loads(setup["init_inputs"])
+    setup["state_dict"] = pickle.loads(setup["state_dict"])
+    setup["inputs"] = map_entries(setup["inputs"], fds, mappings)
+    setup["outputs"] = map_entries(setup["outputs"], fds, mappings)
+    for fd in fds:
+        os.close(fd)
+    return setup
 
 
 def serve(conn: Connection) -> None:
-    setup = conn.recv()
+    from evalkit.sandbox.untrusted.privileges import drop_privileges
+
+    mappings: list[Any] = []  # the judge's CPU buffers stay mapped for the worker's life
+    setup = receive_setup(conn, mappings)
+    run_as = setup["limits"].get("run_as")
+    setup["privileges"] = drop_privileges(tuple(run_as) if run_as else None, setup["judge_pid"])
     _apply_limits(setup["limits"])
     landlock_abi = _confine_writes()
-    import torch.multiprocessing
-
-    torch.multiprocessing.set_sharing_strategy("file_system")
     harness = Harness(conn, setup)
+    harness.inputs, harness.outputs = setup["inputs"], setup["outputs"]
     stage = "import"
     try:
         module = harness.load()
         stage = "construct"
         if setup["mode"] == "build":
-            harness.reply(harness.build_in_constructor(module) or protocol.BuiltClaim(landlock=landlock_abi))
+            built = protocol.BuiltClaim(landlock=landlock_abi, privileges=setup["privileges"])
+            harness.reply(harness.build_in_constructor(module) or built)
             return
         ready = harness.construct(module, landlock_abi)
         harness.reply(ready)
@@ -248,10 +283,7 @@ def _serve_requests(conn: Connection, harness: Harness) -> None:
         op = request["op"]
         if op == Op.EXIT:
             return
-        if op == Op.BIND:
-            harness.inputs, harness.outputs = request["inputs"], request["outputs"]
-            harness.reply(protocol.BoundClaim())
-        elif op == Op.CALL:
+        if op == Op.CALL:
             harness.reply(harness.call(request.get("timed", False)))
         elif op == Op.PROFILE:
             harness.reply(harness.profile())

@@ -1,0 +1,75 @@
+"""Both sides: the judge-owned tensors a worker reads its inputs from and writes its outputs into.
+
+On CPU they are anonymous memory (``memfd``), handed to exactly one worker as file descriptors over its
+own socket: no file name exists that another sandbox could open, and nothing is left in ``/dev/shm``.
+On CUDA they are device tensors sent as CUDA IPC handles inside the (pickled) setup request. Either
+way the worker receives them before any submission code runs, and before it confines its own writes.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import socket
+from typing import Any
+
+import torch
+
+FDS_MESSAGE = b"F"
+
+
+def describe(value: Any, device: str, fds: list[int], maps: list[mmap.mmap]) -> Any:
+    """A judge-owned buffer shaped like ``value`` (a tensor) and what the setup request carries for it.
+
+    Returns (buffer, message entry). On CPU the entry names a file descriptor appended to ``fds``.
+    """
+    if not isinstance(value, torch.Tensor):
+        return value, value
+    if device != "cpu":
+        buf = torch.empty_like(value, device=device)
+        return buf, buf
+    buf, fd, mapped = anonymous_tensor(tuple(value.shape), value.dtype)
+    fds.append(fd)
+    maps.append(mapped)
+    return buf, {"fd_index": len(fds) - 1, "shape": list(value.shape), "dtype": str(value.dtype).replace("torch.", "")}
+
+
+def anonymous_tensor(shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.Tensor, int, mmap.mmap]:
+    """A tensor in fresh anonymous shared memory: (tensor, memfd, its mapping)."""
+    nbytes = max(torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size(), 1)
+    fd = os.memfd_create("evalkit-buffer", os.MFD_CLOEXEC)
+    os.ftruncate(fd, nbytes)
+    mapped = mmap.mmap(fd, nbytes)
+    return _view(mapped, shape, dtype), fd, mapped
+
+
+def map_entries(entries: list[Any], fds: list[int], keep: list[mmap.mmap]) -> list[Any]:
+    """The worker's side of ``describe``: tensors over the received descriptors (mappings kept in ``keep``)."""
+    tensors = []
+    for entry in entries:
+        if isinstance(entry, dict) and "fd_index" in entry:
+            dtype = getattr(torch, entry["dtype"])
+            nbytes = max(torch.Size(entry["shape"]).numel() * torch.empty((), dtype=dtype).element_size(), 1)
+            mapped = mmap.mmap(fds[entry["fd_index"]], nbytes)
+            keep.append(mapped)
+            tensors.append(_view(mapped, tuple(entry["shape"]), dtype))
+        else:
+            tensors.append(entry)
+    return tensors
+
+
+def _view(mapped: mmap.mmap, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    flat = torch.frombuffer(mapped, dtype=torch.uint8)
+    count = torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
+    return flat[:count].view(dtype).reshape(shape)
+
+
+def send_fds(sock_fd: int, fds: list[int]) -> None:
+    with socket.socket(fileno=os.dup(sock_fd)) as sock:
+        socket.send_fds(sock, [FDS_MESSAGE], fds)
+
+
+def receive_fds(sock_fd: int, count: int) -> list[int]:
+    with socket.socket(fileno=os.dup(sock_fd)) as sock:
+        _, fds, _, _ = socket.recv_fds(sock, len(FDS_MESSAGE), count)
+    return list(fds)

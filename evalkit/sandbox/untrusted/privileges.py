@@ -1,0 +1,53 @@
+"""Untrusted side (the worker calls it on itself, before any submission code runs): giving up privileges.
+
+- The worker dies with the judge: ``PR_SET_PDEATHSIG`` (SIGKILL), set after any change of user, since
+  the kernel clears it then; if the judge is already gone, the worker exits at once.
+- Run as root, it becomes the unprivileged user the judge chose (``run_as``), which leaves it no
+  capabilities; where the judge found no user able to run the worker, it stays uid 0 but empties its
+  capability bounding, permitted, effective and inheritable sets, so no program it executes regains any.
+
+Returns a short description for the judge's records (a claim, like everything the worker says).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+
+_PR_SET_PDEATHSIG, _PR_CAPBSET_DROP = 1, 24
+_CAP_VERSION_3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_privileges(run_as: tuple[int, int] | None, judge_pid: int) -> str:
+    """Become ``run_as`` (uid, gid) or drop every capability; die with the judge. Returns what was done."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    done = "not root"
+    if os.geteuid() == 0 and run_as:
+        uid, gid = run_as
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+        done = f"uid {uid}"
+    elif os.geteuid() == 0:
+        done = "uid 0 without capabilities" if _drop_capabilities(libc) else "uid 0 WITH capabilities"
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != judge_pid:  # the judge died before the death signal was armed
+        os._exit(1)
+    return done
+
+
+def _drop_capabilities(libc: ctypes.CDLL) -> bool:
+    last = int(open("/proc/sys/kernel/cap_last_cap").read())
+    for cap in range(last + 1):
+        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+    header, data = _CapHeader(_CAP_VERSION_3, 0), (_CapData * 2)()
+    return libc.capset(ctypes.byref(header), data) == 0
