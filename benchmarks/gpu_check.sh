@@ -28,6 +28,33 @@ if [ "$stage" = all ] || [ "$stage" = cuda-tests ]; then
     --baselines eager --timeout 30 --timing-trials 20 --seed 3 2>&1 | tr '\r' '\n' | grep -v '^evalkit' | tail -5
   cp "$run_dir/cudafx"/results.jsonl "$OUT/cuda_fixtures_results.jsonl"
 fi
+if [ "$stage" = all ] || [ "$stage" = isolation ]; then
+  # Issue 10 on a GPU: the isolation attacks judged on cuda, and the CUDA faults with no --timeout, so the
+  # time limits derived from each reference bound the endless kernel.
+  python3 -m evalkit score tests/fixtures/isolation_submissions --problems tests/fixtures/judge_problems \
+    --out "$run_dir/isolation" --baselines eager --timing-trials 20 --seed 4 --jobs 4 > "$OUT/isolation_score.log" 2>&1
+  echo "isolation run exit code: $?" | tee -a "$OUT/isolation_score.log"
+  cp "$run_dir/isolation"/results.jsonl "$OUT/isolation_results.jsonl"
+  python3 -m evalkit score tests/fixtures/cuda_submissions --problems tests/fixtures/judge_problems --out "$run_dir/faults" \
+    --baselines eager --timing-trials 20 --seed 3 > "$OUT/faults_score.log" 2>&1
+  echo "faults run exit code: $?" | tee -a "$OUT/faults_score.log"
+  cp "$run_dir/faults"/results.jsonl "$OUT/faults_results.jsonl"
+  python3 - "$run_dir" <<'EOF' | tee "$OUT/isolation_summary.txt"
+import json, pathlib, sys
+for name in ("isolation", "faults"):
+    for line in (pathlib.Path(sys.argv[1]) / name / "results.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        print(f"{name:9} {r['sample']:24} {r['verdict']:15} {sum(r['stage_seconds'].values()):7.1f}s  {r['reason'][:90]}")
+def sandboxed(entry):
+    try:
+        return b"EVALKIT_SANDBOX_ID=" in (entry / "environ").read_bytes()
+    except OSError:
+        return False
+left = [p.name for p in pathlib.Path("/proc").iterdir() if p.name.isdigit() and sandboxed(p)]
+print("sandbox processes left:", left)
+print("/dev/shm/evalkit-attack exists:", pathlib.Path("/dev/shm/evalkit-attack").exists())
+EOF
+fi
 if [ "$stage" = curated ]; then
   python3 -m evalkit score problems/ --out "$run_dir/curated" --jobs 8 2>&1 | tr '\r' '\n' | grep -v '^evalkit' | tee "$OUT/curated_score.log"
   cp "$run_dir/curated"/results.jsonl "$OUT/curated_results.jsonl"; cp "$run_dir/curated"/summary.json "$OUT/curated_summary.json"; cp "$run_dir/curated"/baselines.json "$OUT/curated_baselines.json"
