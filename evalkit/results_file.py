@@ -20,6 +20,7 @@ RESULTS_FILE = "results.jsonl"
 SUMMARY_FILE = "summary.json"
 BASELINES_FILE = "baselines.json"  # the judge's cache of PyTorch baseline timings
 ENVIRONMENT_FILE = "environment.json"  # the judging machine's torch/CUDA/GPU/driver facts, from the scoring run
+RUN_SETTINGS_FILE = "run.json"  # settings that change verdicts or times, recorded at a run's start (--resume checks)
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:

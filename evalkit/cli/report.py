@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from evalkit.results_file import RESULTS_FILE
+
 
 @click.command("report")
 @click.argument("report_dir", required=False, type=click.Path(exists=True, file_okay=False, path_type=Path))
@@ -27,11 +29,21 @@ def report_command(report_dir: Path | None, compare_dirs: tuple[Path, Path] | No
         if report_dir is not None:
             raise click.UsageError("give either REPORT_DIR or --compare A B, not both")
         before, after = compare_dirs
+        _require_results(before)
+        _require_results(after)
         diff = diff_reports(before, after)
         click.echo(json.dumps(diff, indent=2) if as_json else format_diff(diff, str(before), str(after)))
         return
     if report_dir is None:
         raise click.UsageError("give a REPORT_DIR to rebuild, or --compare A B")
+    _require_results(report_dir)
     index = write_reports(report_dir)
     click.echo(format_leaderboard(json.loads((index.parent / "summary.json").read_text(encoding="utf-8"))))
     click.echo(f"report: {index}")
+
+
+def _require_results(folder: Path) -> None:
+    """A report folder must hold ``results.jsonl``: the one file every report is rebuilt from."""
+    if not (folder / RESULTS_FILE).is_file():
+        raise click.ClickException(f"{folder}: no {RESULTS_FILE} here, so there is no report to read; give a "
+                                   f"report folder that `evalkit score` wrote (reports/<name>-<timestamp>/)")

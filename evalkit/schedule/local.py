@@ -4,18 +4,23 @@ each row the moment it is decided.
 triage (in this process, nothing runs) -> build (sandboxed, a pool of CPU workers, ahead of judging)
 -> judge (a sandboxed worker and the trusted judge, one submission at a time on the device)
 -> ``results.jsonl``. It decides no verdict (``evalkit.judge.verdicts`` does) and computes no score.
+
+Before anything is built it checks the inputs (``preflight``) and, on ``--resume``, that the settings
+match those recorded in the report's ``run.json`` (``run_settings``). Every sandbox of a run carries
+the run's group token (``Limits.group``): a stop signal, an exception or the end of the run kills them
+all (``kill_group``), so none outlives ``score()``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import random
 import shutil
 import tempfile
+import time
 from collections import Counter
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,12 +35,19 @@ from evalkit.judge.reference import ReferenceProblem
 from evalkit.judge.submission_judge import Judge
 from evalkit.records import ResultRow, Submission, Verdict
 from evalkit.results_file import BASELINES_FILE, ENVIRONMENT_FILE, RESULTS_FILE, ResultsWriter, read_rows, resume_key_of
-from evalkit.sandbox.launcher import Limits
-from evalkit.schedule.options import ScoreOptions, ScoreOutcome, default_limits
+from evalkit.sandbox.launcher import Limits, kill_group
+from evalkit.schedule import preflight, run_settings
+from evalkit.schedule.interrupt import Interrupted, interruptible
+from evalkit.schedule.options import ScoreOptions, ScoreOutcome, default_cache_dir, default_limits
 from evalkit.sources.problems import Problem, discover_problems
-from evalkit.sources.submissions import discover
+from evalkit.sources.submissions import Discovered, discover
+
+__all__ = ["Interrupted", "ScoreOptions", "ScoreOutcome", "default_cache_dir", "default_limits", "resolve_device",
+           "score"]
 
 logger = logging.getLogger(__name__)
+
+BUILD_STOP_S = 5.0  # how long an interrupted run keeps killing sandboxes while its running builds end
 
 Progress = Callable[[str, Counter], None]
 Record = Callable[[ResultRow], None]
@@ -53,39 +65,60 @@ def resolve_device(device: str) -> str:
 
 def score(options: ScoreOptions, progress: Progress | None = None,
           total_hook: Callable[[int], None] | None = None) -> ScoreOutcome:
-    """Judge every submission under ``options.submissions`` not yet in the report; rows go to ``results.jsonl``."""
+    """Judge every submission under ``options.submissions`` not yet in the report; rows go to ``results.jsonl``.
+
+    A bad input raises before anything is built: ``ProblemError``, ``SubmissionError``, ``FileExistsError``
+    (results there without ``--resume``) or ``ScoreError`` (``--out`` is a file; a resume with other
+    settings). Called from the main thread, SIGINT, SIGTERM and SIGHUP kill every sandbox of the run and
+    raise ``Interrupted``, whose ``outcome`` is what was judged (``None`` when judging had not begun).
+    """
     device = resolve_device(options.device)
+    limits = default_limits(device, options.memory_gib)
+    with interruptible(lambda: kill_group(limits.group)):
+        try:
+            return _score(options, device, limits, progress or (lambda stage, counts: None), total_hook)
+        finally:
+            kill_group(limits.group)
+
+
+def _score(options: ScoreOptions, device: str, limits: Limits, report: Progress,
+           total_hook: Callable[[int], None] | None) -> ScoreOutcome:
+    preflight.check_out_dir(options.out_dir)
     problems = discover_problems(options.problems_dir)
     found = discover(options.submissions, problems)
+    preflight.require_submissions(found, options.submissions)
     results_path = options.out_dir / RESULTS_FILE
-    done = {resume_key_of(r) for r in read_rows(results_path)} if options.resume else set()
-    if not options.resume and results_path.exists() and results_path.stat().st_size:
+    holds_results = results_path.exists() and results_path.stat().st_size > 0
+    if not options.resume and holds_results:
         raise FileExistsError(f"{results_path} already holds results; pass --resume to continue it, "
                               f"or choose another --out")
+    seed = run_settings.run_seed(options, device, holds_results)
+    done = {resume_key_of(r) for r in read_rows(results_path)} if options.resume else set()
     todo = [s for s in found.submissions if s.key not in done]
-    seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**31)
+    preflight.check_references(problems[p] for p in sorted({s.problem for s in todo}))
+    _start_report(options, device, seed)
     outcome = ScoreOutcome(options.out_dir, device, Counter(), 0, len(found.submissions) - len(todo),
-                           problems=sorted(problems))
-    _record_environment(options.out_dir / ENVIRONMENT_FILE)
+                           problems=sorted(problems), seed=seed)
     if total_hook:
         total_hook(len(todo) + len(found.unreadable))
-    report = progress or (lambda stage, counts: None)
-    with ResultsWriter(results_path) as writer:
-        def record(row: ResultRow) -> None:
-            writer.write(row.to_dict())
-            outcome.counts[row.verdict] += 1
-            outcome.judged += 1
-            report(f"{row.problem}/{row.sample}: {row.verdict}", outcome.counts)
-
-        for placeholder, why in found.unreadable:
-            record(verdicts.unreadable_row(placeholder, why, device))
-        run = _Run(options, problems, device, seed, default_limits(device, options.memory_gib), report)
-        run.score_all(todo, record, found.warnings)
+    try:
+        _Run(options, problems, device, seed, limits, report).judge_all(found, todo, outcome)
+    except Interrupted as stop:
+        stop.outcome = outcome
+        raise
     skipped = outcome.counts.get(Verdict.SKIPPED.value)
     if device == "cpu" and skipped:
         outcome.notes.append(f"{skipped} submission(s) need a CUDA GPU and were skipped: this machine has none. "
                              "Run `evalkit score` on a GPU machine to judge them.")
     return outcome
+
+
+def _start_report(options: ScoreOptions, device: str, seed: int) -> None:
+    """Create the report folder and record the run's settings (kept from the first run when resuming)."""
+    preflight.make_out_dir(options.out_dir)
+    if not (options.resume and run_settings.read_recorded(options.out_dir)):
+        run_settings.record(options.out_dir, run_settings.current_settings(options, device, seed))
+    _record_environment(options.out_dir / ENVIRONMENT_FILE)
 
 
 def _record_environment(path: Path) -> None:
@@ -113,15 +146,48 @@ class _Run:
     seed: int
     limits: Limits
     report: Progress
+    builds: list[Future[BuildOutcome]] = field(default_factory=list)
+
+    def judge_all(self, found: Discovered, todo: list[Submission], outcome: ScoreOutcome) -> None:
+        """Record a row for every unreadable file and every submission of ``todo``, counting them in ``outcome``."""
+        with ResultsWriter(self.options.out_dir / RESULTS_FILE) as writer:
+            def record(row: ResultRow) -> None:
+                writer.write(row.to_dict())
+                outcome.counts[row.verdict] += 1
+                outcome.judged += 1
+                self.report(f"{row.problem}/{row.sample}: {row.verdict}", outcome.counts)
+
+            for placeholder, why in found.unreadable:
+                record(verdicts.unreadable_row(placeholder, why, self.device))
+            self.score_all(todo, record, found.warnings)
 
     def score_all(self, todo: list[Submission], record: Record, file_warnings: dict[str, list[str]]) -> None:
         cache = BaselineCache(self.options.out_dir / BASELINES_FILE)
-        with ThreadPoolExecutor(max_workers=self.options.build_jobs(), thread_name_prefix="evalkit-build") as pool:
+        pool = ThreadPoolExecutor(max_workers=self.options.build_jobs(), thread_name_prefix="evalkit-build")
+        try:
             pending = self._triage_and_start_builds(todo, pool, record, file_warnings)
             judged = self._judge_as_built(pending, cache, record)
+        except BaseException:
+            self._abandon_builds(pool)
+            raise
+        pool.shutdown(wait=True)
         if self.device == "cuda":  # on a GPU every problem gets its baselines, even with no submission judged
             for problem_id in sorted({s.problem for s in todo} - judged):
                 self._prepare(self.problems[problem_id], cache)
+
+    def _abandon_builds(self, pool: ThreadPoolExecutor) -> None:
+        """Cancel the builds not started; kill the sandboxes of running ones until they end (bounded)."""
+        pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + BUILD_STOP_S
+        while True:
+            kill_group(self.limits.group)  # again each round: a build thread may have just started one
+            running = [future for future in self.builds if not future.done()]  # done(): cancelled ones too
+            if not running or time.monotonic() > deadline:
+                break
+            wait(running, timeout=0.2)
+        if running:
+            logger.warning("%d build(s) still running after %g s of killing their sandboxes",
+                           len(running), BUILD_STOP_S)
 
     def _triage_and_start_builds(self, todo: list[Submission], pool: ThreadPoolExecutor, record: Record,
                                  file_warnings: dict[str, list[str]]) -> Pending:
@@ -137,6 +203,7 @@ class _Run:
             problem = self.problems[submission.problem]
             future = pool.submit(build, early.code, self.options.cache_dir / "builds", self.device,
                                  self.options.build_timeout(problem), self.limits, problem.init_inputs_or_none())
+            self.builds.append(future)
             pending.append((submission, early, future))
         return pending
 

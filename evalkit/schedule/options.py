@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit.judge.submission_judge import JudgeSettings
 from evalkit.records import BASELINE_KINDS
-from evalkit.sandbox.launcher import Limits
+from evalkit.sandbox.launcher import Limits, unprivileged_identity
 from evalkit.sources.problems import Problem
+
+
+class ScoreError(Exception):
+    """A run that cannot start as asked (its report folder, or settings that differ from the ones recorded
+    there); the message names the file, the problem and what to do."""
 
 
 def default_cache_dir() -> Path:
@@ -68,11 +74,15 @@ class ScoreOutcome:
     skipped_resume: int
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    seed: int | None = None  # the run's base seed (recorded in run.json, reused by --resume)
 
 
-def default_limits(device: str, memory_gib: float | None) -> Limits:
+def default_limits(device: str, memory_gib: float | None, group: str | None = None) -> Limits:
+    """The limits of every sandbox of one run. ``group`` (a fresh random token when None) marks all of
+    them, so ``evalkit.sandbox.launcher.kill_group(limits.group)`` ends every one the run started."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     memory = int(memory_gib * 2**30) if memory_gib else int(min(total * 0.5, 64 * 2**30))
     # Address space, not resident memory, is what RLIMIT_AS counts: leave torch's own mappings room.
     address_space = max(2 * memory, memory + 8 * 2**30) if device == "cpu" else None
-    return Limits(memory_bytes=memory, address_space_bytes=address_space)
+    return Limits(memory_bytes=memory, address_space_bytes=address_space, group=group or uuid.uuid4().hex,
+                  run_as=unprivileged_identity())

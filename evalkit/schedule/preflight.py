@@ -1,0 +1,69 @@
+"""Trusted side: the checks a scoring run makes before it builds or judges anything, so that a bad input
+fails at once with one line naming the file, the problem and what to do, and never as a row of every
+submission. It imports a problem's own reference.py (trusted problem code), never submission code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from evalkit.schedule.options import ScoreError
+from evalkit.sources.problems import Problem, ProblemError
+from evalkit.sources.submissions import Discovered, SubmissionError
+
+# The layouts ``evalkit.sources.submissions.discover`` understands.
+LAYOUTS = ("a folder of runs <run>/<problem-id>/<sample>.txt|.md|.py", "one run folder <problem-id>/<sample>.txt",
+           "one answer file", "a <run>.jsonl manifest of {\"problem\", \"sample\", \"text\"} rows",
+           "a problems folder whose <problem-id>/solutions/ hold curated .py answers")
+# What every reference.py must define, and how to write each.
+REQUIRED_NAMES = {"Model": "class Model(nn.Module)", "get_inputs": "get_inputs()",
+                  "get_init_inputs": "get_init_inputs()"}
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """``--out`` must be a folder or not exist yet."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ScoreError(f"--out {out_dir}: that is a file, not a report folder; give a folder "
+                         f"(created if missing), e.g. --out {out_dir.with_name(out_dir.name + '-report')}")
+
+
+def make_out_dir(out_dir: Path) -> None:
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ScoreError(f"--out {out_dir}: cannot create the report folder ({err.strerror or err}); "
+                         f"choose another --out") from err
+
+
+def require_submissions(found: Discovered, where: Path) -> None:
+    """At least one submission (readable or not) must have been found under ``where``."""
+    if not found.submissions and not found.unreadable:
+        raise SubmissionError(f"{where}: no submissions found; expected one of: {'; '.join(LAYOUTS)} "
+                              f"(a <problem-id> folder must be named after a problem of --problems)")
+
+
+def check_references(problems: Iterable[Problem]) -> None:
+    """Import each problem's reference.py and check it defines Model, get_inputs and get_init_inputs.
+
+    Raises one ``ProblemError`` listing every broken problem (each with its file, line and what to fix).
+    """
+    errors = []
+    for problem in problems:
+        try:
+            check_reference(problem)
+        except ProblemError as err:
+            errors.append(str(err))
+    if errors:
+        raise ProblemError("\n".join(errors))
+
+
+def check_reference(problem: Problem) -> None:
+    """``ProblemError`` when ``problem``'s reference.py does not import, or lacks one of ``REQUIRED_NAMES``."""
+    module = problem.load_module()  # a syntax error or an exception names the file and line
+    missing = [name for name in REQUIRED_NAMES if not callable(getattr(module, name, None))]
+    if missing:
+        wanted = " and ".join(REQUIRED_NAMES[name] for name in missing)
+        raise ProblemError(f"{problem.reference_path}: defines no {', '.join(missing)}; every reference.py needs "
+                           f"class Model(nn.Module), get_inputs() and get_init_inputs(): add {wanted} "
+                           f"(see docs/problems.md), then check it with `evalkit problems check {problem.id}`")

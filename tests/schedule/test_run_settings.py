@@ -1,0 +1,93 @@
+"""``run.json``: the settings a report was judged with, and ``--resume`` refusing to mix them."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from evalkit import __version__
+from evalkit.results_file import RUN_SETTINGS_FILE
+from evalkit.schedule import run_settings
+from evalkit.schedule.options import ScoreError, ScoreOptions
+
+
+def _options(out: Path, **changes: object) -> ScoreOptions:
+    base = ScoreOptions(submissions=out / "subs", problems_dir=out / "problems", out_dir=out / "report",
+                        baselines=("eager",), seed=11)
+    return dataclasses.replace(base, **changes)
+
+
+def _recorded(out: Path, **changes: object) -> ScoreOptions:
+    """Options of a first run whose settings are recorded in the report folder."""
+    options = _options(out, **changes)
+    options.out_dir.mkdir(parents=True)
+    run_settings.record(options.out_dir, run_settings.current_settings(options, "cpu", options.seed))
+    return options
+
+
+def test_the_recorded_settings_are_every_one_that_changes_verdicts_or_times(tmp_path: Path) -> None:
+    options = _options(tmp_path, atol=0.01, timing_trials=5, timeout_s=30.0)
+    settings = run_settings.current_settings(options, "cpu", 11)
+    assert settings == {"atol": 0.01, "rtol": None, "trials": None, "timing_trials": 5, "warmup": None,
+                        "timeout_s": 30.0, "build_timeout_s": None, "baselines": ["eager"], "device": "cpu",
+                        "gpu": "cpu", "evalkit_version": __version__, "seed": 11}
+    options.out_dir.mkdir(parents=True)
+    path = run_settings.record(options.out_dir, settings)
+    assert path.name == RUN_SETTINGS_FILE == "run.json"
+    assert json.loads(path.read_text())["settings"] == settings
+
+
+def test_a_resume_with_the_same_options_reuses_the_recorded_seed(tmp_path: Path) -> None:
+    first = _recorded(tmp_path, seed=1234, atol=0.5)
+    again = dataclasses.replace(first, seed=None, resume=True)
+    assert run_settings.run_seed(again, "cpu", holds_results=True) == 1234
+
+
+def test_a_resume_with_other_settings_lists_each_difference(tmp_path: Path) -> None:
+    first = _recorded(tmp_path, atol=0.5)
+    changed = dataclasses.replace(first, resume=True, atol=0.1, seed=99, baselines=("eager", "compile"))
+    with pytest.raises(ScoreError) as refused:
+        run_settings.run_seed(changed, "cpu", holds_results=True)
+    message = str(refused.value)
+    assert str(first.out_dir / "run.json") in message
+    assert "--atol: recorded 0.5, now 0.1" in message
+    assert "--seed: recorded 11, now 99" in message
+    assert "--baselines: recorded eager, now eager,compile" in message
+    assert "--out NEW_DIR" in message and "\n" not in message
+
+
+def test_an_option_left_unset_on_resume_is_a_difference_too(tmp_path: Path) -> None:
+    first = _recorded(tmp_path, timing_trials=5)
+    with pytest.raises(ScoreError, match="--timing-trials: recorded 5, now unset"):
+        run_settings.run_seed(dataclasses.replace(first, resume=True, timing_trials=None), "cpu", True)
+
+
+def test_a_resume_on_another_device_is_refused(tmp_path: Path) -> None:
+    first = _recorded(tmp_path)
+    with pytest.raises(ScoreError, match="device: recorded cpu, now cuda"):
+        run_settings.refuse_differences(first.out_dir, run_settings.read_recorded(first.out_dir),
+                                        {**run_settings.current_settings(first, "cpu", 11), "device": "cuda"})
+
+
+def test_results_without_run_json_cannot_be_resumed(tmp_path: Path) -> None:
+    options = _options(tmp_path, resume=True)
+    with pytest.raises(ScoreError, match="older evalkit"):
+        run_settings.run_seed(options, "cpu", holds_results=True)
+    assert run_settings.run_seed(options, "cpu", holds_results=False) == 11  # nothing judged yet: a fresh start
+
+
+def test_an_unreadable_run_json_names_the_file(tmp_path: Path) -> None:
+    options = _options(tmp_path, resume=True)
+    options.out_dir.mkdir(parents=True)
+    (options.out_dir / "run.json").write_text("{not json")
+    with pytest.raises(ScoreError, match="run.json: cannot read the settings"):
+        run_settings.run_seed(options, "cpu", holds_results=True)
+
+
+def test_a_fresh_run_draws_a_seed_unless_given_one(tmp_path: Path) -> None:
+    assert run_settings.run_seed(_options(tmp_path), "cpu", holds_results=False) == 11
+    drawn = {run_settings.run_seed(_options(tmp_path, seed=None), "cpu", False) for _ in range(5)}
+    assert all(isinstance(seed, int) for seed in drawn) and len(drawn) > 1
