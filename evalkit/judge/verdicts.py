@@ -38,6 +38,7 @@ class Finding(str, enum.Enum):
     CLAIMED_INTERFACE_ERROR = "claimed_interface_error"
     RAISED = "raised"
     PROTOCOL_VIOLATION = "protocol_violation"
+    JUDGE_FAILED = "judge_failed"  # the judge itself raised while judging this answer
     WORKER_TIMED_OUT = "worker_timed_out"
     WORKER_DIED = "worker_died"
     WRONG_FORM = "wrong_form"
@@ -59,6 +60,7 @@ VERDICT_OF: dict[Finding, Verdict] = {
     Finding.CLAIMED_INTERFACE_ERROR: Verdict.INTERFACE_ERROR,
     Finding.RAISED: Verdict.RUNTIME_ERROR,
     Finding.PROTOCOL_VIOLATION: Verdict.RUNTIME_ERROR,
+    Finding.JUDGE_FAILED: Verdict.RUNTIME_ERROR,
     Finding.WORKER_TIMED_OUT: Verdict.TIMEOUT,
     Finding.WORKER_DIED: Verdict.CRASH,
     Finding.WRONG_FORM: Verdict.INCORRECT,
@@ -126,6 +128,13 @@ def early_row(submission: Submission, early: Triage, device: str) -> ResultRow |
                   f"rerun on a machine with a GPU")
         return finish(new_row(submission, device, early), Finding.NEEDS_DEVICE, reason)
     return None
+
+
+def judge_failed_row(submission: Submission, early: Triage, device: str, err: BaseException) -> ResultRow:
+    """An answer the judge could not finish: its fault until shown otherwise (it ran in our sandbox)."""
+    row = new_row(submission, device, early)
+    row.error = {"kind": "judge_failed", "type": type(err).__name__, "message": str(err)[:2000]}
+    return finish(row, Finding.JUDGE_FAILED, f"the judge could not finish this answer: {type(err).__name__}: {err}")
 
 
 def unreadable_row(placeholder: Submission, why: str, device: str) -> ResultRow:

@@ -219,21 +219,33 @@ class _Run:
                 context = self._prepare(self.problems[submission.problem], cache)
             judged.add(submission.problem)
             self.report(f"{submission.problem}/{submission.sample}: judging", Counter())
-            record(self._judge_one(submission, early, outcome, context))
+            record(self._judge_guarded(submission, early, outcome, context))
         return judged
+
+    def _judge_guarded(self, submission: Submission, early: Triage, outcome: BuildOutcome,
+                       context: _ProblemContext) -> ResultRow:
+        """``_judge_one``; whatever goes wrong judging one answer becomes that answer's row, never the run's end."""
+        try:
+            return self._judge_one(submission, early, outcome, context)
+        except Exception as err:  # noqa: BLE001 - a hostile answer may find a way to upset the judge itself
+            logger.exception("%s/%s: the judge failed on this answer", submission.problem, submission.sample)
+            return verdicts.judge_failed_row(submission, early, self.device, err)
 
     def _prepare(self, problem: Problem, cache: BaselineCache) -> _ProblemContext:
         settings = self.options.judge_settings(problem, self.seed)
         try:
             ref = ReferenceProblem(problem, self.device, init_seed=self.seed)
+            judge = Judge(ref, settings, self.limits)  # runs the reference: its time sets the time limits
         except Exception as err:  # noqa: BLE001 - a broken problem is reported on every row, the run goes on
-            logger.error("%s: the reference cannot be loaded: %s", problem.id, err)
-            return _ProblemContext(problem, None, {}, setup_error=f"reference for problem '{problem.id}' failed: {err}")
+            logger.error("%s: the reference cannot be run: %s", problem.id, err)
+            where = problem.reference_path
+            return _ProblemContext(problem, None, {}, setup_error=f"the reference of problem '{problem.id}' ({where}) "
+                                                                  f"failed on this device: {type(err).__name__}: {err}")
         self.report(f"{problem.id}: timing PyTorch baselines", Counter())
         kinds = self.options.baselines
         baselines = cache.get_or_measure(ref, kinds, warmup=settings.warmup_trials, trials=settings.timing_trials,
                                          seed=self.seed) if kinds else {}
-        return _ProblemContext(problem, Judge(ref, settings, self.limits), baselines)
+        return _ProblemContext(problem, judge, baselines)
 
     def _judge_one(self, submission: Submission, early: Triage, outcome: BuildOutcome,
                    context: _ProblemContext) -> ResultRow:

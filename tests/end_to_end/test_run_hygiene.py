@@ -251,3 +251,51 @@ def test_a_signal_kills_the_run_writes_the_report_and_prints_the_resume_command(
     resumed = CliRunner().invoke(main, shlex.split(expected)[1:], catch_exceptions=False)
     assert resumed.exit_code == 0, resumed.output
     assert "1 already in the report" in resumed.output
+
+
+def test_killing_the_judge_outright_leaves_no_sandbox_behind(tmp_path: Path, build_cache: Path) -> None:
+    # SIGKILL leaves the judge no chance to clean up: each worker's parent-death signal must end it.
+    args = [sys.executable, "-m", "evalkit", "score", str(FIXTURES / "hygiene_hang"), "--problems", str(PROBLEMS),
+            "--out", str(tmp_path / "report"), "--device", "cpu", "--baselines", "none", "--timeout", "300",
+            "--cache-dir", str(build_cache), "--seed", "5"]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        worker = _wait_for(lambda: _sandboxes(parent=proc.pid) or proc.poll() is not None, 180, "its worker")
+        assert proc.poll() is None
+        group = next(iter(worker.values())).split(".")[0]
+        time.sleep(1)
+        proc.kill()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    _wait_for(lambda: not _sandboxes(group), 5, f"the run's sandboxes to die: {_sandboxes(group)}")
+
+
+def test_an_answer_that_breaks_the_judge_itself_is_that_answers_row(tmp_path: Path, monkeypatch) -> None:
+    from evalkit.judge.submission_judge import Judge
+
+    honest_judge, calls = Judge.judge, []
+
+    def failing_once(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise OverflowError("int too large to convert to float")
+        return honest_judge(self, *args, **kwargs)
+
+    monkeypatch.setattr(Judge, "judge", failing_once)
+    subs = tmp_path / "subs" / "hygiene" / "linear_relu"
+    subs.mkdir(parents=True)
+    correct = FIXTURES / "judge_submissions" / "fixtures" / "linear_relu" / "correct_python.md"
+    for name in ("a_first", "b_second"):
+        shutil.copy(correct, subs / f"{name}.md")
+    subs = subs.parent.parent
+    result = CliRunner().invoke(main, ["score", str(subs), "--problems", str(PROBLEMS), "--out", str(tmp_path / "out"),
+                                       "--device", "cpu", "--baselines", "none", "--timing-trials", "2",
+                                       "--timeout", "60", "--cache-dir", str(tmp_path / "cache"), "--seed", "1"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    rows = {r["sample"]: r for r in _rows(tmp_path / "out")}
+    assert rows["a_first"]["verdict"] == "runtime_error"
+    assert "the judge could not finish this answer: OverflowError" in rows["a_first"]["reason"]
+    assert rows["b_second"]["verdict"] == "correct", rows["b_second"]["reason"]
