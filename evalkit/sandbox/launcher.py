@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import ctypes
 import os
-import pwd
 import signal
 import socket
 import subprocess
@@ -28,21 +27,15 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from evalkit.sandbox.shared_buffers import send_fds
+from evalkit.sandbox.identity import hand_over, reachable_by, scrubbed_env
 from evalkit.sandbox.protocol import MAX_REPLY_BYTES, Claim, Op, ProtocolViolation, decode_reply, simple_request
+from evalkit.sandbox.shared_buffers import send_fds
 
 logger = logging.getLogger(__name__)
 
 WATCHDOG_PERIOD_S = 0.25
-UNPRIVILEGED_USER = "nobody"
 _IPC_RMID = 0
 MARKER_VARIABLE = "EVALKIT_SANDBOX_ID"
-_KEEP_ENV = (
-    "PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
-    "CC", "CXX", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "TORCH_CUDA_ARCH_LIST", "NCCL_NVLS_ENABLE",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS", "OMP_NUM_THREADS", "CUDAHOSTCXX",
-    "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
-)
 
 
 @dataclass(frozen=True)
@@ -70,21 +63,6 @@ class WorkerGone(Exception):
         self.kind = kind  # "crash" or "timeout"
 
 
-def package_root() -> Path:
-    """The folder holding the ``evalkit`` package, so ``python -m evalkit.sandbox.untrusted.worker`` finds it
-    also where evalkit is run from a checkout rather than installed."""
-    return Path(__file__).resolve().parents[2]
-
-
-def scrubbed_env(extra: dict[str, str], home: Path) -> dict[str, str]:
-    """A minimal environment: no tokens, keys or user settings leak into submission code."""
-    env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
-    env.update(HOME=str(home), TMPDIR=str(home), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
-               PYTHONPATH=str(package_root()), PYTHONNOUSERSITE="1")
-    env.update(extra)
-    return env
-
-
 class _BoundedCapture(threading.Thread):
     """Reads a pipe to its end, keeping only the first and last ``limit`` bytes."""
 
@@ -108,42 +86,6 @@ class _BoundedCapture(threading.Thread):
         skipped = self.total - len(self.head) - len(self.tail)
         middle = f"\n[... {skipped} bytes not kept ...]\n" if skipped > 0 else ""
         return (bytes(self.head).decode("utf-8", "replace") + middle + bytes(self.tail).decode("utf-8", "replace"))
-
-
-def unprivileged_identity(user: str = UNPRIVILEGED_USER) -> tuple[int, int] | None:
-    """(uid, gid) of ``user`` when this process is root and that user can run a worker, else None.
-
-    The user must be able to read this Python, torch and evalkit; where they live under a folder only root
-    may enter (a virtual environment in /root, say), workers stay uid 0 and drop every capability instead.
-    """
-    if os.geteuid() != 0:
-        return None
-    try:
-        entry = pwd.getpwnam(user)
-    except KeyError:
-        logger.warning("no user %r: sandboxes run as uid 0 without capabilities", user)
-        return None
-    probe = [sys.executable, "-c", "import torch, evalkit.sandbox.untrusted.worker"]
-    try:
-        result = subprocess.run(probe, user=entry.pw_uid, group=entry.pw_gid, extra_groups=[], cwd="/",
-                                env=scrubbed_env({}, Path("/tmp")), capture_output=True, timeout=300)
-    except (OSError, subprocess.SubprocessError) as err:
-        logger.warning("user %r cannot start a worker (%s): sandboxes run as uid 0 without capabilities", user, err)
-        return None
-    if result.returncode != 0:
-        logger.warning("user %r cannot import torch and evalkit (%s): sandboxes run as uid 0 without "
-                       "capabilities", user, result.stderr.decode(errors="replace").strip().splitlines()[-1:])
-        return None
-    return entry.pw_uid, entry.pw_gid
-
-
-def hand_over(folder: Path, run_as: tuple[int, int] | None) -> None:
-    """Make ``folder`` (created if missing) and everything in it the sandbox user's, so its worker can write there."""
-    folder.mkdir(parents=True, exist_ok=True)
-    if run_as is None:
-        return
-    for path in [folder, *folder.rglob("*")]:
-        os.chown(path, *run_as, follow_symlinks=False)
 
 
 def remove_shared_memory(pids: list[int]) -> None:
@@ -210,9 +152,14 @@ class UntrustedProcess:
         self.workdir, self.limits = workdir, limits
         self.marker = f"{MARKER_VARIABLE}={limits.group}.{uuid.uuid4().hex}"
         env_extra = env_extra or {}
-        hand_over(workdir, limits.run_as)
-        if env_extra.get("TORCH_EXTENSIONS_DIR"):
-            hand_over(Path(env_extra["TORCH_EXTENSIONS_DIR"]), limits.run_as)
+        folders = [workdir] + ([Path(env_extra["TORCH_EXTENSIONS_DIR"])] if env_extra.get("TORCH_EXTENSIONS_DIR") else [])
+        self.run_as = limits.run_as
+        if self.run_as and not all(reachable_by(folder, self.run_as) for folder in folders):
+            logger.warning("the sandbox user cannot reach %s (a parent folder is closed to it): this worker "
+                           "runs as uid 0 without capabilities; choose a --cache-dir it can reach", folders)
+            self.run_as = None
+        for folder in folders:
+            hand_over(folder, self.run_as)
         parent_sock, child_sock = socket.socketpair()
         self._conn = Connection(parent_sock.detach())
         child_fd = child_sock.detach()
@@ -234,6 +181,8 @@ class UntrustedProcess:
         return self._proc.pid
 
     def send(self, message: dict[str, Any]) -> None:
+        if message.get("op") == Op.SETUP:  # the identity this worker can run as: the launcher's to decide
+            message = {**message, "limits": {**message["limits"], "run_as": self.run_as}}
         try:
             self._conn.send(message)
         except (BrokenPipeError, ConnectionResetError, OSError) as err:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from evalkit.judge.submission_judge import JudgeSettings
 from evalkit.records import BASELINE_KINDS
-from evalkit.sandbox.launcher import Limits, unprivileged_identity
+from evalkit.sandbox.identity import unprivileged_identity
+from evalkit.sandbox.launcher import Limits
 from evalkit.sources.problems import Problem
 
 

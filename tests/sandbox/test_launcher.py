@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import evalkit
-from evalkit.sandbox.launcher import scrubbed_env
+from evalkit.sandbox.identity import reachable_by, scrubbed_env
 
 
 def test_the_worker_can_import_this_evalkit_without_it_being_installed(tmp_path):
@@ -23,3 +23,16 @@ def test_secrets_do_not_reach_the_worker(tmp_path, monkeypatch):
     assert env["HOME"] == env["TMPDIR"] == str(tmp_path)
     assert env["EXTRA"] == "1"
     assert env.get("PATH") == os.environ.get("PATH")
+
+
+def test_a_folder_under_a_closed_parent_is_unreachable_for_the_sandbox_user(tmp_path):
+    closed = tmp_path / "closed"
+    inner = closed / "cache" / "extensions"
+    inner.mkdir(parents=True)
+    closed.chmod(0o700)
+    tmp_path.chmod(0o755)
+    other = (os.getuid() + 12345, os.getgid() + 12345)
+    assert not reachable_by(inner, other)
+    closed.chmod(0o711)
+    assert reachable_by(inner, other) == all(p.stat().st_mode & 0o001 for p in inner.resolve().parents)
+    assert reachable_by(inner, (os.getuid(), os.getgid()))
