@@ -52,17 +52,17 @@ def unprivileged_identity(user: str = UNPRIVILEGED_USER) -> tuple[int, int] | No
     try:
         entry = pwd.getpwnam(user)
     except KeyError:
-        logger.warning("no user %r: sandboxes run as uid 0 without capabilities", user)
+        logger.info("no user %r: sandboxes run as uid 0 without capabilities", user)
         return None
     probe = [sys.executable, "-c", "import torch, evalkit.sandbox.untrusted.worker"]
     try:
         result = subprocess.run(probe, user=entry.pw_uid, group=entry.pw_gid, extra_groups=[], cwd="/",
                                 env=scrubbed_env({}, Path("/tmp")), capture_output=True, timeout=300)
     except (OSError, subprocess.SubprocessError) as err:
-        logger.warning("user %r cannot start a worker (%s): sandboxes run as uid 0 without capabilities", user, err)
+        logger.info("user %r cannot start a worker (%s): sandboxes run as uid 0 without capabilities", user, err)
         return None
     if result.returncode != 0:
-        logger.warning("user %r cannot import torch and evalkit (%s): sandboxes run as uid 0 without "
+        logger.info("user %r cannot import torch and evalkit (%s): sandboxes run as uid 0 without "
                        "capabilities", user, result.stderr.decode(errors="replace").strip().splitlines()[-1:])
         return None
     return entry.pw_uid, entry.pw_gid
@@ -91,3 +91,11 @@ def hand_over(folder: Path, run_as: tuple[int, int] | None) -> None:
     for path in [folder, *folder.rglob("*")]:
         os.chown(path, *run_as, follow_symlinks=False)
 
+
+def sandbox_user(run_as: tuple[int, int] | None) -> str:
+    """Who a run's sandboxes run as, in words (for the report's environment)."""
+    if run_as is not None:
+        return f"{pwd.getpwuid(run_as[0]).pw_name} (uid {run_as[0]})"
+    if os.geteuid() == 0:
+        return "uid 0 without capabilities (no unprivileged user could run the workers)"
+    return f"the user running evalkit (uid {os.geteuid()})"

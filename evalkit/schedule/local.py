@@ -35,6 +35,7 @@ from evalkit.judge.reference import ReferenceProblem
 from evalkit.judge.submission_judge import Judge
 from evalkit.records import ResultRow, Submission, Verdict
 from evalkit.results_file import BASELINES_FILE, ENVIRONMENT_FILE, RESULTS_FILE, ResultsWriter, read_rows, resume_key_of
+from evalkit.sandbox.identity import sandbox_user
 from evalkit.sandbox.launcher import Limits, kill_group
 from evalkit.schedule import preflight, run_settings
 from evalkit.schedule.interrupt import Interrupted, interruptible
@@ -96,7 +97,7 @@ def _score(options: ScoreOptions, device: str, limits: Limits, report: Progress,
     done = {resume_key_of(r) for r in read_rows(results_path)} if options.resume else set()
     todo = [s for s in found.submissions if s.key not in done]
     preflight.check_references(problems[p] for p in sorted({s.problem for s in todo}))
-    _start_report(options, device, seed)
+    _start_report(options, device, seed, limits)
     outcome = ScoreOutcome(options.out_dir, device, Counter(), 0, len(found.submissions) - len(todo),
                            problems=sorted(problems), seed=seed)
     if total_hook:
@@ -113,19 +114,20 @@ def _score(options: ScoreOptions, device: str, limits: Limits, report: Progress,
     return outcome
 
 
-def _start_report(options: ScoreOptions, device: str, seed: int) -> None:
+def _start_report(options: ScoreOptions, device: str, seed: int, limits: Limits) -> None:
     """Create the report folder and record the run's settings (kept from the first run when resuming)."""
     preflight.make_out_dir(options.out_dir)
     if not (options.resume and run_settings.read_recorded(options.out_dir)):
         run_settings.record(options.out_dir, run_settings.current_settings(options, device, seed))
-    _record_environment(options.out_dir / ENVIRONMENT_FILE)
+    _record_environment(options.out_dir / ENVIRONMENT_FILE, limits)
 
 
-def _record_environment(path: Path) -> None:
-    """The machine this report is judged on (kept from the first run when resuming)."""
+def _record_environment(path: Path, limits: Limits) -> None:
+    """The machine this report is judged on and who its sandboxes run as (kept from the first run)."""
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(environment(), indent=2) + "\n")
+        facts = {**environment(), "sandbox_user": sandbox_user(limits.run_as)}
+        path.write_text(json.dumps(facts, indent=2) + "\n")
 
 
 @dataclass
