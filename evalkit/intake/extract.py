@@ -1,8 +1,10 @@
 """Trusted side, nothing runs: text -> the Python code to evaluate: the block defining ``class ModelNew`` (pure; no I/O, no torch).
 
-Fences are paired by a small state machine over fence-like lines (found with one linear regex scan,
-so a 20 MB answer takes well under a second); the final answer after ``</think>`` wins over drafts in the
-reasoning, and the last ModelNew block in it wins over earlier ones.
+Fences are paired by a small state machine over fence-like lines and think tags (found with one linear
+regex scan; each is one step, and no step looks back past the one before), so the time is linear in the
+text: a 20 MB answer of prose takes well under a second, 20 MB of nothing but fence lines (the worst case)
+about ten on a slow machine. The final answer after ``</think>`` wins over drafts in the reasoning, and the
+last ModelNew block in it wins over earlier ones; at most MAX_CANDIDATES blocks are listed as candidates.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ _EVENT = re.compile(r"^([ \t]*)(`{3,}|~{3,})([^\n]*)|</?think>", re.M)
 _CODE_START = re.compile(r"""\s*(?:import\s|from\s+[\w.]+\s+import\s|#|@|class\s|def\s|"{3}|'{3}|[A-Za-z_][\w.]*\s*=)""")
 _SENTENCE_END = ('.', '!', '?', ':', ';', ')', ']', '}', '"', "'", '*', '`', '~')
 _TAB = 4
+MAX_CANDIDATES = 100  # rows of the candidate list; past it, the first and last halves and the chosen block
 
 
 @dataclass(frozen=True)
@@ -79,14 +82,13 @@ class _Open(NamedTuple):
 
 
 def _columns(space: str) -> int:
-    col = 0
-    for ch in space:
-        col = col + 1 if ch == " " else (col // _TAB + 1) * _TAB
-    return col
+    return len(space.expandtabs(_TAB))  # a tab runs to the next multiple of _TAB
 
 
 def _strip_columns(line: str, n: int) -> str:
-    col = i = 0
+    col = i = len(line) - len(line.lstrip(" "))  # leading spaces at C speed: deep indentation is common
+    if col >= n:
+        return line[n:]
     while i < len(line) and col < n and line[i] in " \t":
         col = col + 1 if line[i] == " " else (col // _TAB + 1) * _TAB
         i += 1
@@ -116,18 +118,21 @@ def _scan(text: str) -> tuple[list[Block], list[_Tag]]:
     blocks: list[Block] = []
     tags: list[_Tag] = []
     fence: _Open | None = None
-    line, last = 1, 0
+    line, last = 1, -1  # last: where the previous event starts (never at a "\n")
     for match in _EVENT.finditer(text):
         pos = match.start()
-        line += text.count("\n", last, pos)
-        last = pos
+        newlines = text.count("\n", last + 1, pos)
+        line += newlines
+        first_on_line, last = newlines > 0 or last < 0, pos
         token = match.group()
         if token[-1] == ">":
-            line_start = text.rfind("\n", 0, pos) + 1
-            if fence is not None and token == "</think>" and not text[line_start:pos].strip():
-                # Reasoning never contains its own closing tag: an open fence was cut off here.
-                blocks.append(_make_block(text, fence, len(blocks), line_start, line - 1, closed=False))
-                fence = None
+            if fence is not None and token == "</think>" and first_on_line:
+                # Only a line's first event looks back to the line start: linear however many tags a line has.
+                line_start = text.rfind("\n", 0, pos) + 1
+                if not text[line_start:pos].strip():
+                    # Reasoning never contains its own closing tag: an open fence was cut off here.
+                    blocks.append(_make_block(text, fence, len(blocks), line_start, line - 1, closed=False))
+                    fence = None
             if fence is None:
                 tags.append(_Tag(line, pos, token == "</think>"))
         elif fence is None:
@@ -179,19 +184,36 @@ def _why(block: Block, defines: bool, chosen: Block | None, boundary: int, in_fi
     return "an earlier ModelNew block; a later one wins"
 
 
+def _listed(blocks: list[Block], chosen: Block | None) -> list[Block]:
+    """The blocks the candidate list shows: every one, unless an answer has more than MAX_CANDIDATES."""
+    half = MAX_CANDIDATES // 2
+    if len(blocks) <= MAX_CANDIDATES:
+        return blocks
+    middle = [chosen] if chosen is not None and half <= chosen.index < len(blocks) - half else []
+    return blocks[:half] + middle + blocks[-half:]
+
+
 def _candidates(blocks: list[Block], defines: list[bool], chosen: Block | None, boundary: int,
                 final_from: int) -> list[dict[str, Any]]:
     rows = []
-    for b, has_model in zip(blocks, defines):
-        in_final = b.fence_line > final_from
+    for b in _listed(blocks, chosen):
+        has_model, in_final = defines[b.index], b.fence_line > final_from
         rows.append({**b.to_dict(), "in_final_answer": in_final, "defines_model_new": has_model,
                      "status": "chosen" if b is chosen else "rejected",
                      "why": _why(b, has_model, chosen, boundary, in_final)})
     return rows
 
 
+def _listing_warnings(blocks: int, listed: int) -> list[str]:
+    if listed == blocks:
+        return []
+    return [f"{blocks} code blocks: the candidate list shows {listed} of them (the first and last "
+            f"{MAX_CANDIDATES // 2}, and the chosen one)"]
+
+
 def _chosen(block: Block, candidates: list[dict[str, Any]]) -> Extraction:
-    why, in_final = candidates[block.index]["why"], candidates[block.index]["in_final_answer"]
+    row = next(c for c in candidates if c["status"] == "chosen")
+    why, in_final = row["why"], row["in_final_answer"]
     where = f"fence at line {block.fence_line}, code lines {block.start_line}-{block.end_line}"
     result = Extraction(ok=True, reason=f"{why} ({where})", code=block.code, truncated=not block.closed,
                         block=block, line_offset=block.start_line - 1, candidates=candidates)
@@ -271,9 +293,12 @@ def extract(text: str) -> Extraction:
     pool = [b for b in model if b.fence_line > boundary]
     chosen = pool[-1] if pool else None
     candidates = _candidates(blocks, defines, chosen, boundary, _final_from(tags, boundary))
+    listing = _listing_warnings(len(blocks), len(candidates))
     if chosen is None:
-        return Extraction(ok=False, reason=_no_code_reason(text, blocks, tags), candidates=candidates)
+        return Extraction(ok=False, reason=_no_code_reason(text, blocks, tags), candidates=candidates,
+                          warnings=listing)
     result = _chosen(chosen, candidates)
+    result.warnings.extend(listing)
     if len(pool) > 1:
         result.warnings.append(f"{len(pool)} blocks define class ModelNew in the final answer; "
                                f"using the last (fence at line {chosen.fence_line})")

@@ -1,55 +1,106 @@
 """Trusted side: reading compiler output (text the submission's code caused) into error records.
 
-Every pattern here is anchored and has no nested quantifiers: compiler logs are untrusted text, and
-reading them must stay linear in their size.
+Compiler logs are untrusted text, and reading them must stay linear in their size: every pattern here
+is anchored, has no nested quantifiers and looks at no more than _MAX_LINE characters of a line. The
+source files an error names are the submission's too (its build wrote them): only the first ``limit``
+distinct errors look one up, and only the first _MAX_SOURCE_BYTES of a regular file are read (never a
+FIFO or a device, which could block or never end).
 """
 
 from __future__ import annotations
 
+import glob
+import os
 import re
+import stat
+from collections.abc import Iterable
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
-_COMPILER_ERROR = re.compile(r"^(?P<file>[^\s:]+\.(?:cpp|cu|cuh|h|hpp|cc)):(?P<line>\d+)(?::\d+)?:\s*(?:fatal )?error:?\s*(?P<msg>.*)$")
-_NVCC_ERROR = re.compile(r"^(?P<file>[^\s(]+\.(?:cu|cuh))\((?P<line>\d+)\):\s*error:?\s*(?P<msg>.*)$")
+_COMPILER_ERROR = re.compile(r"^(?P<file>[^\s:]+\.(?:cpp|cu|cuh|h|hpp|cc)):(?P<line>\d{1,9})(?::\d+)?:\s*(?:fatal )?error:?\s*(?P<msg>.*)$")
+_NVCC_ERROR = re.compile(r"^(?P<file>[^\s(]+\.(?:cu|cuh))\((?P<line>\d{1,9})\):\s*error:?\s*(?P<msg>.*)$")
+_MAX_LINE = 4096  # characters of a log line the patterns look at
+_MAX_TEXT = 2000  # characters kept of a message or a source line
+_MAX_SOURCE_BYTES = 4 * 1024 * 1024  # read of a source file an error names
+_MAX_SOURCE_FILES = 8  # files of that name tried under the extension folder
 
 
 def first_compiler_errors(log: str, extension_root: Path, limit: int = 5) -> list[dict[str, Any]]:
     """The first compiler error lines, each with the offending source line when it can be read."""
+    lines = log.splitlines()
     errors: list[dict[str, Any]] = []
-    for raw in log.splitlines():
-        line = raw.strip()
-        match = _COMPILER_ERROR.match(line) or _NVCC_ERROR.match(line)
-        if not match:
+    seen: set[tuple[str, int, str]] = set()
+    for raw in lines:
+        match = _error_match(raw)
+        if match is None:
             continue
-        entry = {"file": Path(match["file"]).name, "line": int(match["line"]), "message": match["msg"].strip()}
-        entry["source"] = _source_line(Path(match["file"]), extension_root, entry["line"])
-        if entry not in errors:
-            errors.append(entry)
+        name = match["file"].rpartition("/")[2]  # what Path(...).name gives, without a Path per line
+        key = (name, int(match["line"]), _clip(match["msg"].strip()))
+        if key in seen:  # before the source lookup: a log repeating one error reads no file again
+            continue
+        seen.add(key)
+        source = _source_line(Path(match["file"]), extension_root, key[1])
+        errors.append({"file": key[0], "line": key[1], "message": key[2], "source": source})
         if len(errors) >= limit:
             break
-    if not errors:
-        generic = [ln.strip() for ln in log.splitlines() if "error" in ln.lower()][:limit]
-        errors = [{"file": "", "line": 0, "message": ln, "source": ""} for ln in generic]
-    return errors
+    return errors or _generic_errors(lines, limit)
+
+
+def _error_match(raw: str) -> re.Match[str] | None:
+    if "error" not in raw:  # both patterns need it: most lines cost no regular expression
+        return None
+    line = raw.strip()[:_MAX_LINE]
+    return _COMPILER_ERROR.match(line) or _NVCC_ERROR.match(line)
+
+
+def _generic_errors(lines: list[str], limit: int) -> list[dict[str, Any]]:
+    """Lines that merely mention an error, when none has a compiler's file:line form."""
+    mentions = (line.strip() for line in lines if "error" in line.lower())
+    return [{"file": "", "line": 0, "message": _clip(line), "source": ""} for line in islice(mentions, limit)]
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_TEXT else text[:_MAX_TEXT - 3] + "..."
 
 
 def _source_line(path: Path, extension_root: Path, line: int) -> str:
-    candidates = [path] if path.is_absolute() else list(extension_root.glob(f"*/{path.name}"))
-    for candidate in candidates:
-        try:
-            lines = candidate.read_text(errors="replace").splitlines()
-        except OSError:
-            continue
-        if 0 < line <= len(lines):
-            return lines[line - 1]
+    try:
+        for candidate in _source_files(path, extension_root):
+            lines = _read_head(candidate).splitlines()
+            if 0 < line <= len(lines):
+                return _clip(lines[line - 1])
+    except OSError:  # e.g. a name longer than the file system allows
+        pass
     return ""
+
+
+def _source_files(path: Path, extension_root: Path) -> Iterable[Path]:
+    if path.is_absolute():
+        return [path]
+    # The name comes from the log: escaped, it is only ever a name, never a pattern.
+    return islice(extension_root.glob(f"*/{glob.escape(path.name)}"), _MAX_SOURCE_FILES)
+
+
+def _read_head(path: Path) -> str:
+    """The first _MAX_SOURCE_BYTES of a regular file; "" for anything else or what cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once instead of waiting for a writer
+    except OSError:
+        return ""
+    try:
+        with open(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return ""
+            return handle.read(_MAX_SOURCE_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def map_to_submission(source: str, code: str) -> int | None:
     """1-based line of ``code`` whose text matches a generated-source line, if exactly findable."""
     needle = source.strip()
-    if len(needle) < 4:
+    if len(needle) < 4 or needle not in code:
         return None
     for number, text in enumerate(code.splitlines(), start=1):
         if text.strip() == needle:

@@ -54,7 +54,8 @@ def _decode_utf8(data: bytes, name: str) -> tuple[str, list[str]]:
     except UnicodeDecodeError as err:
         first_line = data.count(b"\n", 0, err.start) + 1
     text = data.decode("utf-8", errors="surrogateescape")
-    bad = len(_BAD_BYTE.findall(text))
+    # surrogateescape keeps one character per bad byte where "ignore" drops it: counted, never listed
+    bad = len(text) - len(data.decode("utf-8", errors="ignore"))
     noun = "byte is" if bad == 1 else "bytes are"
     warning = f"{name}: {bad} {noun} not valid UTF-8 (replaced with U+FFFD; first on line {first_line})"
     return _BAD_BYTE.sub("\ufffd", text), [warning]

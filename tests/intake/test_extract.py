@@ -236,6 +236,17 @@ def test_think_tag_inside_code_is_ignored() -> None:
     assert result.ok and result.code == code
 
 
+def test_candidate_list_of_many_blocks_keeps_both_ends_and_the_chosen_one() -> None:
+    text = fenced("x = 1\n") * 70 + fenced(MODEL) + fenced("y = 2\n") * 79
+    result = extract(text)
+    assert result.ok and result.block.index == 70
+    assert [c["index"] for c in result.candidates] == [*range(50), 70, *range(100, 150)]
+    assert result.candidates[50]["status"] == "chosen" and result.candidates[50]["fence_line"] == 211
+    assert result.warnings[-1] == ("150 code blocks: the candidate list shows 101 of them (the first and last 50, "
+                                   "and the chosen one)")
+    assert extract(fenced("x = 1\n") * 99 + fenced(MODEL)).warnings == []  # 100 blocks: every one listed
+
+
 # --- no code ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text", ["", "  \n\n\t\n"])

@@ -1,0 +1,50 @@
+"""Test helpers (no side of the trust boundary): timing a call on adversarial input, and stopping it when it hangs.
+
+A call past HANG_S is interrupted (the ``re`` engine checks for signals, and a blocked ``open`` is retried
+only after the handler runs), so a regression to a backtracking pattern fails the test instead of
+hanging the suite.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+QUICK_S = 2.0  # generous on a slow machine for the inputs these tests build: linear code takes far less
+HANG_S = 20.0
+MAX_GROWTH = 8.0  # four times the input: linear code takes about 4x, quadratic code 16x
+_FLOOR_S = 0.01  # a smaller time is noise: the growth is taken against at least this
+
+T = TypeVar("T")
+
+
+class StillRunning(Exception):
+    """The timed call ran past HANG_S."""
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise StillRunning(f"still running after {HANG_S:.0f} s: it hangs on this input")
+
+
+def timed(call: Callable[[], T]) -> tuple[T, float]:
+    """What ``call()`` returns and the seconds it took; StillRunning when it takes over HANG_S."""
+    previous = signal.signal(signal.SIGALRM, _stop)
+    signal.setitimer(signal.ITIMER_REAL, HANG_S)
+    start = time.perf_counter()
+    try:
+        return call(), time.perf_counter() - start
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _best_seconds(function: Callable[[Any], object], argument: Any, repeats: int = 3) -> float:
+    return min(timed(lambda: function(argument))[1] for _ in range(repeats))
+
+
+def growth(function: Callable[[Any], object], make_input: Callable[[int], Any], n: int) -> float:
+    """How many times longer ``function`` takes on ``make_input(4 * n)`` than on ``make_input(n)`` (best of 3)."""
+    small, big = make_input(n), make_input(4 * n)
+    return _best_seconds(function, big) / max(_best_seconds(function, small), _FLOOR_S)
