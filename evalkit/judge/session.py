@@ -77,10 +77,11 @@ class Session:
                 shared.copy_(original)
         poison(self.outputs)
 
-    def call(self, timed: bool = False) -> protocol.CalledClaim:
+    def call(self) -> protocol.CalledClaim:
+        """One forward call; every call looks the same to the worker (warm-up, checked, timed or not)."""
         if self.ref.device == "cuda":
             torch.cuda.synchronize()
-        self.worker.send(protocol.call_request(timed))
+        self.worker.send(protocol.simple_request(Op.CALL))
         self.calls += 1
         limit = self.limits.first_call_s if self.calls == 1 else self.limits.call_s
         return self.expect(protocol.CalledClaim, "forward", limit)

@@ -8,7 +8,9 @@ judge concludes comes from what it observes itself, reported as a ``verdicts.Jud
 from __future__ import annotations
 
 import logging
+import math
 import random
+import secrets
 import statistics
 import time
 from dataclasses import dataclass
@@ -31,7 +33,8 @@ from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
 
 logger = logging.getLogger(__name__)
 
-VERIFIED_TIMED_CALLS = 3
+VERIFIED_SHARE = 0.2  # of the timed calls, at least MIN_VERIFIED, re-checked against the reference
+MIN_VERIFIED = 3
 SIGNAL_SCOPING_ABI = 6  # Landlock scopes signals and abstract sockets from this ABI on
 # The most per-call overhead (IPC, harness Python) the judge will excuse between the time a
 # worker reports and the wall time it observes; a worker slowing its own pings gains no more.
@@ -107,7 +110,8 @@ class Judge:
         ready = session.start(fields, self.specs, self.input_templates)
         stages["load_s"] = time.monotonic() - start
         start = time.monotonic()
-        correctness = self._check_correctness(session)
+        inputs_seed = secrets.randbelow(2**62)  # secret: nothing the worker sees determines its inputs
+        correctness = self._check_correctness(session, inputs_seed)
         correctness["weights"] = ready.weights
         stages["correctness_s"] = time.monotonic() - start
         judgement = Judgement(Finding.PASSED, "", correctness=correctness)
@@ -121,16 +125,16 @@ class Judge:
                                       "weights come from seeding the RNG identically, not from the state_dict")
         if self.settings.time_submissions:
             start = time.monotonic()
-            judgement.timing = self._time(session, judgement.flags)
+            judgement.timing = self._time(session, judgement.flags, inputs_seed)
             stages["timing_s"] = time.monotonic() - start
         judgement.reason = _correct_reason(correctness, judgement.timing)
         return judgement
 
-    def _check_correctness(self, session: Session) -> dict[str, Any]:
+    def _check_correctness(self, session: Session, inputs_seed: int) -> dict[str, Any]:
         worst: Comparison | None = None
         specs = self.specs
         for trial in range(self.settings.correctness_trials):
-            seed = correctness_seed(self.settings.seed, trial)
+            seed = correctness_seed(inputs_seed, trial)
             originals = self.ref.make_inputs(seed)
             session.load_inputs(originals)
             reply = session.call()
@@ -149,7 +153,7 @@ class Judge:
         return {"trials": self.settings.correctness_trials, "atol": self.settings.atol, "rtol": self.settings.rtol,
                 "reference_precision": self.ref.precision, "max_abs_err": worst.max_abs_err if worst else 0.0,
                 "max_rel_err": worst.max_rel_err if worst else 0.0, "rel_l2_err": worst.rel_l2_err if worst else 0.0,
-                "pytorch_float32": self._pytorch_error, "seed": self.settings.seed}
+                "pytorch_float32": self._pytorch_error, "seed": self.settings.seed, "inputs_seed": inputs_seed}
 
     def _observe_kernels(self, session: Session, code_path: Path, correctness: dict[str, Any]) -> list[str]:
         """Which kernels one forward call launches: the worker's profiler's claim (it only ever adds a flag)."""
@@ -158,23 +162,23 @@ class Judge:
         correctness["custom_kernels"] = custom_kernels(kernels)[:50]
         return kernel_flags(kernels, "load_inline" in code_path.read_text(errors="replace"))
 
-    def _time(self, session: Session, flags: list[str]) -> dict[str, Any]:
+    def _time(self, session: Session, flags: list[str], inputs_seed: int) -> dict[str, Any]:
         """Time in lockstep: the judge refills inputs and flushes L2 before each call, and re-checks a random sample."""
         settings = self.settings
-        rng = random.Random(settings.seed)
+        rng = random.Random(inputs_seed)  # as secret as the inputs; recorded in the row afterwards
         total = settings.warmup_trials + settings.timing_trials
-        verify = set(rng.sample(range(settings.warmup_trials, total), min(VERIFIED_TIMED_CALLS, settings.timing_trials)))
+        verify = set(rng.sample(range(settings.warmup_trials, total), verified_count(settings.timing_trials)))
         walls: list[float] = []
         ping_ms = self._ping_ms(session)
         copy_ms = self._copy_ms(session.outputs)
 
         def prepare(i: int) -> None:
-            session.load_inputs(self.ref.make_inputs(timing_seed(settings.seed, i)))
+            session.load_inputs(self.ref.make_inputs(timing_seed(inputs_seed, i)))
             self.flusher.flush()
             self.clock.synchronize()
 
         def timed_call(i: int) -> float:
-            wall, claim = self.clock.wall_ms(lambda: session.call(timed=True))
+            wall, claim = self.clock.wall_ms(session.call)
             session.check_delivery(claim, self.ref.output_specs(session.outputs))
             walls.append(wall)
             if i in verify:
@@ -221,6 +225,12 @@ class Judge:
         samples = [self.clock.wall_ms(session.ping)[0] for _ in range(9)]
         return sorted(samples)[len(samples) // 2]
 
+
+
+def verified_count(timing_trials: int) -> int:
+    """How many timed calls are re-checked: a submission skipping work on a share f of calls at random is
+    caught with probability 1 - (1 - f) ** count (count 10 of 50: f = 0.5 -> 99.9%, 0.25 -> 94%)."""
+    return min(timing_trials, max(MIN_VERIFIED, math.ceil(VERIFIED_SHARE * timing_trials)))
 
 
 def _confinement_warnings(ready: protocol.ReadyClaim) -> list[str]:

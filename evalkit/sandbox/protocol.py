@@ -57,12 +57,9 @@ def setup_request(mode: str, code_path: str, device: str, limits: dict[str, Any]
             "fd_count": fd_count, "judge_pid": os.getpid()}
 
 
-def call_request(timed: bool) -> dict[str, Any]:
-    return {"op": Op.CALL, "timed": timed}
-
-
 def simple_request(op: str) -> dict[str, Any]:
-    """``profile``, ``ping`` or ``exit``: requests with no fields."""
+    """``call``, ``profile``, ``ping`` or ``exit``: requests with no fields, so a call never says whether it
+    is a warm-up, a check or timed."""
     return {"op": op}
 
 

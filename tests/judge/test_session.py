@@ -69,7 +69,7 @@ def honest(worker: FakeWorker, request: dict[str, Any]) -> protocol.Claim:
         worker.forward_into_outputs()
         shape = list(worker.outputs[0].shape)
         return protocol.CalledClaim(delivered=True, types=["torch.Tensor"], shapes=[shape], dtypes=["torch.float32"],
-                                    ms=0.05 if request["timed"] else None)
+                                    ms=0.05)
     raise AssertionError(f"unexpected request {op}")
 
 

@@ -149,12 +149,12 @@ class Harness:
         model.load_state_dict(reference)
         return "state_dict"
 
-    def call(self, timed: bool) -> protocol.CalledClaim:
+    def call(self) -> protocol.CalledClaim:
         elapsed_ms, result = self.clock.time_ms(lambda: self.model(*self.inputs))
         self.clock.synchronize()
         delivered, form = self._deliver(result)
         self.clock.synchronize()
-        return protocol.CalledClaim(delivered=delivered, **form, ms=elapsed_ms if timed else None)
+        return protocol.CalledClaim(delivered=delivered, **form, ms=elapsed_ms)
 
     def null_call(self) -> protocol.PongClaim:
         """A call's path without the model or the output copy (the judge measures that one itself)."""
@@ -284,7 +284,7 @@ def _serve_requests(conn: Connection, harness: Harness) -> None:
         if op == Op.EXIT:
             return
         if op == Op.CALL:
-            harness.reply(harness.call(request.get("timed", False)))
+            harness.reply(harness.call())
         elif op == Op.PROFILE:
             harness.reply(harness.profile())
         elif op == Op.PING:
