@@ -105,7 +105,7 @@ FLAG_INFO: dict[Flag, FlagInfo] = {
         "the worker reported less time than the judge saw pass; the judge's time is used", True,
         "the submission tried to, or did, bend the clock"),
     Flag.REDUCED_PRECISION: FlagInfo(
-        "within tolerance, but far less precise than PyTorch's own float32 result", False,
+        "within tolerance, but over 10x less precise than PyTorch's own float32 result on the same inputs", False,
         "the tolerance accepted it; users of stricter tolerances can filter on it"),
     Flag.NO_CUSTOM_KERNEL: FlagInfo("every kernel that ran was a library's (PyTorch, cuDNN, cuBLAS, ...)", False,
                                     "correct and timed honestly, but not the submission's own kernel"),

@@ -27,7 +27,11 @@ _LIBRARY_KERNEL = re.compile(
     r"\bcunn_|im2col|col2im",
     re.IGNORECASE,
 )
-REDUCED_PRECISION_REL_L2 = 1e-3
+# Precision classes by relative L2 error against the float64 reference: float32 arithmetic lands far
+# below FLOAT32_LEVEL; TF32 and fp16/bf16 operands with float32 accumulation below HALF_LEVEL.
+FLOAT32_LEVEL_REL_L2 = 1e-5
+HALF_LEVEL_REL_L2 = 3e-3
+TIMES_PYTORCH_ERROR = 10  # reduced_precision: this many times PyTorch's own float32 error, or more
 
 
 def device_peaks(device_name: str) -> tuple[float, float] | None:
@@ -57,8 +61,16 @@ def kernel_flags(kernel_names: list[str], uses_load_inline: bool) -> list[str]:
     return ["fallback", "no_custom_kernel"] if uses_load_inline else ["no_custom_kernel"]
 
 
+def precision_class(rel_l2_err: float) -> str:
+    """``float32``, ``tf32_or_half`` (TF32, or fp16/bf16 operands) or ``lower``, from the error vs float64."""
+    if rel_l2_err <= FLOAT32_LEVEL_REL_L2:
+        return "float32"
+    return "tf32_or_half" if rel_l2_err <= HALF_LEVEL_REL_L2 else "lower"
+
+
 def reduced_precision(correctness: dict[str, Any]) -> bool:
-    """True when the error is far above float32's: fp16/bf16 arithmetic rather than float32 or TF32."""
+    """True when the error is far above PyTorch's own float32 error on the same inputs (and above float32's
+    level): fp16 where PyTorch computes in float32 is flagged; TF32 where PyTorch itself uses TF32 is not."""
     own = correctness.get("rel_l2_err") or 0.0
     pytorch = (correctness.get("pytorch_float32") or {}).get("rel_l2_err") or 0.0
-    return own > REDUCED_PRECISION_REL_L2 and own > 10 * pytorch
+    return own > max(TIMES_PYTORCH_ERROR * pytorch, FLOAT32_LEVEL_REL_L2)

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from evalkit.judge.plausibility import custom_kernels, kernel_flags, reduced_precision
+from evalkit.judge.plausibility import custom_kernels, kernel_flags, precision_class, reduced_precision
 from evalkit.judge.reference import OutputSpec, ReferenceProblem, correctness_seed, timing_seed
 from evalkit.judge.session import Session, WorkerChannel
 from evalkit.judge.tensor_check import Comparison, compare_outputs
@@ -114,6 +114,7 @@ class Judge:
         correctness = self._check_correctness(session, inputs_seed)
         correctness["weights"] = ready.weights
         stages["correctness_s"] = time.monotonic() - start
+        correctness["precision_class"] = precision_class(correctness["rel_l2_err"])
         judgement = Judgement(Finding.PASSED, "", correctness=correctness)
         if reduced_precision(correctness):
             judgement.flags.append(Flag.REDUCED_PRECISION.value)

@@ -80,6 +80,7 @@ def test_correct_rows_have_errors_timings_and_speedups(scored):
     assert row["correctness"]["max_abs_err"] < 1e-5
     assert row["correctness"]["pytorch_float32"]["max_abs_err"] < 1e-5
     assert row["correctness"]["weights"] == "state_dict"
+    assert row["correctness"]["precision_class"] == "float32"
     for key in ("median_ms", "mean_ms", "std_ms", "min_ms", "max_ms", "iqr_ms", "count"):
         assert key in row["timing"]
     assert row["timing"]["count"] == 5

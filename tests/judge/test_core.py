@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from evalkit.judge.tensor_check import compare_outputs, tensors_equal
-from evalkit.judge.plausibility import custom_kernels, floor_ms, kernel_flags, reduced_precision
+from evalkit.judge.plausibility import custom_kernels, floor_ms, kernel_flags, precision_class, reduced_precision
 from evalkit.judge.timing import TimingStats, measure, speedup
 
 
@@ -117,10 +117,19 @@ def test_library_kernels_are_told_from_custom_ones():
     assert kernel_flags([], uses_load_inline=True) == []  # nothing observed (CPU): no claim
 
 
-def test_reduced_precision_needs_error_far_above_float32():
-    assert reduced_precision({"rel_l2_err": 4e-3, "pytorch_float32": {"rel_l2_err": 1e-7}})
-    assert not reduced_precision({"rel_l2_err": 3e-4, "pytorch_float32": {"rel_l2_err": 1e-7}})  # TF32
-    assert not reduced_precision({"rel_l2_err": 4e-3, "pytorch_float32": {"rel_l2_err": 1e-3}})
+def test_reduced_precision_is_relative_to_pytorchs_own_error():
+    fp16 = {"rel_l2_err": 6e-4, "pytorch_float32": {"rel_l2_err": 5e-7}}  # below 1e-3, yet 1000x PyTorch's error
+    assert reduced_precision(fp16)
+    tf32_where_pytorch_uses_tf32 = {"rel_l2_err": 3e-4, "pytorch_float32": {"rel_l2_err": 2.5e-4}}
+    assert not reduced_precision(tf32_where_pytorch_uses_tf32)
+    assert reduced_precision({"rel_l2_err": 3e-4, "pytorch_float32": {"rel_l2_err": 1e-7}})  # TF32 vs exact float32
+    float32_reordered = {"rel_l2_err": 2e-7, "pytorch_float32": {"rel_l2_err": 1e-8}}  # 20x, but float32-level
+    assert not reduced_precision(float32_reordered)
+
+
+def test_every_correct_row_gets_a_precision_class():
+    assert [precision_class(e) for e in (1e-7, 3e-4, 2e-3, 1e-2)] == ["float32", "tf32_or_half", "tf32_or_half",
+                                                                        "lower"]
 
 
 def test_static_scan_warns_about_substitutes_and_fallbacks():
