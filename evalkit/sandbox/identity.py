@@ -74,6 +74,8 @@ def reachable_by(folder: Path, run_as: tuple[int, int]) -> bool:
     for parent in folder.resolve().parents:
         try:
             info = parent.stat()
+        except FileNotFoundError:
+            continue  # made later by evalkit itself, open to others under the usual umask
         except OSError:
             return False
         allowed = (stat.S_IXOTH | (stat.S_IXGRP if info.st_gid == gid else 0)

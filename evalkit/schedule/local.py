@@ -74,7 +74,7 @@ def score(options: ScoreOptions, progress: Progress | None = None,
     raise ``Interrupted``, whose ``outcome`` is what was judged (``None`` when judging had not begun).
     """
     device = resolve_device(options.device)
-    limits = default_limits(device, options.memory_gib)
+    limits = default_limits(device, options.memory_gib, cache_dir=options.cache_dir)
     with interruptible(lambda: kill_group(limits.group)):
         try:
             return _score(options, device, limits, progress or (lambda stage, counts: None), total_hook)

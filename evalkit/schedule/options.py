@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections import Counter
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from evalkit.judge.submission_judge import JudgeSettings
 from evalkit.records import BASELINE_KINDS
-from evalkit.sandbox.identity import unprivileged_identity
+from evalkit.sandbox.identity import reachable_by, unprivileged_identity
 from evalkit.sandbox.launcher import Limits
 from evalkit.sources.problems import Problem
 
@@ -19,6 +20,8 @@ class ScoreError(Exception):
     """A run that cannot start as asked (its report folder, or settings that differ from the ones recorded
     there); the message names the file, the problem and what to do."""
 
+
+logger = logging.getLogger(__name__)
 
 def default_cache_dir() -> Path:
     return Path(os.environ.get("EVALKIT_CACHE", Path.home() / ".cache" / "evalkit"))
@@ -78,12 +81,20 @@ class ScoreOutcome:
     seed: int | None = None  # the run's base seed (recorded in run.json, reused by --resume)
 
 
-def default_limits(device: str, memory_gib: float | None, group: str | None = None) -> Limits:
+def default_limits(device: str, memory_gib: float | None, group: str | None = None,
+                   cache_dir: Path | None = None) -> Limits:
     """The limits of every sandbox of one run. ``group`` (a fresh random token when None) marks all of
-    them, so ``evalkit.sandbox.launcher.kill_group(limits.group)`` ends every one the run started."""
+    them, so ``evalkit.sandbox.launcher.kill_group(limits.group)`` ends every one the run started.
+    Workers run as the unprivileged sandbox user when one can run them and reach ``cache_dir``."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     memory = int(memory_gib * 2**30) if memory_gib else int(min(total * 0.5, 64 * 2**30))
     # Address space, not resident memory, is what RLIMIT_AS counts: leave torch's own mappings room.
     address_space = max(2 * memory, memory + 8 * 2**30) if device == "cpu" else None
+    run_as = unprivileged_identity()
+    if run_as and cache_dir is not None and not reachable_by(cache_dir / "builds", run_as):
+        logger.warning("the sandbox user cannot enter the build cache %s (a parent folder is closed to it): "
+                       "workers run as uid 0 without capabilities; pass a --cache-dir it can reach "
+                       "(e.g. under /tmp) to run them unprivileged", cache_dir)
+        run_as = None
     return Limits(memory_bytes=memory, address_space_bytes=address_space, group=group or uuid.uuid4().hex,
-                  run_as=unprivileged_identity())
+                  run_as=run_as)

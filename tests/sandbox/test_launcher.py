@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import evalkit
@@ -36,3 +38,16 @@ def test_a_folder_under_a_closed_parent_is_unreachable_for_the_sandbox_user(tmp_
     closed.chmod(0o711)
     assert reachable_by(inner, other) == all(p.stat().st_mode & 0o001 for p in inner.resolve().parents)
     assert reachable_by(inner, (os.getuid(), os.getgid()))
+
+
+def test_folders_not_made_yet_do_not_close_the_way():
+    base = Path(tempfile.mkdtemp(dir="/tmp"))  # /tmp and / are open to every user
+    try:
+        base.chmod(0o755)
+        other = (os.getuid() + 12345, os.getgid() + 12345)
+        assert reachable_by(base / "cache" / "builds" / "abc", other)
+        base.chmod(0o700)
+        assert not reachable_by(base / "cache" / "builds" / "abc", other)
+    finally:
+        base.chmod(0o700)
+        shutil.rmtree(base)
