@@ -9,13 +9,10 @@ eager is never cut off. ``--timeout`` or ``run_timeout_s`` in problem.toml set e
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 
-import torch
-
-from evalkit.judge.reference import ReferenceProblem, timing_seed
-from evalkit.sandbox.clock import Clock
+from evalkit.judge.baselines import time_model
+from evalkit.judge.reference import ReferenceProblem
 
 LOAD_S = 60.0  # start Python and torch, load a cached extension, construct ModelNew
 FIRST_CALL_S = 60.0  # lazy CUDA/cuDNN start-up and any compilation done on the first call
@@ -41,14 +38,8 @@ class TimeLimits:
 
 
 def reference_ms(ref: ReferenceProblem, seed: int) -> float:
-    """The reference's eager time per call on its device (median of a few calls after one warm-up)."""
-    clock, samples = Clock(ref.device), []
-    with torch.no_grad():
-        for call in range(REFERENCE_CALLS + 1):
-            inputs = ref.make_inputs(timing_seed(seed, call))
-            elapsed, _ = clock.time_ms(lambda: ref.model(*inputs))
-            samples.append(elapsed)
-    return statistics.median(samples[1:])
+    """The reference's eager time per call on its device: the baselines' timing routine, a few calls."""
+    return time_model(ref, ref.model, warmup=1, trials=REFERENCE_CALLS, seed=seed).median_ms
 
 
 def time_limits(ref: ReferenceProblem, override_s: float | None, seed: int) -> TimeLimits:

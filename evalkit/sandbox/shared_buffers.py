@@ -36,7 +36,7 @@ def describe(value: Any, device: str, fds: list[int], maps: list[mmap.mmap]) -> 
 
 def anonymous_tensor(shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.Tensor, int, mmap.mmap]:
     """A tensor in fresh anonymous shared memory: (tensor, memfd, its mapping)."""
-    nbytes = max(torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size(), 1)
+    nbytes = _mapped_bytes(shape, dtype)
     fd = os.memfd_create("evalkit-buffer", os.MFD_CLOEXEC)
     os.ftruncate(fd, nbytes)
     mapped = mmap.mmap(fd, nbytes)
@@ -49,8 +49,7 @@ def map_entries(entries: list[Any], fds: list[int], keep: list[mmap.mmap]) -> li
     for entry in entries:
         if isinstance(entry, dict) and "fd_index" in entry:
             dtype = getattr(torch, entry["dtype"])
-            nbytes = max(torch.Size(entry["shape"]).numel() * torch.empty((), dtype=dtype).element_size(), 1)
-            mapped = mmap.mmap(fds[entry["fd_index"]], nbytes)
+            mapped = mmap.mmap(fds[entry["fd_index"]], _mapped_bytes(tuple(entry["shape"]), dtype))
             keep.append(mapped)
             tensors.append(_view(mapped, tuple(entry["shape"]), dtype))
         else:
@@ -58,10 +57,17 @@ def map_entries(entries: list[Any], fds: list[int], keep: list[mmap.mmap]) -> li
     return tensors
 
 
+def _tensor_bytes(shape: tuple[int, ...], dtype: torch.dtype) -> int:
+    return torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
+
+
+def _mapped_bytes(shape: tuple[int, ...], dtype: torch.dtype) -> int:
+    return max(_tensor_bytes(shape, dtype), 1)  # a mapping cannot be empty
+
+
 def _view(mapped: mmap.mmap, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     flat = torch.frombuffer(mapped, dtype=torch.uint8)
-    count = torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
-    return flat[:count].view(dtype).reshape(shape)
+    return flat[:_tensor_bytes(shape, dtype)].view(dtype).reshape(shape)
 
 
 def send_fds(sock_fd: int, fds: list[int]) -> None:
