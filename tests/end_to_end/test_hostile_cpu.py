@@ -113,8 +113,8 @@ def test_the_submission_after_every_attack_is_judged_correctly(rows):
     assert not row["flags"]
 
 
-@pytest.mark.parametrize("sample", ["rewrites_harness_bad_types", "rewrites_harness_deep_nesting",
-                                    "rewrites_harness_huge_reply"])
+@pytest.mark.parametrize("sample", ["rewrites_harness_at_import", "rewrites_harness_bad_types",
+                                    "rewrites_harness_deep_nesting", "rewrites_harness_huge_reply"])
 def test_a_rewritten_harness_is_a_protocol_violation_not_a_judge_crash(rows, sample):
     row = rows[sample]
     assert row["verdict"] == "runtime_error", row["reason"]
