@@ -15,8 +15,9 @@ from evalkit.cli.main import main
 
 CANARIES = [Path("/tmp/evalkit-escape-canary.txt"), Path("/evalkit-escape-canary.txt")]
 
-WRONG_ANSWERS = ["predicts_inputs", "empty_output", "cache_by_pointer", "first_call_only", "honest_then_cheat", "patches_comparisons",
-                 "gc_walk", "background_thread", "tensor_subclass"]
+WRONG_ANSWERS = ["predicts_inputs", "empty_output", "cache_by_pointer", "first_call_only",
+                 "honest_then_cheat", "patches_comparisons", "gc_walk", "background_thread",
+                 "tensor_subclass"]
 
 
 def _leftover_daemons() -> list[int]:
