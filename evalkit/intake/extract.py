@@ -1,47 +1,39 @@
-"""Trusted side, nothing runs: text -> the Python code to evaluate: the block defining ``class ModelNew`` (pure; no I/O, no torch).
+"""Trusted side, nothing runs: text -> the Python code to evaluate: the block that binds ``ModelNew`` (pure; no I/O, no torch).
 
-Fences are paired by a small state machine over fence-like lines and think tags (found with one linear
-regex scan; each is one step, and no step looks back past the one before), so the time is linear in the
-text: a 20 MB answer of prose takes well under a second, 20 MB of nothing but fence lines (the worst case)
-about ten on a slow machine. The final answer after ``</think>`` wins over drafts in the reasoning, and the
-last ModelNew block in it wins over earlier ones; at most MAX_CANDIDATES blocks are listed as candidates.
+Blocks and reasoning tags come from ``evalkit.intake.fences`` (one linear scan, which also finds fences
+after chat-template markers or prose on their line), and whether a block binds ModelNew (``class``, ``def``,
+assignment, import alias) from ``evalkit.intake.bindings``. The time is linear in the text: a 20 MB answer
+of prose takes well under a second, 20 MB of nothing but fence lines (the worst case) about ten on a slow
+machine.
+
+Which block: a block is *in reasoning* when the last reasoning tag before it opens reasoning (``<think>``,
+Gemma's ``<|channel>``, a harmony channel other than ``final``), or when it comes before the final answer's
+start: the last closing tag (``</think>``, ``<channel|>``, ``<|channel|>final``) that some ModelNew block
+outside reasoning follows. Text before a closing tag is reasoning even without an opening tag (templates
+often put ``<think>`` in the prompt). The last Python ModelNew block of the final answer wins over earlier
+ones and over every draft in reasoning. When the final answer has none, the last ModelNew draft from the
+reasoning is taken with a warning, whether the reasoning was closed (``</think>``, the harmony final
+channel, with no code after it) or never closed (cut off). At most MAX_CANDIDATES blocks are listed.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-import sys
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from evalkit.intake.bindings import binds_model_new
+from evalkit.intake.fences import Block, Tag, find_blocks, scan_answer
 from evalkit.sources.textio import normalise_newlines
 
+__all__ = ["MAX_CANDIDATES", "PYTHON_LANGUAGES", "Block", "Extraction", "extract", "find_blocks"]
+
 PYTHON_LANGUAGES = frozenset({"python", "py", "python3", ""})
-_MODEL_NEW = re.compile(r"^[ \t]*class\s+ModelNew\b", re.M)
-# Fence-like lines and think tags, in text order: the events the state machine consumes.
-_EVENT = re.compile(r"^([ \t]*)(`{3,}|~{3,})([^\n]*)|</?think>", re.M)
+_MODEL_NEW = re.compile(r"^[ \t]*class\s+ModelNew\b", re.M)  # in prose: said so in the no-code reason
 _CODE_START = re.compile(r"""\s*(?:import\s|from\s+[\w.]+\s+import\s|#|@|class\s|def\s|"{3}|'{3}|[A-Za-z_][\w.]*\s*=)""")
 _SENTENCE_END = ('.', '!', '?', ':', ';', ')', ']', '}', '"', "'", '*', '`', '~')
-_TAB = 4
 MAX_CANDIDATES = 100  # rows of the candidate list; past it, the first and last halves and the chosen block
-
-
-@dataclass(frozen=True)
-class Block:
-    index: int  # 0-based order of appearance
-    language: str  # first word of the info string, lowercased ("" if none)
-    fence_line: int  # 1-based line of the opening fence
-    start_line: int  # first code line (fence excluded)
-    end_line: int  # last code line; start_line - 1 for an empty block
-    closed: bool  # False when the text (or the reasoning, at </think>) ended before a closing fence
-    indent: int  # columns of indentation of the opening fence
-    code: str  # dedented by the fence's indentation
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "language": self.language, "fence_line": self.fence_line,
-                "start_line": self.start_line, "end_line": self.end_line, "closed": self.closed,
-                "indent": self.indent}
 
 
 @dataclass
@@ -66,117 +58,68 @@ class Extraction:
                 "whole_text": self.whole_text, "line_offset": self.line_offset, "warnings": list(self.warnings)}
 
 
-class _Tag(NamedTuple):
-    line: int
-    pos: int
-    closing: bool
+class _Answer(NamedTuple):
+    """Where the blocks stand: the last reasoning tag before each, and where the final answer starts."""
 
-
-class _Open(NamedTuple):
-    char: str
-    length: int
-    indent: int
-    language: str
-    fence_line: int
-    code_start: int
-
-
-def _columns(space: str) -> int:
-    return len(space.expandtabs(_TAB))  # a tab runs to the next multiple of _TAB
-
-
-def _strip_columns(line: str, n: int) -> str:
-    col = i = len(line) - len(line.lstrip(" "))  # leading spaces at C speed: deep indentation is common
-    if col >= n:
-        return line[n:]
-    while i < len(line) and col < n and line[i] in " \t":
-        col = col + 1 if line[i] == " " else (col // _TAB + 1) * _TAB
-        i += 1
-    return " " * max(col - n, 0) + line[i:]  # a tab that overshoots keeps its excess
-
-
-def _make_block(text: str, fence: _Open, index: int, code_end: int, end_line: int, closed: bool) -> Block:
-    code = text[fence.code_start:code_end]
-    if fence.indent:
-        code = "\n".join(_strip_columns(line, fence.indent) for line in code.split("\n"))
-    if code and not code.endswith("\n"):
-        code += "\n"
-    return Block(index, fence.language, fence.fence_line, fence.fence_line + 1, end_line, closed, fence.indent, code)
-
-
-def _opening(match: re.Match[str], line: int) -> _Open | None:
-    indent, run, info = match.groups()
-    if run[0] == "`" and "`" in info:
-        return None  # CommonMark: a backtick fence's info string has no backticks (```py``` is inline)
-    words = info.split()
-    language = words[0].strip("{}.").lower() if words else ""
-    return _Open(run[0], len(run), _columns(indent), language, line, match.end() + 1)
-
-
-def _scan(text: str) -> tuple[list[Block], list[_Tag]]:
-    """Blocks and the think tags outside them, in one pass over the fence-like lines."""
-    blocks: list[Block] = []
-    tags: list[_Tag] = []
-    fence: _Open | None = None
-    line, last = 1, -1  # last: where the previous event starts (never at a "\n")
-    for match in _EVENT.finditer(text):
-        pos = match.start()
-        newlines = text.count("\n", last + 1, pos)
-        line += newlines
-        first_on_line, last = newlines > 0 or last < 0, pos
-        token = match.group()
-        if token[-1] == ">":
-            if fence is not None and token == "</think>" and first_on_line:
-                # Only a line's first event looks back to the line start: linear however many tags a line has.
-                line_start = text.rfind("\n", 0, pos) + 1
-                if not text[line_start:pos].strip():
-                    # Reasoning never contains its own closing tag: an open fence was cut off here.
-                    blocks.append(_make_block(text, fence, len(blocks), line_start, line - 1, closed=False))
-                    fence = None
-            if fence is None:
-                tags.append(_Tag(line, pos, token == "</think>"))
-        elif fence is None:
-            fence = _opening(match, line)
-        elif match.group(2)[0] == fence.char and len(match.group(2)) >= fence.length and not match.group(3).strip():
-            blocks.append(_make_block(text, fence, len(blocks), pos, line - 1, closed=True))
-            fence = None
-    if fence is not None:
-        total = text.count("\n") + (0 if text.endswith("\n") else 1)
-        blocks.append(_make_block(text, fence, len(blocks), len(text), max(total, fence.fence_line), closed=False))
-    return blocks, tags
-
-
-def find_blocks(text: str) -> list[Block]:
-    """Every fenced code block, in order of appearance."""
-    return _scan(normalise_newlines(text))[0]
+    regions: list[Tag | None]
+    boundary: Tag | None  # the closing tag the final answer follows (None: no ModelNew block follows one)
+    final_from: int  # blocks whose fence starts after this offset, outside reasoning, are the final answer
 
 
 def _defines(block: Block) -> bool:
-    return "ModelNew" in block.code and bool(_MODEL_NEW.search(block.code))
+    return binds_model_new(block.code)
 
 
-def _final_boundary(model: list[Block], tags: list[_Tag]) -> int:
-    """Line of the last </think> that some ModelNew block follows (0: search the whole text)."""
+def _in_reasoning(tag: Tag | None) -> bool:
+    return tag is not None and not tag.closing
+
+
+def _regions(blocks: list[Block], tags: list[Tag]) -> list[Tag | None]:
+    """The last reasoning tag before each block (None where none is), by one merge of the two lists."""
+    regions: list[Tag | None] = []
+    last, i = None, 0
+    for block in blocks:
+        while i < len(tags) and tags[i].pos < block.fence_offset:
+            last, i = tags[i], i + 1
+        regions.append(last)
+    return regions
+
+
+def _final_boundary(eligible: list[Block], tags: list[Tag]) -> Tag | None:
+    """The last closing tag that the last ModelNew block outside reasoning follows."""
+    if not eligible:
+        return None
     for tag in reversed(tags):
-        if tag.closing and model and model[-1].fence_line > tag.line:
-            return tag.line
-    return 0
+        if tag.closing and eligible[-1].fence_offset > tag.pos:
+            return tag
+    return None
 
 
-def _final_from(tags: list[_Tag], boundary: int) -> int:
-    """Blocks whose fence is after this line are in the final answer (after the reasoning)."""
-    if boundary or not tags:
-        return boundary
-    return tags[-1].line if tags[-1].closing else sys.maxsize  # an unclosed <think>: all reasoning
+def _answer(blocks: list[Block], model: list[Block], tags: list[Tag]) -> tuple[_Answer, list[Block]]:
+    """Where the blocks stand, and the ModelNew blocks of the final answer (the pool to choose from)."""
+    regions = _regions(blocks, tags)
+    eligible = [b for b in model if not _in_reasoning(regions[b.index])]
+    boundary = _final_boundary(eligible, tags)
+    closers = [t.pos for t in tags if t.closing]
+    final_from = boundary.pos if boundary else (closers[-1] if closers else -1)
+    pool = [b for b in eligible if boundary is None or b.fence_offset > boundary.pos]
+    return _Answer(regions, boundary, final_from), pool
 
 
-def _why(block: Block, defines: bool, chosen: Block | None, boundary: int, in_final: bool) -> str:
+def _in_final(block: Block, answer: _Answer) -> bool:
+    return block.fence_offset > answer.final_from and not _in_reasoning(answer.regions[block.index])
+
+
+def _why(block: Block, defines: bool, chosen: Block | None, answer: _Answer, in_final: bool) -> str:
     if block is chosen:
         if in_final:
             return "chosen: last Python block defining ModelNew in the final answer"
         return "chosen: last Python block defining ModelNew (none follows the reasoning; taken from it)"
-    if boundary and block.fence_line <= boundary:
-        return "inside reasoning (before final </think>)"
+    region = answer.regions[block.index]
+    if answer.boundary is not None and block.fence_offset < answer.boundary.pos:
+        return f"inside reasoning (before final {answer.boundary.name})"
+    if region is not None and not region.closing:
+        return f"inside reasoning (after {region.name})"
     if block.language not in PYTHON_LANGUAGES:
         return f"language '{block.language}' is not Python"
     if not defines:
@@ -193,14 +136,14 @@ def _listed(blocks: list[Block], chosen: Block | None) -> list[Block]:
     return blocks[:half] + middle + blocks[-half:]
 
 
-def _candidates(blocks: list[Block], defines: list[bool], chosen: Block | None, boundary: int,
-                final_from: int) -> list[dict[str, Any]]:
+def _candidates(blocks: list[Block], defines: list[bool], chosen: Block | None,
+                answer: _Answer) -> list[dict[str, Any]]:
     rows = []
     for b in _listed(blocks, chosen):
-        has_model, in_final = defines[b.index], b.fence_line > final_from
+        has_model, in_final = defines[b.index], _in_final(b, answer)
         rows.append({**b.to_dict(), "in_final_answer": in_final, "defines_model_new": has_model,
                      "status": "chosen" if b is chosen else "rejected",
-                     "why": _why(b, has_model, chosen, boundary, in_final)})
+                     "why": _why(b, has_model, chosen, answer, in_final)})
     return rows
 
 
@@ -235,10 +178,11 @@ def _shorten(line: str) -> str:
     return line if len(line) <= 80 else line[:77] + "..."
 
 
-def _no_code_reason(text: str, blocks: list[Block], tags: list[_Tag]) -> str:
+def _no_code_reason(text: str, blocks: list[Block], tags: list[Tag]) -> str:
     if tags and not tags[-1].closing:
-        return ("answer cut off inside the reasoning: <think> is never closed and no block defines ModelNew "
-                f"(<think> at line {tags[-1].line})")
+        name = tags[-1].name
+        return (f"answer cut off inside the reasoning: {name} is never closed and no block defines ModelNew "
+                f"({name} at line {tags[-1].line})")
     if not blocks:
         prose = _MODEL_NEW.search(text)
         last = _last_line(text)
@@ -262,7 +206,7 @@ def _no_code_reason(text: str, blocks: list[Block], tags: list[_Tag]) -> str:
 
 def _whole_text(text: str, has_blocks: bool) -> Extraction | None:
     """The whole text as Python, if it is a Python file defining ModelNew."""
-    if not _MODEL_NEW.search(text):
+    if not binds_model_new(text):
         return None
     try:
         ast.parse(text)
@@ -283,16 +227,15 @@ def extract(text: str) -> Extraction:
     text = normalise_newlines(text)
     if not text.strip():
         return Extraction(ok=False, reason="empty text")
-    blocks, tags = _scan(text)
+    blocks, tags = scan_answer(text)
     whole = _whole_text(text, bool(blocks))
     if whole is not None:
         return whole
     defines = [_defines(b) for b in blocks]
     model = [b for b, d in zip(blocks, defines) if d and b.language in PYTHON_LANGUAGES]
-    boundary = _final_boundary(model, tags)
-    pool = [b for b in model if b.fence_line > boundary]
-    chosen = pool[-1] if pool else None
-    candidates = _candidates(blocks, defines, chosen, boundary, _final_from(tags, boundary))
+    answer, pool = _answer(blocks, model, tags)
+    chosen = pool[-1] if pool else (model[-1] if model else None)  # else: the last draft in reasoning
+    candidates = _candidates(blocks, defines, chosen, answer)
     listing = _listing_warnings(len(blocks), len(candidates))
     if chosen is None:
         return Extraction(ok=False, reason=_no_code_reason(text, blocks, tags), candidates=candidates,

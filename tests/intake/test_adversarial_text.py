@@ -9,6 +9,7 @@ import tracemalloc
 
 import pytest
 
+from evalkit.intake.bindings import binds_model_new
 from evalkit.intake.extract import MAX_CANDIDATES, extract
 from evalkit.intake.static_scan import SyntaxProblem, scan, syntax_problem
 from evalkit.intake.triage import triage
@@ -129,6 +130,19 @@ def test_long_lines_without_events() -> None:
     assert seconds < QUICK_S and result.ok and result.code == MODEL
 
 
+def test_harmony_turns_closing_and_opening_fences_on_each_line() -> None:
+    line = "```<|end|><|start|>assistant<|channel|>final<|message|>```python\n"
+    text = "```python\n" + line * 20_000 + "```\n" + fenced(MODEL)
+    result, seconds = timed(lambda: extract(text))
+    assert seconds < QUICK_S and result.ok and result.code == MODEL and result.block.index == 20_001
+
+
+def test_a_long_line_naming_model_new_in_every_way_but_binding() -> None:
+    line = "x = f(" + "ModelNew, ModelNew.y, 'as ModelNew', ModelNew == 1, " * 40_000 + ")\n"
+    result, seconds = timed(lambda: extract(fenced(MODEL.replace("class ModelNew", "class Other") + line)))
+    assert seconds < QUICK_S and not result.ok
+
+
 # --- parsing: the parser's own limits are a syntax problem, never an exception ------------------------
 
 DEEPLY_NESTED = {
@@ -185,6 +199,17 @@ GROWING = {
     "scan: the reported answer": (scan, lambda n: REPORTED * n, 1_500),
     "scan: try and except lines": (scan, lambda n: ("try:\n" + "except E:\n" + " " * 40 + "x\n") * n + "load(\n", 6_000),
     "decode_text: invalid bytes": (lambda data: decode_text(data, "a"), lambda n: b"a\xff" * n, 800_000),
+    "extract: fence runs after prose on a line": (extract, lambda n: "a ``` " * n, 100_000),
+    "extract: a lead of markers, then runs": (extract, lambda n: "<|a|>" * n + "```x y " * n, 40_000),
+    "extract: channel markers on a line in a fence": (extract, lambda n: "```\n" + "x <|channel|>final" * n, 80_000),
+    "extract: closing runs and markers on a line": (extract, lambda n: "```python\nx\n" + "```<|end|>" * n, 60_000),
+    "extract: tentative fences": (extract, lambda n: "see ```python\n" * n, 60_000),
+    "binds_model_new: names on a line": (binds_model_new, lambda n: "x = " + "ModelNew, " * n + "\n", 200_000),
+    "binds_model_new: import items": (binds_model_new,
+                                      lambda n: "from k import " + "a as b, " * n + "ModelNew as c\n", 400_000),
+    "binds_model_new: a line of a parenthesised import": (binds_model_new,
+                                                          lambda n: "    " + "a as b, " * n + "F as ModelNew,\n",
+                                                          100_000),
 }
 
 
