@@ -1,115 +1,248 @@
-"""``evalkit problems import``: KernelBench ``<n>_<Name>.py`` files -> problem folders.
+"""``evalkit problems import``: KernelBench ``level{L}/{N}_{Name}.py`` files -> problem folders.
 
 Trusted side; reads KernelBench files and writes problem folders; never runs submission code (nor the
-imported files: they are copied verbatim).
+imported files: they are copied verbatim, and parsed with ``ast`` only to compare them).
+
+Each file becomes, in this order of preference (docs/problems.md, import):
+
+1. nothing, when a problem already records its level and number (``kernelbench_level``/``_number``);
+2. a link, when a problem without a recorded origin has the same code up to formatting, comments and
+   docstrings (``kernelbench_layout.normal_form``): its problem.toml gets the ``kernelbench_*`` keys
+   appended, and nothing else of it changes;
+3. a new folder ``l{L}_{N}_{name}`` (``kernelbench_layout.stable_id``), never overwriting one.
+
+Files are taken in (level, number) order, and an id depends on its file alone, so the result does not
+depend on the order files are found or imported in.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from evalkit.sources.errors import ProblemError
-from evalkit.sources.problems import REFERENCE_FILE, TOML_FILE
-from evalkit.sources.settings import commented_toml
+from evalkit.sources.kernelbench_layout import (file_sha256, kernelbench_id, level_of, normal_form,
+                                                problem_file_parts, stable_id)
+from evalkit.sources.problems import REFERENCE_FILE, TOML_FILE, load_problem, problem_folders
+from evalkit.sources.settings import KernelBenchOrigin, commented_toml, origin_toml, toml_string
+
+__all__ = ["ImportOutcome", "import_kernelbench", "kernelbench_id"]
 
 logger = logging.getLogger(__name__)
 
 UNSET_BY_DEFAULT = ("flops", "min_bytes")  # the plausibility bounds an importer should fill in
-KERNELBENCH_NAME = re.compile(r"^(\d+)_(\w+)\.py$")
-_LEVEL_DIR = re.compile(r"^level(\d+)$")
+Say = Callable[[str], None]
 
 
-def kernelbench_id(name: str) -> str:
-    """``ConvTranspose2d_GELU_GroupNorm`` -> ``convtranspose2d_gelu_groupnorm`` (lowercase, ``__`` -> ``_``)."""
-    return re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", name.lower())).strip("_")
+@dataclass(frozen=True)
+class _Candidate:
+    """A KernelBench problem file to import, with what its name and folder say."""
+
+    file: Path
+    level: int
+    number: int
+    name: str
+
+    @property
+    def origin_file(self) -> str:
+        return f"level{self.level}/{self.file.name}"
 
 
-def _toml_string(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-    return '"' + "".join(c if c >= " " and c != "\x7f" else f"\\u{ord(c):04x}" for c in escaped) + '"'
+@dataclass
+class ImportOutcome:
+    """What an import did, folder by folder (``present``: files some problem already is)."""
+
+    created: list[Path] = field(default_factory=list)
+    linked: list[Path] = field(default_factory=list)
+    present: list[Path] = field(default_factory=list)
+    skipped: list[Path] = field(default_factory=list)  # the KernelBench files left out, each said why
+
+    def line(self, files: int, root: Path) -> str:
+        return (f"imported {len(self.created)}, linked {len(self.linked)}, already present {len(self.present)}, "
+                f"skipped {len(self.skipped)} of {files} file(s) into {root}")
+
+
+@dataclass
+class _Known:
+    """The problems folder as the import sees it, kept up to date as folders are made and linked."""
+
+    taken: set[str]
+    by_origin: dict[tuple[int, int], Path] = field(default_factory=dict)
+    code_of: dict[Path, str] = field(default_factory=dict)  # normal form of each usable problem's reference
+    unlinked: set[Path] = field(default_factory=set)  # usable problems without a recorded origin
+
+    def twin(self, code: str) -> Path | None:
+        """The first (by name) problem without an origin whose code is ``code``."""
+        return next((p for p in sorted(self.unlinked) if self.code_of[p] == code), None)
+
+    def add(self, folder: Path, code: str, key: tuple[int, int]) -> None:
+        self.taken.add(folder.name)
+        self.code_of[folder] = code
+        self.by_origin[key] = folder
+        self.unlinked.discard(folder)
+
+
+def _survey(root: Path, say: Say) -> _Known:
+    known = _Known(taken={p.name for p in root.iterdir()})
+    for folder in problem_folders(root):
+        if not (folder / REFERENCE_FILE).is_file():
+            continue
+        try:
+            problem = load_problem(folder)
+        except ProblemError as err:
+            say(f"note: {folder} is not considered for linking: {err}")
+            continue
+        known.code_of[folder] = normal_form((folder / REFERENCE_FILE).read_bytes())
+        if problem.kernelbench is None:
+            known.unlinked.add(folder)
+        else:
+            known.by_origin.setdefault((problem.kernelbench.level, problem.kernelbench.number), folder)
+    return known
 
 
 def _kernelbench_files(source: Path) -> list[Path]:
     if source.is_file():
         return [source]
     if not source.is_dir():
-        raise ProblemError(f"{source}: no such file or folder to import")
+        raise ProblemError(f"{source}: no such file or folder to import; give a KernelBench level folder "
+                           f"(.../KernelBench/level1), the folder holding them, or one <n>_<Name>.py file")
     return sorted(p for p in source.rglob("*.py")
                   if not any(part.startswith(".") or part == "__pycache__" for part in p.relative_to(source).parts))
 
 
-def _level_of(file: Path) -> int | None:
-    for parent in file.resolve().parents:
-        match = _LEVEL_DIR.match(parent.name)
-        if match:
-            return int(match.group(1))
-    return None
-
-
-def _free_id(file: Path, number: str, name: str, root: Path, taken: set[str],
-             say: Callable[[str], None]) -> str | None:
-    """The id for ``file`` (``<number>_<name>.py``): its own, or with its level and number appended when a
-    different problem has that one; None (and why, to ``say``) when ``file`` is already imported or both
-    ids are taken."""
-    problem_id = kernelbench_id(name)
-    if problem_id not in taken:
-        return problem_id
-    existing = root / problem_id / REFERENCE_FILE
-    if existing.is_file() and existing.read_bytes() == file.read_bytes():
-        say(f"skipped {file}: already imported as {root / problem_id}")
+def _candidate(file: Path, level: int | None, say: Say) -> _Candidate | None:
+    parts = problem_file_parts(file)
+    if parts is None:
+        say(f"skipped {file}: not a KernelBench problem file (<n>_<Name>.py)")
         return None
-    level = _level_of(file)
-    problem_id = f"{problem_id}_l{level}_{number}" if level is not None else f"{problem_id}_{number}"
-    if problem_id in taken:
-        say(f"skipped {file}: {root / problem_id} already exists")
+    level = level_of(file) or level
+    if level is None:
+        say(f"skipped {file}: its KernelBench level is unknown (no parent folder is named level<L>); "
+            f"move it into one, or pass --level L")
         return None
-    return problem_id
+    return _Candidate(file, level, *parts)
 
 
-def _problem_toml(file: Path, name: str) -> str:
-    """problem.toml of an imported file: title, source, level (if known), tag, and the unset settings."""
-    level = _level_of(file)
+def _problem_toml(candidate: _Candidate, origin: KernelBenchOrigin) -> str:
+    """problem.toml of an imported file: title, source, tag, its origin, and the unset settings."""
+    version = f" {origin.version}" if origin.version else ""
+    source = f"KernelBench{version} {origin.file.removesuffix('.py')}"
     lines = ["# Imported from KernelBench by `evalkit problems import`; see docs/problems.md for the keys.",
-             f"title = {_toml_string(' '.join(name.replace('_', ' ').split()))}",
-             f"source = {_toml_string(file.name)}"]
-    lines += [f"level = {level}"] if level is not None else []
-    lines += ['tags = ["kernelbench"]', "", *commented_toml(UNSET_BY_DEFAULT), ""]
+             f"title = {toml_string(' '.join(candidate.name.replace('_', ' ').split()))}",
+             f"source = {toml_string(source)}",
+             'tags = ["kernelbench"]', *origin_toml(origin), "", *commented_toml(UNSET_BY_DEFAULT), ""]
     return "\n".join(lines)
 
 
-def _import_one(file: Path, root: Path, taken: set[str], say: Callable[[str], None]) -> Path | None:
-    match = KERNELBENCH_NAME.match(file.name)
-    if not match or not kernelbench_id(match.group(2)):
-        say(f"skipped {file}: not a KernelBench problem file (<n>_<Name>.py)")
-        return None
-    number, name = match.groups()
-    problem_id = _free_id(file, number, name, root, taken, say)
-    if problem_id is None:
-        return None
-    folder = root / problem_id
+def _create(candidate: _Candidate, origin: KernelBenchOrigin, folder: Path) -> None:
     folder.mkdir(parents=True)
-    shutil.copyfile(file, folder / REFERENCE_FILE)
-    (folder / TOML_FILE).write_text(_problem_toml(file, name), encoding="utf-8")
-    taken.add(problem_id)
-    say(f"imported {file} -> {folder}")
-    return folder
+    shutil.copyfile(candidate.file, folder / REFERENCE_FILE)
+    (folder / TOML_FILE).write_text(_problem_toml(candidate, origin), encoding="utf-8")
 
 
-def import_kernelbench(source: Path, root: Path, report: Callable[[str], None] | None = None) -> list[Path]:
-    """Turn KernelBench ``<n>_<Name>.py`` files (one file, or a folder searched recursively) into folders.
+def _link(folder: Path, origin: KernelBenchOrigin) -> None:
+    """Append ``origin`` to ``folder``'s problem.toml; restore it and raise ProblemError when that breaks it."""
+    toml = folder / TOML_FILE
+    before = toml.read_text(encoding="utf-8") if toml.is_file() else None
+    block = ["# KernelBench origin, recorded by `evalkit problems import`: reference.py has the code of",
+             f"# {origin.file} up to formatting, comments and docstrings.", *origin_toml(origin), ""]
+    head = (before + ("\n" if not before.endswith("\n") else "") + "\n") if before else ""
+    toml.write_text(head + "\n".join(block), encoding="utf-8")
+    try:
+        load_problem(folder)
+    except ProblemError:
+        if before is None:
+            toml.unlink()
+        else:
+            toml.write_text(before, encoding="utf-8")
+        raise
 
-    The id is ``Name`` lowercased with runs of ``_`` collapsed; when it is taken by a different problem
-    the number (and level) is appended. Never overwrites. ``report`` receives one line per file.
+
+def _already_present(candidate: _Candidate, code: str, known: _Known, say: Say, outcome: ImportOutcome) -> None:
+    folder = known.by_origin[(candidate.level, candidate.number)]
+    if known.code_of.get(folder) == code:
+        say(f"already present: {candidate.file} is {folder}")
+        outcome.present.append(folder)
+        return
+    say(f"skipped {candidate.file}: {folder} is already {_what(candidate)}, but its code differs (edited there, "
+        f"or another KernelBench version); left as is. To keep both, import into another --problems-dir")
+    outcome.skipped.append(candidate.file)
+
+
+def _link_twin(candidate: _Candidate, twin: Path, code: str, origin: KernelBenchOrigin, known: _Known, say: Say,
+               outcome: ImportOutcome) -> None:
+    try:
+        _link(twin, origin)
+    except ProblemError as err:
+        say(f"skipped {candidate.file}: cannot record {_what(candidate)} in {twin / TOML_FILE} ({err}); "
+            f"fix that file and import again")
+        outcome.skipped.append(candidate.file)
+        return
+    known.add(twin, code, (candidate.level, candidate.number))
+    say(f"linked {candidate.file} -> {twin} (the same code up to formatting; its {TOML_FILE} now records "
+        f"{_what(candidate)})")
+    outcome.linked.append(twin)
+
+
+def _create_new(candidate: _Candidate, root: Path, code: str, origin: KernelBenchOrigin, known: _Known, say: Say,
+                outcome: ImportOutcome) -> None:
+    folder = root / stable_id(candidate.level, candidate.number, candidate.name)
+    if folder.name in known.taken:
+        say(f"skipped {candidate.file}: {folder} exists but does not record {_what(candidate)}; move it away, or "
+            f"add kernelbench_level = {candidate.level} and kernelbench_number = {candidate.number} to its {TOML_FILE}")
+        outcome.skipped.append(candidate.file)
+        return
+    _create(candidate, origin, folder)
+    known.add(folder, code, (candidate.level, candidate.number))
+    say(f"imported {candidate.file} -> {folder}")
+    outcome.created.append(folder)
+
+
+def _what(candidate: _Candidate) -> str:
+    return f"KernelBench level {candidate.level} problem {candidate.number}"
+
+
+def _import_one(candidate: _Candidate, root: Path, known: _Known, version: str, say: Say,
+                outcome: ImportOutcome) -> None:
+    """Recognise, link or create the problem of ``candidate`` (see the module's docstring)."""
+    code = normal_form(candidate.file.read_bytes())
+    if (candidate.level, candidate.number) in known.by_origin:
+        _already_present(candidate, code, known, say, outcome)
+        return
+    origin = KernelBenchOrigin(candidate.level, candidate.number, candidate.origin_file,
+                               file_sha256(candidate.file), version)
+    twin = known.twin(code)
+    if twin is not None:
+        _link_twin(candidate, twin, code, origin, known, say, outcome)
+    else:
+        _create_new(candidate, root, code, origin, known, say, outcome)
+
+
+def import_kernelbench(source: Path, root: Path, report: Say | None = None, *, version: str = "",
+                       level: int | None = None) -> ImportOutcome:
+    """Import KernelBench ``<n>_<Name>.py`` files (one file, or a folder searched recursively) into ``root``.
+
+    The level comes from the nearest parent folder ``level<L>``, else from ``level``. ``version`` (e.g.
+    ``"v0.1"``) is recorded as ``kernelbench_version``. Never overwrites a file. ``report`` receives one line
+    per file and a last line counting them (default: the log, at INFO).
     """
     say = report or logger.info
     source, root = Path(source), Path(root)
     files = _kernelbench_files(source)
     root.mkdir(parents=True, exist_ok=True)
-    taken = {p.name for p in root.iterdir()}
-    created = [folder for file in files if (folder := _import_one(file, root, taken, say)) is not None]
-    say(f"imported {len(created)} of {len(files)} file(s) into {root}")
-    return created
+    known = _survey(root, say)
+    outcome = ImportOutcome()
+    candidates = []
+    for file in files:
+        candidate = _candidate(file, level, say)
+        if candidate is None:
+            outcome.skipped.append(file)
+        else:
+            candidates.append(candidate)
+    for candidate in sorted(candidates, key=lambda c: (c.level, c.number, c.name, str(c.file))):
+        _import_one(candidate, root, known, version, say, outcome)
+    say(outcome.line(len(files), root))
+    return outcome

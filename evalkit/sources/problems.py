@@ -5,8 +5,8 @@ reference.py, which is trusted problem code).
 
 A problem is a folder ``<root>/<id>/`` holding ``reference.py`` (a KernelBench module:
 ``class Model(nn.Module)``, ``get_inputs()``, ``get_init_inputs()``) and an optional
-``problem.toml`` of metadata (``title``, ``source``, ``level``, ``tags``) and judging settings, all at
-the top level. docs/problems.md documents every key and default; the settings are declared once, in
+``problem.toml`` of metadata (``title``, ``source``, ``level``, ``tags``, and the KernelBench origin
+``kernelbench_*`` that ``evalkit problems import`` records) and judging settings, all at the top level. docs/problems.md documents every key and default; the settings are declared once, in
 ``evalkit.sources.settings``. Scaffolding lives in ``scaffold``, KernelBench import in ``kernelbench``.
 """
 
@@ -27,15 +27,16 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evalkit.sources.errors import ProblemError
-from evalkit.sources.settings import SETTING_KEYS, ProblemSettings, parse_settings
+from evalkit.sources.settings import (ORIGIN_KEYS, SETTING_KEYS, KernelBenchOrigin, ProblemSettings, parse_origin,
+                                      parse_settings)
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-__all__ = ["METADATA_KEYS", "REFERENCE_FILE", "TOML_FILE", "TOML_KEYS", "Problem", "ProblemError",
-           "ProblemSettings", "discover_problems", "get_problem", "load_problem", "problem_folders",
+__all__ = ["METADATA_KEYS", "REFERENCE_FILE", "TOML_FILE", "TOML_KEYS", "KernelBenchOrigin", "Problem",
+           "ProblemError", "ProblemSettings", "discover_problems", "get_problem", "load_problem", "problem_folders",
            "unknown_problem", "where_in"]
 
 logger = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ logger = logging.getLogger(__name__)
 REFERENCE_FILE = "reference.py"
 TOML_FILE = "problem.toml"
 METADATA_KEYS = ("title", "source", "level", "tags")
-TOML_KEYS = METADATA_KEYS + SETTING_KEYS
+TOML_KEYS = METADATA_KEYS + ORIGIN_KEYS + SETTING_KEYS
 _module_counter = itertools.count()
 
 
@@ -58,6 +59,15 @@ class Problem:
     level: int | None = None
     tags: tuple[str, ...] = ()
     settings: ProblemSettings = field(default_factory=ProblemSettings)
+    kernelbench: KernelBenchOrigin | None = None  # which KernelBench problem this is, when recorded
+
+    @property
+    def kernelbench_level(self) -> int | None:
+        return self.kernelbench.level if self.kernelbench else None
+
+    @property
+    def kernelbench_number(self) -> int | None:
+        return self.kernelbench.number if self.kernelbench else None
 
     @property
     def reference_path(self) -> Path:
@@ -95,7 +105,8 @@ class Problem:
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "title": self.title, "source": self.source, "level": self.level,
-                "tags": list(self.tags), "path": str(self.path), "settings": dataclasses.asdict(self.settings)}
+                "tags": list(self.tags), "path": str(self.path), "settings": dataclasses.asdict(self.settings),
+                "kernelbench": self.kernelbench.to_dict() if self.kernelbench else None}
 
 
 def _import_file(path: Path, problem_id: str) -> types.ModuleType:
@@ -186,8 +197,11 @@ def load_problem(folder: Path) -> Problem:
     data = _read_toml(toml_path)
     _check_unknown(data, toml_path)
     meta = _parse_metadata(data, toml_path, folder.name)
+    origin = parse_origin(data, toml_path)
+    if meta["level"] is None and origin is not None:
+        meta["level"] = origin.level
     settings = parse_settings(data, toml_path)
-    return Problem(id=folder.name, path=folder, settings=settings, **meta)
+    return Problem(id=folder.name, path=folder, settings=settings, kernelbench=origin, **meta)
 
 
 def problem_folders(root: Path) -> list[Path]:

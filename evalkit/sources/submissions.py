@@ -5,8 +5,14 @@ Layouts:
 - ``<run>/<problem-id>/<sample>.(txt|md|py)``: one run folder;
 - ``<run>/<problem-id>/<sample>.txt``: one file (run and problem from its parent folders);
 - ``<run>.jsonl`` with rows ``{"problem": ..., "sample": ..., "text": ...}``: a manifest;
-- ``problems/<problem-id>/solutions/<name>.py``: the curated solutions, as run ``curated``.
-A folder of runs may mix run folders and ``.jsonl`` manifests.
+- ``problems/<problem-id>/solutions/<name>.py``: the curated solutions, as run ``curated``;
+- KernelBench's run folder ``runs/<run>/level_{L}_problem_{N}_sample_{S}_kernel.py``: each file is sample
+  ``S`` of the problem that records ``kernelbench_level = L`` and ``kernelbench_number = N`` (written by
+  ``evalkit problems import``); its ``*_prompt.txt`` files and ``eval_results.json`` are not answers.
+A folder of runs may mix run folders (of either kind) and ``.jsonl`` manifests.
+
+Layout warnings (files that are ignored, kernels of no known problem) are logged as they are found (at
+WARNING, which ``evalkit`` shows on stderr) and kept in ``Discovered.notes``.
 
 Trusted side; reads submission files / manifests as text; never runs submission code.
 """
@@ -14,14 +20,19 @@ Trusted side; reads submission files / manifests as text; never runs submission 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalkit.sources.problems import Problem, ProblemError, get_problem
 from evalkit.records import CURATED_RUN, Submission
+from evalkit.sources.kernelbench_layout import KernelFile, is_prompt_file, kernel_file, problems_by_origin
+from evalkit.sources.problems import Problem, ProblemError, get_problem
 from evalkit.sources.textio import UnreadableText, normalise_newlines, read_text
 
+logger = logging.getLogger(__name__)
+
 SUFFIXES = (".txt", ".md", ".py")
+_LISTED = 10  # files named in one warning before "and N more"
 
 
 class SubmissionError(Exception):
@@ -32,11 +43,17 @@ class SubmissionError(Exception):
 class Discovered:
     submissions: list[Submission] = field(default_factory=list)
     unreadable: list[tuple[Submission, str]] = field(default_factory=list)  # (placeholder, reason)
-    warnings: dict[str, list[str]] = field(default_factory=dict)  # path -> decoding warnings
+    warnings: dict[str, list[str]] = field(default_factory=dict)  # path -> decoding warnings (go into its row)
+    notes: list[str] = field(default_factory=list)  # layout warnings, each also logged when found
+
+    def note(self, message: str) -> None:
+        """Keep and log (at WARNING) a warning about the layout, not about one submission's text."""
+        self.notes.append(message)
+        logger.warning("%s", message)
 
 
 def discover(path: Path, problems: dict[str, Problem]) -> Discovered:
-    """Every submission under ``path``, sorted by (problem, run, sample)."""
+    """Every submission under ``path``, sorted by (problem, run, sample; numbered samples in numeric order)."""
     if not path.exists():
         raise SubmissionError(f"{path}: no such file or folder")
     found = Discovered()
@@ -55,8 +72,13 @@ def discover(path: Path, problems: dict[str, Problem]) -> Discovered:
                 _add_run_folder(child, child.name, problems, found)
             elif child.suffix == ".jsonl":
                 _add_manifest(child, problems, found)
-    found.submissions.sort(key=lambda s: (s.problem, s.run, s.sample))
+    found.submissions.sort(key=lambda s: (s.problem, s.run, _sample_order(s.sample)))
     return found
+
+
+def _sample_order(sample: str) -> tuple[int, int, str]:
+    """Numbered samples (KernelBench's 0, 1, ... 10) in numeric order, before named ones."""
+    return (0, int(sample), "") if sample.isascii() and sample.isdigit() else (1, 0, sample)
 
 
 def _is_problems_root(path: Path) -> bool:
@@ -64,7 +86,8 @@ def _is_problems_root(path: Path) -> bool:
 
 
 def _is_run_folder(path: Path, problems: dict[str, Problem]) -> bool:
-    return any(child.is_dir() and child.name in problems for child in path.iterdir())
+    return any((child.is_dir() and child.name in problems) or (child.is_file() and kernel_file(child))
+               for child in path.iterdir())
 
 
 def _problem_id(name: str, problems: dict[str, Problem], where: Path) -> str:
@@ -77,10 +100,47 @@ def _problem_id(name: str, problems: dict[str, Problem], where: Path) -> str:
 def _add_run_folder(run_dir: Path, run: str, problems: dict[str, Problem], found: Discovered) -> None:
     for problem_dir in sorted(p for p in run_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
         _add_problem_folder(problem_dir, run, _problem_id(problem_dir.name, problems, problem_dir), problems, found)
-    stray = [p.name for p in run_dir.iterdir() if p.is_file() and p.suffix in SUFFIXES]
+    files = sorted(p for p in run_dir.iterdir() if p.is_file() and not p.name.startswith("."))
+    kernels = [k for k in map(kernel_file, files) if k is not None]
+    _add_kernel_files(run_dir, run, kernels, problems, found)
+    stray = [p.name for p in files if p.suffix in SUFFIXES and not kernel_file(p) and not is_prompt_file(p)]
     if stray:
-        found.warnings[str(run_dir)] = [f"files directly in the run folder are ignored ({', '.join(stray[:5])}); "
-                                        f"put them under {run_dir}/<problem-id>/"]
+        found.note(f"{run_dir}: files directly in the run folder are ignored ({_listed(stray)}); put them under "
+                   f"{run_dir}/<problem-id>/, or name them as KernelBench does: "
+                   f"level_<L>_problem_<N>_sample_<S>_kernel.py")
+
+
+def _listed(names: list[str]) -> str:
+    more = f", and {len(names) - _LISTED} more" if len(names) > _LISTED else ""
+    return ", ".join(names[:_LISTED]) + more
+
+
+def _add_kernel_files(run_dir: Path, run: str, kernels: list[KernelFile], problems: dict[str, Problem],
+                      found: Discovered) -> None:
+    """Each KernelBench kernel as sample S of the problem recording its level and number; one warning per
+    level for those no problem records."""
+    by_origin = problems_by_origin(problems.values())
+    unknown: dict[int, list[KernelFile]] = {}
+    for kernel in sorted(kernels, key=lambda k: (k.level, k.number, k.sample)):
+        problem = by_origin.get((kernel.level, kernel.number))
+        if problem is None:
+            unknown.setdefault(kernel.level, []).append(kernel)
+        else:
+            _add_text_file(kernel.path, run, problem.id, found, sample=str(kernel.sample))
+    for level, files in sorted(unknown.items()):
+        found.note(f"{run_dir}: {len(files)} KernelBench kernel file(s) of level {level} are not judged: "
+                   f"{_unknown_text(files, problems)}")
+
+
+def _unknown_text(files: list[KernelFile], problems: dict[str, Problem]) -> str:
+    """Why ``files`` (of one level) map to no problem, and what to do."""
+    level = files[0].level
+    numbers = sorted({k.number for k in files})
+    where = next(iter(problems.values())).path.parent if problems else Path("problems")
+    return (f"{_listed([k.path.name for k in files])}. No problem in {where} records kernelbench_level = {level} "
+            f"with kernelbench_number {_listed([str(n) for n in numbers])}; import the level first: "
+            f"`evalkit problems import path/to/KernelBench/KernelBench/level{level} --problems-dir {where}` "
+            f"(see docs/problems.md)")
 
 
 def _add_problem_folder(folder: Path, run: str, problem: str, problems: dict[str, Problem], found: Discovered) -> None:
@@ -93,6 +153,10 @@ def _add_file_or_manifest(path: Path, problems: dict[str, Problem], found: Disco
     if path.suffix == ".jsonl":
         _add_manifest(path, problems, found)
         return
+    kernel = kernel_file(path)
+    if kernel is not None:
+        _add_kernel_file(kernel, problems, found)
+        return
     parent = path.parent
     run = parent.parent.name if parent.parent.name else "default"
     if parent.name == "solutions" and (parent.parent / "reference.py").is_file():
@@ -100,15 +164,26 @@ def _add_file_or_manifest(path: Path, problems: dict[str, Problem], found: Disco
     _add_text_file(path, run, _problem_id(parent.name, problems, path), found)
 
 
-def _add_text_file(path: Path, run: str, problem: str, found: Discovered) -> None:
+def _add_kernel_file(kernel: KernelFile, problems: dict[str, Problem], found: Discovered) -> None:
+    """One KernelBench kernel file given alone: a problem must record its level and number."""
+    problem = problems_by_origin(problems.values()).get((kernel.level, kernel.number))
+    if problem is None:
+        raise SubmissionError(f"{kernel.path}: KernelBench level {kernel.level} problem {kernel.number} is not "
+                              f"judged: {_unknown_text([kernel], problems)}")
+    run = kernel.path.parent.name or "default"
+    _add_text_file(kernel.path, run, problem.id, found, sample=str(kernel.sample))
+
+
+def _add_text_file(path: Path, run: str, problem: str, found: Discovered, sample: str | None = None) -> None:
+    sample = path.stem if sample is None else sample
     try:
         text, warnings = read_text(path)
     except UnreadableText as err:
-        found.unreadable.append((Submission(run, problem, path.stem, str(path), ""), str(err)))
+        found.unreadable.append((Submission(run, problem, sample, str(path), ""), str(err)))
         return
     if warnings:
         found.warnings[str(path)] = warnings
-    found.submissions.append(Submission(run=run, problem=problem, sample=path.stem, path=str(path), text=text))
+    found.submissions.append(Submission(run=run, problem=problem, sample=sample, path=str(path), text=text))
 
 
 def _add_manifest(path: Path, problems: dict[str, Problem], found: Discovered) -> None:

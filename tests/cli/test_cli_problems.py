@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBLEMS = ROOT / "problems"
 FIXTURES = ROOT / "tests" / "fixtures" / "problems"
 BROKEN = ROOT / "tests" / "fixtures" / "broken_problems"
+KB = ROOT / "tests" / "fixtures" / "kernelbench_layout" / "KernelBench"
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> Result:
@@ -107,15 +108,32 @@ def test_new_then_check(tmp_path: Path) -> None:
 def test_import(tmp_path: Path) -> None:
     level2 = tmp_path / "kb" / "level2"
     level2.mkdir(parents=True)
-    shutil.copy(PROBLEMS / "convtranspose2d_gelu_groupnorm" / "reference.py",
-                level2 / "19_ConvTranspose2d_GELU_GroupNorm.py")
-    result = _run("import", tmp_path / "kb", "--problems-dir", tmp_path / "problems")
+    shutil.copy(KB / "level2" / "2_Matmul_Scale_Tiny.py", level2)
+    result = _run("import", tmp_path / "kb", "--problems-dir", tmp_path / "problems", "--source-version", "v0.1")
     assert result.exit_code == 0, result.output
-    assert "-> " + str(tmp_path / "problems" / "convtranspose2d_gelu_groupnorm") in result.output
+    folder = tmp_path / "problems" / "l2_2_matmul_scale_tiny"
+    assert f"imported {level2 / '2_Matmul_Scale_Tiny.py'} -> {folder}" in result.output
+    assert 'kernelbench_version = "v0.1"' in (folder / "problem.toml").read_text()
     listing = _run("--problems-dir", tmp_path / "problems")
-    assert "(128, 64, 258, 258)" in listing.output
+    assert "KernelBench v0.1 level2/2_Matmul_Scale_Tiny" in listing.output and "(4, 8)" in listing.output
     missing = _run("import", tmp_path / "nothing", "--problems-dir", tmp_path / "problems")
     assert missing.exit_code == 1 and "no such file or folder" in missing.output
+
+
+def test_import_links_the_shipped_problems_and_takes_a_level(tmp_path: Path) -> None:
+    shutil.copytree(PROBLEMS, tmp_path / "problems", ignore=shutil.ignore_patterns("__pycache__"))
+    result = _run("import", KB / "level2", "--problems-dir", tmp_path / "problems")
+    assert result.exit_code == 0, result.output
+    assert f"linked {KB / 'level2' / '19_ConvTranspose2d_GELU_GroupNorm.py'} -> " \
+           f"{tmp_path / 'problems' / 'convtranspose2d_gelu_groupnorm'}" in result.output
+    assert result.output.splitlines()[-1].startswith("imported 1, linked 2, already present 0, skipped 0 of 3")
+    loose = tmp_path / "7_Loose.py"
+    shutil.copy(KB / "level1" / "19_ReLU.py", loose)
+    skipped = _run("import", loose, "--problems-dir", tmp_path / "problems")
+    assert skipped.exit_code == 0 and "pass --level L" in skipped.output
+    taken = _run("import", loose, "--level", "3", "--problems-dir", tmp_path / "problems")
+    assert f"-> {tmp_path / 'problems' / 'l3_7_loose'}" in taken.output
+    assert _run("import", loose, "--level", "0").exit_code == 2
 
 
 def test_cuda_without_gpu_is_a_clean_error() -> None:

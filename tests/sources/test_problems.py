@@ -1,4 +1,5 @@
-"""Loading, settings (and where their defaults are shown), discovery, scaffolding and KernelBench import."""
+"""Loading, settings (and where their defaults are shown), discovery and scaffolding (KernelBench import:
+test_kernelbench_import.py)."""
 
 from __future__ import annotations
 
@@ -19,11 +20,10 @@ from click.testing import CliRunner
 
 from evalkit.cli.score import score_command
 from evalkit.judge.problem_check import describe_problem
-from evalkit.sources.kernelbench import import_kernelbench, kernelbench_id
 from evalkit.sources.problems import Problem, ProblemError, discover_problems, get_problem, load_problem
 from evalkit.sources.scaffold import scaffold_problem, template_toml
-from evalkit.sources.settings import (SETTING_KEYS, SETTINGS, ProblemSettings, commented_toml, default_text,
-                                      format_number, type_text)
+from evalkit.sources.settings import (ORIGIN_KEYS, SETTING_KEYS, SETTINGS, KernelBenchOrigin, ProblemSettings,
+                                      commented_toml, default_text, format_number, origin_toml, type_text)
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "problems.md"
@@ -372,68 +372,47 @@ def test_scaffold_validates_id(tmp_path: Path, bad: str) -> None:
     assert not any(tmp_path.iterdir())
 
 
-# ----------------------------------------------------------------------------------- KernelBench import
-
-KB_19 = (PROBLEMS / "convtranspose2d_gelu_groupnorm" / "reference.py").read_text()
+# ------------------------------------------------------------------------------- KernelBench origin
 
 
-def _kernelbench_tree(tmp_path: Path) -> Path:
-    kb = tmp_path / "KernelBench"
-    (kb / "level2").mkdir(parents=True)
-    (kb / "level1").mkdir()
-    (kb / "level2" / "19_ConvTranspose2d_GELU_GroupNorm.py").write_text(KB_19)
-    (kb / "level1" / "50_conv_standard_2D__square_input__square_kernel.py").write_text("# 50\n")
-    (kb / "level1" / "63_conv_standard_2D__square_input__square_kernel.py").write_text("# 63\n")
-    (kb / "level1" / "helpers.py").write_text("# not a problem\n")
-    (kb / "level1" / "notes.txt").write_text("ignored\n")
-    return kb
+_ORIGIN = ('kernelbench_level = 1\nkernelbench_number = 50\nkernelbench_file = "level1/50_x.py"\n'
+           f'kernelbench_sha256 = "{"ab" * 32}"\nkernelbench_version = "v0.1"\n')
 
 
-def test_kernelbench_id() -> None:
-    assert kernelbench_id("ConvTranspose2d_GELU_GroupNorm") == "convtranspose2d_gelu_groupnorm"
-    assert kernelbench_id("conv_standard_2D__square_input__square_kernel") == "conv_standard_2d_square_input_square_kernel"
+def test_the_kernelbench_origin_is_loaded(tmp_path: Path) -> None:
+    problem = load_problem(_write(tmp_path / "p", toml=_ORIGIN))
+    assert problem.kernelbench == KernelBenchOrigin(1, 50, "level1/50_x.py", "ab" * 32, "v0.1")
+    assert (problem.kernelbench_level, problem.kernelbench_number, problem.level) == (1, 50, 1)
+    assert problem.to_dict()["kernelbench"]["number"] == 50
+    assert load_problem(FIXTURES / "tiny_relu").kernelbench is None
+    assert load_problem(_write(tmp_path / "q", toml="level = 3\n" + _ORIGIN)).level == 3
 
 
-def test_import_kernelbench_dir(tmp_path: Path) -> None:
-    lines: list[str] = []
-    created = import_kernelbench(_kernelbench_tree(tmp_path), tmp_path / "problems", report=lines.append)
-    names = sorted(p.name for p in created)
-    assert names == ["conv_standard_2d_square_input_square_kernel",
-                     "conv_standard_2d_square_input_square_kernel_l1_63", "convtranspose2d_gelu_groupnorm"]
-    folder = tmp_path / "problems" / "convtranspose2d_gelu_groupnorm"
-    assert (folder / "reference.py").read_text() == KB_19
-    meta = tomllib.loads((folder / "problem.toml").read_text())
-    assert meta["source"] == "19_ConvTranspose2d_GELU_GroupNorm.py" and meta["level"] == 2
-    assert "\n".join(commented_toml(("flops", "min_bytes"))) in (folder / "problem.toml").read_text()
-    problem = load_problem(folder)
-    assert (problem.level, problem.title) == (2, "ConvTranspose2d GELU GroupNorm")
-    assert describe_problem(problem)["output_shape"] == [128, 64, 258, 258]
-    assert any("skipped" in line and "helpers.py" in line for line in lines)
-    assert not any("notes.txt" in line for line in lines)
-    assert lines[-1].startswith("imported 3 of 4 file(s)")
+def test_origin_toml_reads_back(tmp_path: Path) -> None:
+    origin = KernelBenchOrigin(2, 19, 'level2/19_"odd"\\name.py', "0" * 64, "")
+    problem = load_problem(_write(tmp_path / "p", toml="\n".join(origin_toml(origin)) + "\n"))
+    assert problem.kernelbench == origin
 
 
-def test_import_never_overwrites(tmp_path: Path) -> None:
-    kb = _kernelbench_tree(tmp_path)
-    import_kernelbench(kb, tmp_path / "problems")
-    lines: list[str] = []
-    assert import_kernelbench(kb / "level2", tmp_path / "problems", report=lines.append) == []
-    assert "already imported" in lines[0]
-    target = tmp_path / "problems" / "convtranspose2d_gelu_groupnorm" / "reference.py"
-    target.write_text("# edited locally\n")
-    created = import_kernelbench(kb / "level2" / "19_ConvTranspose2d_GELU_GroupNorm.py", tmp_path / "problems")
-    assert [p.name for p in created] == ["convtranspose2d_gelu_groupnorm_l2_19"]
-    assert target.read_text() == "# edited locally\n"
+@pytest.mark.parametrize("toml, message", [
+    ("kernelbench_level = 1\n", "without kernelbench_number"),
+    ('kernelbench_file = "x.py"\n', "without kernelbench_level and kernelbench_number"),
+    ("kernelbench_level = 0\nkernelbench_number = 1\n", "'kernelbench_level' must be a positive integer"),
+    ("kernelbench_level = 1\nkernelbench_number = true\n", "'kernelbench_number' must be a positive integer"),
+    ('kernelbench_level = 1\nkernelbench_number = 2\nkernelbench_sha256 = "xyz"\n', "64 lowercase hex digits"),
+    ("kernelbench_level = 1\nkernelbench_number = 2\nkernelbench_version = 1\n", "must be a string"),
+    ("kernelbench_numbr = 2\n", "did you mean 'kernelbench_number'"),
+])
+def test_a_bad_origin_names_the_file_and_key(tmp_path: Path, toml: str, message: str) -> None:
+    folder = _write(tmp_path / "p", toml=toml)
+    with pytest.raises(ProblemError, match=re.escape(message)) as err:
+        load_problem(folder)
+    assert str(folder / "problem.toml") in str(err.value)
 
 
-def test_import_single_file_without_level(tmp_path: Path) -> None:
-    source = tmp_path / "3_Batched_matrix_multiplication.py"
-    source.write_text("# x\n")
-    [folder] = import_kernelbench(source, tmp_path / "out")
-    assert folder.name == "batched_matrix_multiplication"
-    assert "level" not in tomllib.loads((folder / "problem.toml").read_text())
-
-
-def test_import_missing_source(tmp_path: Path) -> None:
-    with pytest.raises(ProblemError, match="no such file or folder"):
-        import_kernelbench(tmp_path / "missing", tmp_path / "problems")
+def test_docs_list_every_origin_key() -> None:
+    header = "| key | type | meaning |\n| --- | --- | --- |\n"
+    text = DOCS.read_text()
+    assert header in text, f"{DOCS}: no table of the kernelbench_ keys"
+    table = text.split(header, 1)[1].split("\n\n", 1)[0]
+    assert [line.split("|")[1].strip().strip("`") for line in table.splitlines()] == list(ORIGIN_KEYS)
