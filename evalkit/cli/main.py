@@ -1,13 +1,18 @@
 """Trusted side: the command line's root group (``evalkit --help``): a thin client of the library; each command lives
-in a module of its own beside this one."""
+in a module of its own beside this one.
+
+Conventions every command follows (README, "Exit codes"): 0 success; 1 a failure, printed as click's
+``Error: ...`` on stderr; 2 a usage error (unknown option, bad value, options that cannot go together);
+``-v``/``-q`` on the group or the command (``evalkit.cli.console``); ``--json`` puts the result, and only
+the result, on stdout; progress only on a terminal.
+"""
 
 from __future__ import annotations
-
-import logging
 
 import click
 
 from evalkit import __version__
+from evalkit.cli.console import configure_logging, is_quiet, verbose_level, verbosity_options
 from evalkit.cli.extract import extract_command
 from evalkit.cli.problems import problems
 from evalkit.cli.report import report_command
@@ -16,11 +21,14 @@ from evalkit.cli.score import score_command
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="evalkit")
-@click.option("-v", "--verbose", is_flag=True, help="Log debug details to stderr.")
-def main(verbose: bool) -> None:
-    """Judge LLM-written custom-kernel ModelNew answers against KernelBench-style problems."""
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+@verbosity_options
+def main() -> None:
+    """Judge LLM-written custom-kernel ModelNew answers against KernelBench-style problems.
+
+    Exit codes: 0 success (whatever the verdicts), 1 a bad input or setting (an "Error: ..." line says
+    which and what to do), 2 a usage error, 128 + N when stopped by signal N (`evalkit score`).
+    """
+    configure_logging(verbose_level(), is_quiet())
 
 
 for command in (extract_command, score_command, report_command, problems):

@@ -94,9 +94,12 @@ def _folders_to_check(root: Path, ids: tuple[str, ...]) -> list[Path]:
 @click.argument("ids", nargs=-1)
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
               help="Where to run the real forward (large problems only run on cuda).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print a JSON list, one object per problem: ok, errors, warnings, notes, shapes.")
 @_dir_option(None)
 @click.pass_context
-def check_command(ctx: click.Context, ids: tuple[str, ...], device: str, problems_dir: Path | None) -> None:
+def check_command(ctx: click.Context, ids: tuple[str, ...], device: str, as_json: bool,
+                  problems_dir: Path | None) -> None:
     """Validate problem folders (all, or the IDS given); exit 1 if any has an error."""
     from evalkit.judge.problem_check import CheckReport, check_problem, require_device
 
@@ -105,15 +108,17 @@ def check_command(ctx: click.Context, ids: tuple[str, ...], device: str, problem
         folders = _folders_to_check(_problems_dir(ctx, problems_dir), ids)
     except ProblemError as err:
         raise click.ClickException(str(err)) from err
-    failed = 0
+    failed, found = 0, []
     for folder in folders:
         try:  # a folder that does not load (bad problem.toml, no reference.py) fails alone
             report = check_problem(load_problem(folder), device=device)
         except ProblemError as err:
             report = CheckReport(folder.name, errors=[str(err)])
-        _echo_report(report)
+        if not as_json:
+            _echo_report(report)
+        found.append(report.to_dict())
         failed += not report.ok
-    click.echo(f"{len(folders) - failed} of {len(folders)} problem(s) OK")
+    click.echo(json.dumps(found, indent=2) if as_json else f"{len(folders) - failed} of {len(folders)} problem(s) OK")
     if failed:
         ctx.exit(1)
 
@@ -134,11 +139,20 @@ def new_command(ctx: click.Context, problem_id: str, problems_dir: Path | None) 
 
 @problems.command("import")
 @click.argument("source", type=click.Path(path_type=Path))
+@click.option("--source-version", "version", default="", metavar="VERSION",
+              help="KernelBench version the files come from (e.g. v0.1), recorded as kernelbench_version.")
+@click.option("--level", type=click.IntRange(min=1), default=None,
+              help="KernelBench level of files that are not inside a level<L> folder.")
 @_dir_option(None)
 @click.pass_context
-def import_command(ctx: click.Context, source: Path, problems_dir: Path | None) -> None:
-    """Turn KernelBench <n>_<Name>.py files (a file, or a folder searched recursively) into problem folders."""
+def import_command(ctx: click.Context, source: Path, version: str, level: int | None,
+                   problems_dir: Path | None) -> None:
+    """Turn KernelBench <n>_<Name>.py files (a file, or a folder searched recursively) into problem folders.
+
+    A problem already present (the same level and number recorded, or the same code up to formatting) is
+    linked or kept, never duplicated; new folders are named l<level>_<number>_<name>. See docs/problems.md.
+    """
     try:
-        import_kernelbench(source, _problems_dir(ctx, problems_dir), report=click.echo)
+        import_kernelbench(source, _problems_dir(ctx, problems_dir), report=click.echo, version=version, level=level)
     except ProblemError as err:
         raise click.ClickException(str(err)) from err

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import shlex
-import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import click
 from click.core import ParameterSource
 
+from evalkit.cli.console import is_quiet, say, verbosity_options
+from evalkit.cli.progress import Progress, display_mode
+from evalkit.records import BASELINE_KINDS
 from evalkit.sources.settings import default_text
 
-# Options the --resume command printed after an interruption never repeats (it sets them itself).
-_SET_BY_RESUME = ("out_dir", "resume")
+logger = logging.getLogger(__name__)
+
+# Options the --resume command printed after an interruption never repeats: it sets them itself, or they
+# only change what is printed.
+_SET_BY_RESUME = ("out_dir", "resume", "as_json", "progress")
 
 
 def _default_out(submissions: Path) -> Path:
@@ -29,10 +34,27 @@ def _latest_out(submissions: Path) -> Path | None:
     return candidates[-1] if candidates else None
 
 
+def _baselines(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+    """``--baselines``: a comma-separated list of eager and compile, or ``none`` alone."""
+    words = [w.strip() for w in value.split(",")]
+    if words == ["none"]:
+        return ()
+    if "none" in words:
+        raise click.BadParameter(f"{value!r}: 'none' means no baseline, so it cannot be listed with others; "
+                                 "give 'none' alone, or any of eager,compile", ctx=ctx, param=param)
+    wrong = [w for w in words if w not in BASELINE_KINDS]
+    if wrong:
+        raise click.BadParameter(f"{value!r}: unknown baseline(s) {', '.join(map(repr, wrong))}; choose from "
+                                 f"{', '.join(BASELINE_KINDS)}, or 'none'", ctx=ctx, param=param)
+    if len(set(words)) != len(words):
+        raise click.BadParameter(f"{value!r}: a baseline is listed twice", ctx=ctx, param=param)
+    return tuple(words)
+
+
 @click.command("score")
 @click.argument("submissions", type=click.Path(path_type=Path))
-@click.option("--problems", "problems_dir", type=click.Path(path_type=Path), default=Path("problems"),
-              show_default=True, envvar="EVALKIT_PROBLEMS", help="Folder of problem folders.")
+@click.option("--problems", "--problems-dir", "problems_dir", type=click.Path(path_type=Path), default=Path("problems"),
+              show_default=True, envvar="EVALKIT_PROBLEMS", help="Folder of problem folders [or $EVALKIT_PROBLEMS].")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Report folder [default: reports/<submissions>-<timestamp>; with --resume, the latest one].")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
@@ -54,90 +76,114 @@ def _latest_out(submissions: Path) -> Path | None:
               help="Seconds allowed for building one submission "
                    f"[problem.toml, {default_text('build_timeout_s')}].")
 @click.option("--seed", type=int, default=None, help="Base seed for inputs and weights [random, recorded].")
-@click.option("--baselines", default="eager,compile", show_default=True,
-              help="PyTorch baselines to time: any of eager,compile, or 'none'.")
+@click.option("--baselines", default="eager,compile", show_default=True, callback=_baselines,
+              help="PyTorch baselines to time: any of eager,compile, or 'none' alone.")
 @click.option("--resume", is_flag=True,
               help="Continue the report folder: skip submissions already judged there. Repeat the first run's "
                    "options: a resume with other settings (recorded in run.json) is refused.")
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None, envvar="EVALKIT_CACHE",
               help="Where builds are cached [~/.cache/evalkit].")
 @click.option("--memory-gib", type=click.FloatRange(min=0.5), default=None, help="Host memory limit per submission.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the final summary (summary.json) as JSON on stdout; other lines go to stderr.")
+@click.option("--progress/--no-progress", default=None,
+              help="Show progress on stderr [default: only when stderr is a terminal; forced on a pipe: one line per step].")
+@verbosity_options
 @click.pass_context
 def score_command(ctx: click.Context, submissions: Path, problems_dir: Path, out_dir: Path | None, resume: bool,
-                  baselines: str, cache_dir: Path | None, **options: object) -> None:
+                  baselines: tuple[str, ...], cache_dir: Path | None, as_json: bool, progress: bool | None,
+                  **options: object) -> None:
     """Extract, build, check and time every submission in SUBMISSIONS; write results.jsonl and summary.json.
 
     SUBMISSIONS is a folder of runs (<run>/<problem-id>/<sample>.txt), one run folder, one file, or a
     <run>.jsonl manifest. The exit code says whether the run worked, not whether submissions passed:
-    0 it worked, 1 a bad input or setting, 2 a usage error, 128 + the signal's number when interrupted
-    (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP; the report is written and the --resume command printed).
+    0 it worked, 1 a bad input or setting, 2 a usage error (a bad option or a combination that cannot
+    apply), 128 + the signal's number when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP; the report
+    is written and the --resume command printed).
     """
-    from tqdm import tqdm
-
     from evalkit.schedule.interrupt import Interrupted
     from evalkit.schedule.local import score
     from evalkit.schedule.options import ScoreError, ScoreOptions, default_cache_dir
     from evalkit.sources.problems import ProblemError
     from evalkit.sources.submissions import SubmissionError
 
-    if out_dir is None:
-        out_dir = (_latest_out(submissions) if resume else None) or _default_out(submissions)
-    kinds = tuple(k for k in baselines.split(",") if k and k != "none")
-    unknown = [k for k in kinds if k not in ("eager", "compile")]
-    if unknown:
-        raise click.BadParameter(f"unknown baseline(s) {unknown}; choose from eager, compile, none", param_hint="--baselines")
+    if progress and is_quiet():
+        raise click.UsageError("--progress and -q/--quiet contradict each other; give one of them")
+    out_dir = _resolve_out(submissions, out_dir, resume)
+    _require_problems_dir(problems_dir, submissions)
     opts = ScoreOptions(submissions=submissions, problems_dir=problems_dir, out_dir=out_dir, resume=resume,
-                        baselines=kinds, cache_dir=cache_dir or default_cache_dir(), **options)
-    bar = tqdm(total=0, unit="sub", desc="evalkit", dynamic_ncols=True, file=sys.stderr)
-
-    def on_progress(stage: str, counts: Counter) -> None:
-        if counts:
-            bar.update(1)
-            bar.set_postfix_str(" ".join(f"{k}={v}" for k, v in sorted(counts.items())), refresh=False)
-        bar.set_description_str(stage[:60])
-
-    def on_total(total: int) -> None:
-        bar.total = total
-        bar.refresh()
-
+                        baselines=baselines, cache_dir=cache_dir or default_cache_dir(), **options)
+    logger.debug("scoring with %s", opts)
     interrupted = None
-    try:
-        outcome = score(opts, progress=on_progress, total_hook=on_total)
-    except Interrupted as stop:
-        interrupted = stop
-    except (ProblemError, SubmissionError, ScoreError, FileExistsError, RuntimeError) as err:
-        raise click.ClickException(str(err)) from err
-    finally:
-        bar.close()
+    with Progress(display_mode(progress, is_quiet())) as shown:
+        try:
+            outcome = score(opts, progress=shown.on_progress, total_hook=shown.on_total)
+        except Interrupted as stop:
+            interrupted = stop
+        except (ProblemError, SubmissionError, ScoreError, FileExistsError, RuntimeError) as err:
+            raise click.ClickException(str(err)) from err
     if interrupted is not None:
-        _finish_interrupted(ctx, interrupted, out_dir)
-    _finish(outcome)
+        _finish_interrupted(ctx, interrupted, out_dir, as_json)
+    _finish(outcome, as_json)
 
 
-def _finish(outcome: Any) -> None:
-    """Write the report of a finished run and say what it judged."""
+def _resolve_out(submissions: Path, out_dir: Path | None, resume: bool) -> Path:
+    """The report folder; ``--resume`` needs one that exists (the latest of SUBMISSIONS when not given)."""
+    if not resume:
+        return out_dir or _default_out(submissions)
+    if out_dir is None:
+        latest = _latest_out(submissions)
+        if latest is None:
+            raise click.UsageError(f"--resume: there is no earlier report of {submissions.resolve().name!r} under "
+                                   f"reports/ to continue; give its folder with --out DIR, or drop --resume")
+        return latest
+    if not out_dir.is_dir():
+        raise click.BadParameter(f"{out_dir} is not a report folder, so --resume has nothing to continue; "
+                                 f"give the folder of the run to continue, or drop --resume", param_hint="'--out'")
+    return out_dir
+
+
+def _require_problems_dir(problems_dir: Path, submissions: Path) -> None:
+    """The problems folder must exist; when it does not, say how to name it (and where one seems to be)."""
+    if problems_dir.is_dir():
+        return
+    nearby = next((p / "problems" for p in submissions.resolve().parents if (p / "problems").is_dir()), None)
+    hint = f" (there is one at {nearby}: --problems {nearby})" if nearby else ""
+    raise click.ClickException(f"problems folder {problems_dir} does not exist (looked in {Path.cwd()}); run "
+                               f"from the folder that holds problems/, or give it with --problems DIR or "
+                               f"$EVALKIT_PROBLEMS{hint}")
+
+
+def _finish(outcome: Any, as_json: bool) -> None:
+    """Write the report of a finished run and say what it judged (with --json: the summary, on stdout)."""
     from evalkit.report.text import format_leaderboard
 
     html, summary = _write_report(outcome)
-    click.echo(format_leaderboard(summary))
-    click.echo(_judged_line(outcome))
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        say(format_leaderboard(summary))
+    say(_judged_line(outcome), err=as_json)
     for note in outcome.notes:
-        click.echo(f"note: {note}")
-    click.echo(f"results: {outcome.out_dir / 'results.jsonl'}")
-    click.echo(f"report:  {html}")
+        say(f"note: {note}", err=as_json)
+    say(f"results: {outcome.out_dir / 'results.jsonl'}", err=as_json)
+    say(f"report:  {html}", err=as_json)
 
 
-def _finish_interrupted(ctx: click.Context, stop: Any, out_dir: Path) -> None:
-    """Write the report of what was judged before the signal, print how to continue, exit 128 + signal."""
+def _finish_interrupted(ctx: click.Context, stop: Any, out_dir: Path, as_json: bool) -> None:
+    """Write the report of what was judged before the signal, print how to continue, exit 128 + signal.
+    The signal and the command to continue go to stderr even with -q: the run failed."""
     click.echo(f"interrupted by {stop.signal_name}: stopped judging and killed every sandbox of the run", err=True)
     if stop.outcome is None:
         click.echo("nothing was judged yet; run the same command again to start over", err=True)
         ctx.exit(stop.exit_code)
-    html, _ = _write_report(stop.outcome)
-    click.echo(_judged_line(stop.outcome) + " before the signal")
-    click.echo(f"results: {out_dir / 'results.jsonl'}")
-    click.echo(f"report:  {html}")
-    click.echo(f"to continue, run: {resume_command(ctx, out_dir)}")
+    html, summary = _write_report(stop.outcome)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+    say(_judged_line(stop.outcome) + " before the signal", err=as_json)
+    say(f"results: {out_dir / 'results.jsonl'}", err=as_json)
+    say(f"report:  {html}", err=as_json)
+    click.echo(f"to continue, run: {resume_command(ctx, out_dir)}", err=as_json or is_quiet())
     ctx.exit(stop.exit_code)
 
 
@@ -159,12 +205,14 @@ def resume_command(ctx: click.Context, out_dir: Path) -> str:
     given (on the command line or through the environment), so the settings match those recorded."""
     words = ["evalkit", "score", str(ctx.params["submissions"]), "--out", str(out_dir)]
     for param in ctx.command.params:
-        if not isinstance(param, click.Option) or param.name in _SET_BY_RESUME:
+        if not isinstance(param, click.Option) or param.name in _SET_BY_RESUME or param.name not in ctx.params:
             continue
         if ctx.get_parameter_source(param.name) in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP):
             continue
         value = ctx.params[param.name]
-        if param.is_flag:
+        if param.name == "baselines":
+            words += [param.opts[0], ",".join(value) or "none"]
+        elif param.is_flag:
             words += [param.opts[0]] if value else []
         else:
             words += [param.opts[0], str(value)]

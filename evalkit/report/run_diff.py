@@ -2,7 +2,9 @@
 
 ``diff_rows`` compares two sets of ``results.jsonl`` rows keyed by (run, problem, sample): verdicts
 that flipped, speedups that moved by more than ``SPEEDUP_CHANGE`` (or appeared/disappeared), and rows
-present in only one of the two. ``evalkit report --compare A B`` prints it (``evalkit.report.text.format_diff``).
+present in only one of the two. ``evalkit report --compare A B`` prints it (``evalkit.report.text.format_diff``);
+with more folders, each later one is compared with the first (``diff_many``). ``change_kinds`` says, per
+key, what changed in any of them: what the HTML comparison (``evalkit.report.compare``) filters on.
 """
 
 from __future__ import annotations
@@ -40,5 +42,26 @@ def diff_rows(before: list[Row], after: list[Row], threshold: float = SPEEDUP_CH
 
 
 def diff_reports(before_dir: Path, after_dir: Path) -> dict[str, Any]:
-    """``diff_rows`` of two report folders' ``results.jsonl``."""
-    return diff_rows(read_rows(Path(before_dir) / RESULTS_FILE), read_rows(Path(after_dir) / RESULTS_FILE))
+    """``diff_rows`` of two report folders' ``results.jsonl``, naming the folders (``before``, ``after``)."""
+    diff = diff_rows(read_rows(Path(before_dir) / RESULTS_FILE), read_rows(Path(after_dir) / RESULTS_FILE))
+    return {"before": str(before_dir), "after": str(after_dir), **diff}
+
+
+def diff_many(folders: list[Path]) -> list[dict[str, Any]]:
+    """``diff_reports`` of the first folder against each later one."""
+    return [diff_reports(folders[0], other) for other in folders[1:]]
+
+
+CHANGE_KINDS = ("verdict", "speedup", "only", "same")
+
+
+def change_kinds(keys: list[tuple[str, str, str]], diffs: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[str]]:
+    """For each key, what changed against the first report in any diff: ``verdict`` (flipped), ``speedup``
+    (moved), ``only`` (missing from some report), or ``same``; in ``CHANGE_KINDS`` order."""
+    found: dict[tuple[str, str, str], set[str]] = {key: set() for key in keys}
+    for diff in diffs:
+        for kind, entries in (("verdict", diff["verdicts_flipped"]), ("speedup", diff["speedups_moved"]),
+                              ("only", diff["only_before"] + diff["only_after"])):
+            for entry in entries:
+                found.setdefault(tuple(entry["key"]), set()).add(kind)  # type: ignore[arg-type]
+    return {key: [k for k in CHANGE_KINDS if k in kinds] or ["same"] for key, kinds in found.items()}

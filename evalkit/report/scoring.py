@@ -15,6 +15,11 @@ Definitions (documented for users in ``docs/report-schema.md``):
   submission counts as a failure;
 - ``pass@k`` / ``fast_p@k``: Chen et al. (2021)'s unbiased estimator ``1 - C(n-c, k) / C(n, k)``
   averaged over the problem set (``k`` is clamped to ``n`` where a problem has fewer samples);
+- a baseline is *not measured* for a set of rows when the set has correct rows and none of them
+  records that baseline (``--baselines eager`` or ``none``): its fast_p and fast_p@k are then ``None``
+  (shown as "not measured", never 0%), and ``baselines_not_measured`` lists it;
+- ``by_level``: the same fast_p over the problems of each KernelBench level, where rows carry the
+  optional integer ``problem_level``; a problem without a level is in no level's count;
 - the ``overall`` scores pool every row except the ``curated`` run's.
 """
 
@@ -177,14 +182,61 @@ def geomean_speedup(rows: list[Row], baseline: str) -> dict[str, Any]:
     return {"value": value, "n": len(speeds)}
 
 
-def score_rows(rows: list[Row], problems: list[str]) -> dict[str, Any]:
+def measured(row: Row, baseline: str) -> bool:
+    """The row has a speedup against ``baseline``, or its baselines record names it (timed, or failed)."""
+    record = row.get("baselines")
+    return speedup_of(row, baseline) is not None or (isinstance(record, dict) and baseline in record)
+
+
+def baselines_not_measured(rows: list[Row]) -> list[str]:
+    """Baselines no correct row was timed against (left out by ``--baselines eager|none``); [] without a
+    correct row, where every fast_p is 0 whatever was measured."""
+    correct = [r for r in rows if is_correct(r)]
+    return [b for b in BASELINES if correct and not any(measured(r, b) for r in correct)]
+
+
+def _unmeasured(value: Any) -> Any:
+    """``value`` with every number replaced by None (the scores of a baseline that was not measured)."""
+    return {k: _unmeasured(v) for k, v in value.items()} if isinstance(value, dict) else None
+
+
+def problem_levels(rows: Iterable[Row]) -> dict[str, int]:
+    """Each problem's KernelBench level, from the first row that carries an integer ``problem_level``."""
+    levels: dict[str, int] = {}
+    for row in rows:
+        level = row.get("problem_level")
+        if isinstance(level, int) and not isinstance(level, bool):
+            levels.setdefault(str(row.get("problem", "")), level)
+    return levels
+
+
+def by_level(rows: list[Row], problems: list[str], levels: dict[str, int], unmeasured: list[str]) -> dict[str, Any]:
+    """fast_p over each level's problems (only problems whose level is known), keyed by the level as a string."""
+    out: dict[str, Any] = {}
+    for level in sorted(set(levels.values())):
+        ids = [pid for pid in problems if levels.get(pid) == level]
+        mine = [r for r in rows if str(r.get("problem", "")) in ids]
+        out[str(level)] = {"problems": len(ids),
+                           "problems_correct": len({str(r.get("problem")) for r in mine if is_correct(r)}),
+                           "fast_p": {b: _unmeasured(fast_p(mine, ids, b)) if b in unmeasured else fast_p(mine, ids, b)
+                                      for b in BASELINES}}
+    return out
+
+
+def score_rows(rows: list[Row], problems: list[str], levels: dict[str, int] | None = None) -> dict[str, Any]:
     """Every score of one set of rows (a run, or all runs pooled) over the problem set ``problems``."""
     scores = counts(rows)
+    unmeasured = baselines_not_measured(rows)
     scores["problems_attempted"] = len({str(r.get("problem", "")) for r in rows})
     scores["problems_correct"] = len({str(r.get("problem", "")) for r in rows if is_correct(r)})
+    scores["baselines_not_measured"] = unmeasured
     scores["fast_p"] = {b: fast_p(rows, problems, b) for b in BASELINES}
     scores.update(at_k(rows, problems))
+    for b in unmeasured:
+        scores["fast_p"][b] = _unmeasured(scores["fast_p"][b])
+        scores["fast_p_at_k"][b] = _unmeasured(scores["fast_p_at_k"][b])
     scores["geomean_speedup"] = {b: geomean_speedup(rows, b) for b in BASELINES}
+    scores["by_level"] = by_level(rows, problems, levels or {}, unmeasured)
     return scores
 
 
@@ -225,15 +277,15 @@ def best_entry(rows: list[Row]) -> dict[str, Any] | None:
             "sha256": best.get("sha256")}
 
 
-def per_problem(rows: list[Row], problems: list[str]) -> list[dict[str, Any]]:
-    """One entry per problem: each run's best row (curated apart) and the problem's baselines."""
+def per_problem(rows: list[Row], problems: list[str], levels: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    """One entry per problem: its level (None when unknown), each run's best row (curated apart), its baselines."""
     runs = [r for r in run_names(rows) if r != CURATED_RUN]
     grouped = by_problem(rows)
     table = []
     for pid in problems:
         mine = grouped.get(pid, [])
         cells = {run: best_entry(rows_of_run(mine, run)) for run in runs}
-        table.append({"problem": pid, "runs": cells, "curated": best_entry(rows_of_run(mine, CURATED_RUN)),
+        table.append({"problem": pid, "level": (levels or {}).get(pid), "runs": cells, "curated": best_entry(rows_of_run(mine, CURATED_RUN)),
                       "baselines": baseline_medians(mine)})
     return table
 
@@ -286,15 +338,18 @@ def score_all(rows: list[Row], known_problems: list[str] | None = None) -> dict[
     """Everything ``summary.json`` says about the rows, except the environment and bookkeeping."""
     rows = dedupe(rows)
     problems = problem_set(rows, known_problems)
+    levels = problem_levels(rows)
     pooled = [r for r in rows if str(r.get("run", "")) != CURATED_RUN]
     return {
         "problem_set": {"problems": problems, "count": len(problems), "known": sorted(set(known_problems or ())),
-                        "without_submissions": sorted(set(problems) - {str(r.get("problem")) for r in pooled})},
+                        "without_submissions": sorted(set(problems) - {str(r.get("problem")) for r in pooled}),
+                        "levels": {str(lv): [p for p in problems if levels.get(p) == lv]
+                                   for lv in sorted(set(levels.values()))}},
         "thresholds": [threshold_key(p) for p in THRESHOLDS],
         "excluded_flags": sorted(EXCLUDED_FLAGS),
-        "overall": score_rows(pooled, problems),
-        "runs": {run: score_rows(rows_of_run(rows, run), problems) for run in run_names(rows)},
-        "per_problem": per_problem(rows, problems),
+        "overall": score_rows(pooled, problems, levels),
+        "runs": {run: score_rows(rows_of_run(rows, run), problems, levels) for run in run_names(rows)},
+        "per_problem": per_problem(rows, problems, levels),
         "baselines": baselines_by_problem(rows),
         "settings": settings_seen(rows),
         "judged_on": judged_on(rows),

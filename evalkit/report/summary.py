@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
 
-from evalkit.report import scoring
 from evalkit.host_facts import report_host_facts
+from evalkit.report import scoring
+from evalkit.report.answer_text import answer_of
 from evalkit.report.html.detail_page import render_detail
 from evalkit.report.html.index_page import page_names, render_index
 from evalkit.results_file import BASELINES_FILE, ENVIRONMENT_FILE, RESULTS_FILE, SUMMARY_FILE, read_rows
+
+logger = logging.getLogger(__name__)
 
 SUMMARY_SCHEMA_VERSION = 2
 INDEX_FILE = "index.html"
@@ -61,16 +65,20 @@ def write_reports(report_dir: Path, problems: list[str] | None = None) -> Path:
     """
     report_dir = Path(report_dir)
     rows = read_rows(report_dir / RESULTS_FILE)
-    known = problems if problems is not None else _known_problems(report_dir / SUMMARY_FILE)
+    known = problems if problems is not None else known_problems(report_dir / SUMMARY_FILE)
+    logger.debug("%s: %d row(s) read; %d known problem(s) %s", report_dir / RESULTS_FILE, len(rows),
+                 len(known or []), "given" if problems is not None else "kept from the previous summary.json")
     summary = build_summary(rows, known, report_dir.resolve().name,
-                            judge_host=_read_judge_host(report_dir / ENVIRONMENT_FILE))
+                            judge_host=read_judge_host(report_dir / ENVIRONMENT_FILE))
     _add_measured_baselines(summary, report_dir / BASELINES_FILE)
     scored = scoring.dedupe(rows)
     names = page_names(scored)
-    _write_text(report_dir / SUMMARY_FILE, json.dumps(summary, indent=2, allow_nan=False) + "\n")
-    _write_details(report_dir / DETAIL_DIR, scored, names)
+    write_text(report_dir / SUMMARY_FILE, json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    _write_details(report_dir / DETAIL_DIR, scored, names, bases=[report_dir.resolve().parent.parent])
     index = report_dir / INDEX_FILE
-    _write_text(index, render_index(summary, scored, names))
+    write_text(index, render_index(summary, scored, names))
+    logger.debug("%s: wrote %s, %s and %d detail page(s) for %d scored row(s)", report_dir, SUMMARY_FILE, INDEX_FILE,
+                 len(names), len(scored))
     return index
 
 
@@ -86,7 +94,7 @@ def _add_measured_baselines(summary: dict[str, Any], path: Path) -> None:
             summary["baselines"][problem] = {k: v for k, v in entry.items() if k != "problem"}
 
 
-def _read_judge_host(path: Path) -> dict[str, Any] | None:
+def read_judge_host(path: Path) -> dict[str, Any] | None:
     """The judging machine's facts the scoring run wrote to ``environment.json``; None without a readable one."""
     try:
         facts = json.loads(path.read_text(encoding="utf-8"))
@@ -95,7 +103,7 @@ def _read_judge_host(path: Path) -> dict[str, Any] | None:
     return facts if isinstance(facts, dict) else None
 
 
-def _known_problems(summary_path: Path) -> list[str] | None:
+def known_problems(summary_path: Path) -> list[str] | None:
     try:
         known = json.loads(summary_path.read_text(encoding="utf-8"))["problem_set"]["known"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -103,17 +111,19 @@ def _known_problems(summary_path: Path) -> list[str] | None:
     return [str(p) for p in known] if isinstance(known, list) else None
 
 
-def _write_details(folder: Path, rows: list[Row], names: dict[tuple[str, str, str], str]) -> None:
+def _write_details(folder: Path, rows: list[Row], names: dict[tuple[str, str, str], str], bases: list[Path]) -> None:
+    """One page per row; a row without code shows its answer, read back from where it was judged."""
     folder.mkdir(parents=True, exist_ok=True)
     for row in rows:
-        _write_text(folder / names[scoring.sample_key(row)], render_detail(row))
+        answer = answer_of(row, bases) if row.get("verdict") == "no_code" else None
+        write_text(folder / names[scoring.sample_key(row)], render_detail(row, answer))
     current = set(names.values())
     for stale in folder.glob("*.html"):
         if stale.name not in current:
             stale.unlink()
 
 
-def _write_text(path: Path, text: str) -> None:
+def write_text(path: Path, text: str) -> None:
     """Write via a temporary file and rename, so a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")

@@ -19,23 +19,51 @@ def _x(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
-def format_leaderboard(summary: dict[str, Any]) -> str:
-    """A compact text table of ``summary`` (one line per run, then overall) for the terminal."""
-    heads = ("run", "subs", "code", "compiled", "correct", "fast_1 eager", "fast_1 compile", "geomean eager",
-             "geomean compile")
-    lines = [heads]
-    for name, s in [*summary["runs"].items(), ("overall", summary["overall"])]:
-        geo = s["geomean_speedup"]
-        lines.append((name, str(s["submissions"]), _pct(s["rates"]["code_extracted"]), _pct(s["rates"]["compiled"]),
-                      _pct(s["rates"]["correct"]), _pct(s["fast_p"]["eager"]["1"]), _pct(s["fast_p"]["compile"]["1"]),
-                      _x(geo["eager"]["value"]), _x(geo["compile"]["value"])))
+NOT_MEASURED = "not measured"
+
+
+def _measured(scores: dict[str, Any], baseline: str, text: str) -> str:
+    """``text``, or "not measured" where the scores say the baseline was never timed (never a 0%)."""
+    return NOT_MEASURED if baseline in scores.get("baselines_not_measured", []) else text
+
+
+def _table(heads: tuple[str, ...], lines: list[tuple[str, ...]]) -> list[str]:
+    """Columns lined up: the first left-aligned, the others right-aligned, a rule under the heads."""
+    lines = [heads, *lines]
     widths = [max(len(line[i]) for line in lines) for i in range(len(heads))]
     text = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths)))
             for line in lines]
     text.insert(1, "  ".join("-" * w for w in widths))
+    return text
+
+
+def format_leaderboard(summary: dict[str, Any]) -> str:
+    """A compact text table of ``summary`` (one line per run, then overall) for the terminal; then fast_1 per
+    KernelBench level where rows carry levels."""
+    heads = ("run", "subs", "code", "compiled", "correct", "fast_1 eager", "fast_1 compile", "geomean eager",
+             "geomean compile")
+    named = [*summary["runs"].items(), ("overall", summary["overall"])]
+    lines = []
+    for name, s in named:
+        geo, fast = s["geomean_speedup"], s["fast_p"]
+        lines.append((name, str(s["submissions"]), _pct(s["rates"]["code_extracted"]), _pct(s["rates"]["compiled"]),
+                      _pct(s["rates"]["correct"]), _measured(s, "eager", _pct(fast["eager"]["1"])),
+                      _measured(s, "compile", _pct(fast["compile"]["1"])),
+                      _measured(s, "eager", _x(geo["eager"]["value"])), _measured(s, "compile", _x(geo["compile"]["value"]))))
+    text = _table(heads, lines)
     count = summary["problem_set"]["count"]
     text.append(f"fast_p over {count} problem(s); rows flagged {', '.join(summary['excluded_flags'])} never count as fast")
+    if summary["problem_set"].get("levels"):
+        text += ["", *_level_table(named)]
     return "\n".join(text)
+
+
+def _level_table(named: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    lines = [(name, f"level {level}", str(entry["problems"]),
+              _measured(s, "eager", _pct(entry["fast_p"]["eager"]["1"])),
+              _measured(s, "compile", _pct(entry["fast_p"]["compile"]["1"])))
+             for name, s in named for level, entry in s.get("by_level", {}).items()]
+    return _table(("run", "level", "problems", "fast_1 eager", "fast_1 compile"), lines)
 
 
 def format_diff(diff: dict[str, Any], before: str = "A", after: str = "B") -> str:

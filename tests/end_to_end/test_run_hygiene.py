@@ -219,7 +219,7 @@ def test_a_signal_kills_the_run_writes_the_report_and_prints_the_resume_command(
     _answers(subs, "prose")  # judged (no_code) before the hang: the report has a row
     args = [sys.executable, "-m", "evalkit", "score", str(subs), "--problems", str(PROBLEMS), "--out", str(out),
             "--device", "cpu", "--baselines", "eager", "--timing-trials", "3", "--timeout", "300",
-            "--cache-dir", str(build_cache), "--seed", "5"]
+            "--cache-dir", str(build_cache), "--seed", "5", "--progress"]
     # SIGINT back to its default: a shell without job control starts background commands ignoring it.
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))

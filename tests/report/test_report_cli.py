@@ -9,6 +9,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
+from evalkit.cli.console import configure_logging
 from evalkit.cli.main import main
 from evalkit.report.summary import write_reports
 from evalkit.report.text import format_leaderboard
@@ -91,12 +92,20 @@ def test_compare_as_json(tmp_path: Path) -> None:
     assert diff["unchanged"] == 18 and diff["verdicts_flipped"] == diff["speedups_moved"] == []
 
 
-def test_report_needs_a_folder_or_compare(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["report"])
-    assert result.exit_code == 2 and "REPORT_DIR" in result.output
-    folder = report_dir(tmp_path / "r", rows())
-    result = CliRunner().invoke(main, ["report", str(folder), "--compare", str(folder), str(folder)])
-    assert result.exit_code == 2 and "not both" in result.output
+def test_report_refuses_combinations_that_cannot_apply(tmp_path: Path) -> None:
+    a, b = report_dir(tmp_path / "a", rows()), report_dir(tmp_path / "b", rows())
+    cases = {(): "give a REPORT_DIR to rebuild, or --compare A B [C ...]",
+             (str(a), str(b)): "2 folders given: rebuild one REPORT_DIR at a time, or add --compare",
+             ("--compare", str(a)): "--compare needs two or more report folders",
+             (str(a), "--out", str(tmp_path / "c.html")): "--out writes the comparison page: use it with --compare",
+             ("--compare", str(a), str(b), str(a)): f"the same report folder is given twice: {a}",
+             ("-q", "-v", str(a)): "-q/--quiet and -v/--verbose contradict each other"}
+    for args, message in cases.items():
+        result = CliRunner().invoke(main, ["report", *args])
+        assert result.exit_code == 2, (args, result.output)
+        assert f"Error: {message}" in result.stderr, (args, result.stderr)
+        assert result.stdout == "", args
+    assert not (tmp_path / "c.html").exists()
 
 
 def test_format_leaderboard_is_a_compact_table(tmp_path: Path) -> None:
@@ -108,3 +117,28 @@ def test_format_leaderboard_is_a_compact_table(tmp_path: Path) -> None:
     assert lines[2].split()[:5] == ["model-a", "6", "83.3%", "50.0%", "33.3%"]
     assert lines[5].split()[0] == "overall" and "1.20x" in lines[3]
     assert len({len(line) for line in lines[:6]}) == 1  # columns line up
+
+
+def test_report_json_prints_the_summary_and_only_it(tmp_path: Path) -> None:
+    folder = report_dir(tmp_path / "r", rows())
+    result = CliRunner().invoke(main, ["report", str(folder), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == json.loads((folder / "summary.json").read_text())
+    assert f"report: {folder / 'index.html'}" in result.stderr
+
+
+def test_quiet_report_prints_nothing_and_verbose_logs_to_stderr(tmp_path: Path) -> None:
+    folder = report_dir(tmp_path / "r", rows())
+    quiet = CliRunner().invoke(main, ["report", str(folder), "-q"])
+    assert quiet.exit_code == 0 and quiet.output == "" and (folder / "index.html").is_file()
+    loud = CliRunner().invoke(main, ["-v", "report", str(folder)])
+    assert loud.exit_code == 0, loud.output
+    assert "debug evalkit.report.summary: " in loud.stderr and "debug" not in loud.stdout
+    assert "18 row(s) read" in loud.stderr
+    configure_logging()  # back to the defaults for the tests that follow in this process
+
+
+def test_a_folder_without_results_is_a_failure_in_clicks_style(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["report", str(tmp_path)])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: {tmp_path}: no results.jsonl here") and result.stdout == ""

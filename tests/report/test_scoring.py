@@ -186,3 +186,60 @@ def test_fixture_scores_by_hand() -> None:
     assert table["6_extra"]["runs"] == {"model-a": None, "model-b": None} and table["6_extra"]["curated"] is None
     assert scores["settings"]["atol"] == [0.01] and scores["settings"]["trials"] == [5]
     assert scores["baselines"]["4_conv2d"]["compile"] == {"error": "RuntimeError: inductor failed"}
+
+
+def leveled(r: dict[str, Any], level: int | None) -> dict[str, Any]:
+    return {**r, "problem_level": level} if level is not None else r
+
+
+def test_fast_p_per_level_is_over_that_levels_problems_only() -> None:
+    rows = [leveled(row("m", "p1", "0", "correct", 1.5, 1.2), 1), leveled(row("m", "p2", "0", "incorrect"), 1),
+            leveled(row("m", "p3", "0", "correct", 2.5, 0.9), 2), row("m", "p4", "0", "correct", 3.0, 3.0),
+            leveled(row("curated", "p5", "ref", "correct", 1.1, 1.1), 2)]
+    scores = scoring.score_all(rows, known_problems=["p6"])
+    assert scores["problem_set"]["levels"] == {"1": ["p1", "p2"], "2": ["p3", "p5"]}  # p4, p6: no level
+    levels = scores["runs"]["m"]["by_level"]
+    assert list(levels) == ["1", "2"]
+    assert levels["1"]["problems"] == 2 and levels["1"]["problems_correct"] == 1
+    assert levels["1"]["fast_p"]["eager"]["1"] == 0.5 and levels["1"]["fast_p"]["compile"]["1"] == 0.5
+    # level 2: p3 (2.5x eager, 0.9x compile) and p5, which m never answered: a failure in the denominator
+    assert levels["2"]["fast_p"]["eager"]["2"] == 0.5 and levels["2"]["fast_p"]["compile"]["0.8"] == 0.5
+    assert scores["overall"]["by_level"]["2"]["problems_correct"] == 1
+    assert scores["runs"]["curated"]["by_level"]["2"]["fast_p"]["eager"]["1"] == 0.5
+    assert {e["problem"]: e["level"] for e in scores["per_problem"]} == {"p1": 1, "p2": 1, "p3": 2, "p4": None,
+                                                                       "p5": 2, "p6": None}
+
+
+def test_no_levels_means_empty_level_fields() -> None:
+    scores = scoring.score_all([row("m", "p1", "0", "correct", 1.5, 1.2)])
+    assert scores["problem_set"]["levels"] == {} and scores["runs"]["m"]["by_level"] == {}
+    assert scoring.problem_levels([{"problem": "p", "problem_level": True}, {"problem": "q", "problem_level": "2"}]) == {}
+
+
+def timed(r: dict[str, Any], *kinds: str) -> dict[str, Any]:
+    """The row as judged with ``--baselines`` = ``kinds``: a baselines record, speedups only against those."""
+    record = {"device_name": "cpu", **{k: {"median_ms": 1.0} for k in kinds}}
+    return {**r, "baselines": record, **{f"speedup_vs_{b}": r[f"speedup_vs_{b}"] if b in kinds else None
+                                         for b in scoring.BASELINES}}
+
+
+def test_a_baseline_never_timed_is_not_measured_not_zero() -> None:
+    rows = [timed(row("m", "p1", "0", "correct", 1.5, 1.5), "eager"), timed(row("m", "p2", "0", "incorrect"), "eager")]
+    s = scoring.score_all(rows)["runs"]["m"]
+    assert s["baselines_not_measured"] == ["compile"]
+    assert set(s["fast_p"]["compile"].values()) == {None} and s["fast_p"]["eager"]["1"] == 0.5
+    assert s["fast_p_at_k"]["compile"]["1"]["1"] is None and s["fast_p_at_k"]["eager"]["1"]["1"] == 0.5
+    assert s["geomean_speedup"]["compile"] == {"value": None, "n": 0}
+    none = scoring.score_all([timed(row("m", "p1", "0", "correct", 1.5, 1.5))])["runs"]["m"]
+    assert none["baselines_not_measured"] == ["eager", "compile"]
+    assert none["fast_p"]["eager"]["0"] is None
+
+
+def test_a_failed_baseline_is_measured_and_nothing_correct_is_zero() -> None:
+    failed = timed(row("m", "p1", "0", "correct", 1.5, None), "eager")
+    failed["baselines"]["compile"] = {"error": "RuntimeError: inductor failed"}
+    s = scoring.score_all([failed])["runs"]["m"]
+    assert s["baselines_not_measured"] == [] and s["fast_p"]["compile"]["1"] == 0.0
+    # without a correct row nothing can be fast, whatever was timed: 0, not "not measured"
+    s = scoring.score_all([row("m", "p1", "0", "no_code")])["runs"]["m"]
+    assert s["baselines_not_measured"] == [] and s["fast_p"]["compile"]["1"] == 0.0

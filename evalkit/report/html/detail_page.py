@@ -2,8 +2,10 @@
 (no side of the trust boundary: reads rows only, never torch).
 
 Shows the extracted code numbered by lines of the original text (``extraction.line_offset``), with
-the lines an error points at highlighted; the block choice; the build log; the error; correctness
-numbers; and the timing distribution. Every value from the row is escaped.
+the lines an error points at highlighted; the answer itself when there is no code; the block choice;
+the build log; the error, its traceback trimmed to the submission's own frames (the whole one behind a
+``<details>``); correctness numbers; and the timing distribution. A section with nothing to show is left
+out and named in one "not reached" line. Every value from the row is escaped.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from evalkit.report import scoring
+from evalkit.report.answer_text import Answer
 from evalkit.report.html import svg
-from evalkit.report.html.index_page import badge, document, esc, flags_html, fmt_ms, fmt_speedup
+from evalkit.report.html.parts import NOT_MEASURED, badge, document, esc, flags_html, fmt_ms, fmt_speedup
 
 Row = dict[str, Any]
 OPTIONAL_CANDIDATE_FIELDS = ("closed", "in_final_answer", "defines_model_new")
@@ -107,7 +110,7 @@ def extraction_section(row: Row) -> str:
 def build_section(row: Row) -> str:
     build = _dict(row.get("build"))
     if not build:
-        return '<p class="muted">not built</p>'
+        return ""
     errors = [_dict(e) for e in build.get("errors") or []]
     heads = ("file", "line", "message", "source", "submission_line")
     table = ""
@@ -126,61 +129,110 @@ def _line_link(line: Any) -> str:
     return f'<a href="#L{line}">{line}</a>' if _int(line) else esc(line)
 
 
+FRAME_HEADS = ("file", "line", "function", "text", "source_line")
+
+
+def _frames_table(frames: list[dict[str, Any]], css_id: str) -> str:
+    body = "".join(("<tr class=\"chosen\">" if f.get("in_submission") else "<tr>")
+                   + "".join(f"<td>{_line_link(f.get(h)) if h == 'source_line' else esc(f.get(h))}</td>"
+                             for h in FRAME_HEADS) + "</tr>" for f in frames)
+    return (f'<table id="{css_id}"><thead><tr>{"".join(f"<th>{h}</th>" for h in FRAME_HEADS)}'
+            f"</tr></thead><tbody>{body}</tbody></table>")
+
+
+def traceback_section(frames: list[dict[str, Any]]) -> str:
+    """The submission's own frames; the whole traceback (the judge's harness too) behind a click."""
+    if not frames:
+        return ""
+    mine = [f for f in frames if f.get("in_submission")]
+    shown = (_frames_table(mine, "traceback") if mine
+             else '<p class="muted">no frame of the traceback is in the submission\'s code</p>')
+    return (f"<h3>traceback (the submission's frames: {len(mine)} of {len(frames)})</h3>{shown}"
+            f'<details class="trace"><summary>the whole traceback ({len(frames)} frames, evalkit\'s own included)'
+            f"</summary>{_frames_table(frames, 'traceback-full')}</details>")
+
+
 def error_section(row: Row) -> str:
+    """The error record, or "" when the row has none (the build section shows build failures)."""
     error = _dict(row.get("error"))
-    if not error:
-        return '<p class="muted">no error</p>'
+    if not any(v not in (None, "", [], {}) for v in error.values()):
+        return ""
     info = kv_table([("kind", error.get("kind")), ("stage", error.get("stage")), ("type", error.get("type")),
                      ("message", error.get("message")), ("line (source text)", error.get("source_line")),
                      ("column", error.get("column")), ("text", error.get("text"))], "error-info")
-    frames = [_dict(f) for f in error.get("traceback") or []]
-    heads = ("file", "line", "function", "text", "source_line")
-    trace = ""
-    if frames:
-        body = "".join(("<tr class=\"chosen\">" if f.get("in_submission") else "<tr>")
-                       + "".join(f"<td>{_line_link(f.get(h)) if h == 'source_line' else esc(f.get(h))}</td>" for h in heads)
-                       + "</tr>" for f in frames)
-        trace = (f'<h3>traceback</h3><table id="traceback"><thead><tr>{"".join(f"<th>{h}</th>" for h in heads)}'
-                 f"</tr></thead><tbody>{body}</tbody></table>")
+    trace = traceback_section([_dict(f) for f in error.get("traceback") or []])
     tails = "".join(f"<h3>{name}</h3><pre>{esc(error.get(key))}</pre>"
                     for name, key in (("stdout (tail)", "stdout_tail"), ("stderr (tail)", "stderr_tail")) if error.get(key))
     return info + trace + tails
 
 
+def answer_section(row: Row, answer: Answer | None) -> str:
+    """The answer's text, for a row without code (else "")."""
+    if row.get("verdict") != "no_code" or answer is None:
+        return ""
+    if answer.text is None:
+        return f'<p class="muted" id="answer-note">{esc(answer.note)}</p>'
+    return (f'<p class="small muted" id="answer-note">{esc(answer.note)}</p>'
+            f'<pre class="answer" id="answer">{esc(answer.text)}</pre>')
+
+
 def correctness_section(row: Row) -> str:
     corr = _dict(row.get("correctness"))
     if not corr:
-        return '<p class="muted">not checked</p>'
+        return ""
     return kv_table(list(corr.items()), "correctness")
 
 
 def timing_section(row: Row) -> str:
     timing, base = _dict(row.get("timing")), _dict(row.get("baselines"))
     if not timing and not base:
-        return '<p class="muted">not timed</p>'
+        return ""
     stats = [(k, v) for k, v in timing.items() if k != "samples_ms"]
     lines = {name: _dict(base.get(name)).get("median_ms") for name in scoring.BASELINES}
     samples = [v for v in timing.get("samples_ms") or [] if isinstance(v, (int, float))]
     baselines = [(f"{name} baseline", _dict(base.get(name)).get("error")
                   or f"median {fmt_ms(_dict(base.get(name)).get('median_ms'))} ms")
                  for name in scoring.BASELINES if name in base] + [("baseline device", base.get("device_name"))]
-    speedups = kv_table([("speedup vs eager", fmt_speedup(scoring.speedup_of(row, "eager"))),
-                         ("speedup vs compile", fmt_speedup(scoring.speedup_of(row, "compile")))] + baselines)
+    speedups = kv_table([(f"speedup vs {b}", _speedup_text(row, b)) for b in scoring.BASELINES] + baselines)
     return ((svg.timing_plot(samples, lines) if samples else "") + speedups
             + "<h3>statistics</h3>" + kv_table(stats, "timing"))
 
 
-def render_detail(row: Row) -> str:
-    """The whole detail page of one row."""
+def _speedup_text(row: Row, baseline: str) -> str:
+    if baseline in scoring.baselines_not_measured([row]):
+        return f"{NOT_MEASURED} (no {baseline} baseline was timed)"
+    return fmt_speedup(scoring.speedup_of(row, baseline))
+
+
+SECTIONS = (("error", "Error"), ("answer", "The answer"), ("code", "Extracted code"),
+            ("extraction", "Which block, and why"), ("build", "Build"), ("correctness", "Correctness"),
+            ("timing", "Timing"))
+
+
+def _sections(row: Row, answer: Answer | None) -> str:
+    rendered = {"error": error_section(row), "answer": answer_section(row, answer), "code": code_section(row),
+                "extraction": extraction_section(row), "build": build_section(row),
+                "correctness": correctness_section(row), "timing": timing_section(row)}
+    order = list(SECTIONS)
+    if _dict(row.get("build")).get("status") not in (None, "ok"):  # a failed build: its log is the error
+        order.insert(1, order.pop(order.index(("build", "Build"))))
+    out = "".join(f'<h2 id="{key}-h">{title}</h2>{rendered[key]}' for key, title in order if rendered[key])
+    skipped = [title.lower() for key, title in SECTIONS if not rendered[key] and key in ("build", "correctness", "timing")]
+    if skipped:
+        out += (f'<p class="muted" id="not-reached">not reached: {esc(", ".join(skipped))} (judging ended with '
+                f'{esc(row.get("verdict"))})</p>')
+    return out
+
+
+def render_detail(row: Row, answer: Answer | None = None) -> str:
+    """The whole detail page of one row (``answer``: its text, shown when the row has no code)."""
     run, problem, sample = scoring.sample_key(row)
     head = (f'<p class="small"><a href="../index.html">&larr; back to the report</a></p>'
             f"<h1>{esc(run)} / {esc(problem)} / {esc(sample)}</h1>"
             f'<p>{badge(row.get("verdict"))} {flags_html(row.get("flags") or [])} <span id="reason">{esc(row.get("reason"))}</span></p>')
-    facts = kv_table([("path", row.get("path")), ("sha256", row.get("sha256")), ("device", row.get("device")),
+    facts = kv_table([("path", row.get("path")), ("sha256", row.get("sha256")), ("level", row.get("problem_level")),
+                      ("device", row.get("device")),
                       ("judged at", row.get("judged_at")), ("evalkit", row.get("evalkit_version")),
                       ("stage seconds", row.get("stage_seconds")), ("warnings", row.get("warnings"))])
-    sections = [("error", "Error", error_section), ("code", "Extracted code", code_section),
-                ("extraction", "Which block, and why", extraction_section), ("build", "Build", build_section),
-                ("correctness", "Correctness", correctness_section), ("timing", "Timing", timing_section)]
-    body = head + facts + "".join(f'<h2 id="{key}-h">{title}</h2>{render(row)}' for key, title, render in sections)
+    body = head + facts + _sections(row, answer)
     return document(f"{run}/{problem}/{sample}: {row.get('verdict')}", body)

@@ -1,0 +1,118 @@
+"""Small pieces every report page is made of: escaping, badges, number formats, table cells, the filter
+box and the page frame (no side of the trust boundary: reads rows only, never torch).
+
+Everything that comes from a row passes through ``esc`` (``html.escape``) and only ever lands in element
+text or quoted attributes.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any, Iterable
+
+from evalkit.records import FLAG_INFO
+from evalkit.report import scoring
+from evalkit.report.html.assets import CSS
+
+Row = dict[str, Any]
+PageNames = dict[tuple[str, str, str], str]
+FLAG_MEANINGS: dict[str, str] = {flag.value: info.meaning for flag, info in FLAG_INFO.items()}
+NOT_MEASURED = "not measured"
+NOT_MEASURED_TITLE = "this baseline was not timed for these rows (--baselines left it out), so no speedup against it exists"
+
+
+def esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def slug(text: str, limit: int = 48) -> str:
+    return (re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "x")[:limit]
+
+
+def page_names(rows: Iterable[Row]) -> PageNames:
+    """A safe, unique detail-page file name per (run, problem, sample): slugs plus a short sha."""
+    names: PageNames = {}
+    used: set[str] = set()
+    for row in rows:
+        key = scoring.sample_key(row)
+        base = "__".join(slug(part) for part in key) + "-" + slug(str(row.get("sha256") or "nosha"))[:10]
+        name, n = f"{base}.html", 1
+        while name.lower() in used:
+            n += 1
+            name = f"{base}-{n}.html"
+        used.add(name.lower())
+        names[key] = name
+    return names
+
+
+def badge(verdict: Any) -> str:
+    known = str(verdict) in scoring.PIPELINE_RANK
+    return f'<span class="badge v-{esc(verdict) if known else "unknown"}">{esc(verdict)}</span>'
+
+
+def flag_badge(flag: Any) -> str:
+    """One flag as a badge; a known flag's ``FLAG_INFO`` meaning is its tooltip."""
+    meaning = FLAG_MEANINGS.get(str(flag))
+    title = f' title="{esc(meaning)}"' if meaning else ""
+    return f'<span class="flag"{title}>{esc(flag)}</span>'
+
+
+def flags_html(flags: Iterable[Any]) -> str:
+    return "".join(flag_badge(f) for f in flags or [])
+
+
+def fmt_speedup(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}\u00d7"
+
+
+def fmt_rate(value: float | None) -> str:
+    return "" if value is None else f"{100 * value:.1f}%"
+
+
+def fmt_ms(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+
+
+def num_td(value: float | None, text: str) -> str:
+    v = "" if value is None else repr(float(value))
+    return f'<td class="num" data-v="{esc(v)}">{esc(text)}</td>'
+
+
+def not_measured_td() -> str:
+    return f'<td class="num na" data-v="" title="{esc(NOT_MEASURED_TITLE)}">{NOT_MEASURED}</td>'
+
+
+def rate_td(scores: dict[str, Any], baseline: str, value: float | None, text: str | None = None) -> str:
+    """A fast_p-like cell: "not measured" when ``scores`` says the baseline was not timed, else the rate."""
+    if baseline in scores.get("baselines_not_measured", []):
+        return not_measured_td()
+    return num_td(value, fmt_rate(value) if text is None else text)
+
+
+def th(label: str, key: str = "", numeric: bool = False, title: str = "") -> str:
+    attrs = (f' data-key="{esc(key)}"' if key else "") + (' data-type="num"' if numeric else "")
+    attrs += f' title="{esc(title)}"' if title else ""
+    return f"<th{attrs}>{esc(label)}</th>"
+
+
+def filter_box(table_id: str, selects: list[tuple[str, str, list[tuple[str, str]]]], placeholder: str) -> str:
+    """The search box and drop-downs that filter ``table_id``'s rows (``assets.SCRIPT`` runs them).
+
+    ``selects``: (row attribute, label of the "any" choice, [(value, label)]) each; a row is kept when its
+    ``data-<attribute>`` holds the chosen value.
+    """
+    parts = [f'<input type="search" data-q placeholder="{esc(placeholder)}" aria-label="{esc(placeholder)}">']
+    for name, anything, choices in selects:
+        options = f'<option value="">{esc(anything)}</option>' + "".join(
+            f'<option value="{esc(value)}">{esc(label)}</option>' for value, label in choices)
+        parts.append(f'<select data-filter="{esc(name)}" aria-label="{esc(anything)}">{options}</select>')
+    parts.append('<span class="count"></span>')
+    return f'<div class="filters" data-table="{esc(table_id)}">{"".join(parts)}</div>'
+
+
+def document(title: str, body: str, script: str = "") -> str:
+    tail = f"<script>{script}</script>" if script else ""
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width,initial-scale=1">'
+            f"<title>{esc(title)}</title><style>{CSS}</style></head><body>{body}{tail}</body></html>")

@@ -1,0 +1,108 @@
+"""``evalkit report --compare A B [C ...] [--out FILE.html] [--json]``: the text, the JSON and the HTML page."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pytest
+from click.testing import CliRunner
+from html_dom import Dom, dump, needs_chromium, screenshot
+
+from evalkit.cli.main import main
+from evalkit.report.summary import write_reports
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "reports" / "results.jsonl"
+XSS = "<img src=x onerror=alert(3)>"
+
+
+def rows() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+
+
+def find(data: list[dict[str, Any]], run: str, problem: str, sample: str) -> dict[str, Any]:
+    return next(r for r in data if (r["run"], r["problem"], r["sample"]) == (run, problem, sample))
+
+
+def report(folder: Path, data: list[dict[str, Any]]) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
+    write_reports(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def three(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """A, B (one verdict flipped, one speedup moved, one row gone) and C (judged with another atol, a new row)."""
+    base = tmp_path_factory.mktemp("compare")
+    a = report(base / "reports" / "a", rows())
+    after = rows()
+    find(after, "model-a", "1_matmul", "1").update(verdict="correct", speedup_vs_eager=1.1)
+    find(after, "model-a", "1_matmul", "0")["speedup_vs_eager"] = 1.65
+    b = report(base / "reports" / "b", [r for r in after if (r["run"], r["problem"]) != ("model-b", "5_layernorm")])
+    other = rows()
+    for r in other:
+        if r.get("correctness"):
+            r["correctness"]["atol"] = 0.05
+    other.append({**find(rows(), "model-a", "2_relu", "0"), "run": f"run{XSS}", "sample": "new"})
+    c = report(base / "elsewhere" / "c", other)
+    return a, b, c
+
+
+def compare(*args: str) -> Any:
+    return CliRunner().invoke(main, ["report", "--compare", *args])
+
+
+def test_three_folders_as_text_json_and_a_page(three: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    a, b, c = three
+    out = tmp_path / "pages" / "compare.html"
+    result = compare(str(a), str(b), str(c), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("comparing ") == 2
+    assert f"comparing {a} -> {b}" in result.stdout and f"comparing {a} -> {c}" in result.stdout
+    assert "verdict  model-a/1_matmul/1: incorrect -> correct" in result.stdout
+    assert f"comparison: {out}" in result.stdout and out.is_file()
+    as_json = compare(str(a), str(b), str(c), "--json")
+    diffs = json.loads(as_json.stdout)
+    assert [(d["before"], d["after"]) for d in diffs] == [(str(a), str(b)), (str(a), str(c))]
+    assert len(diffs[0]["verdicts_flipped"]) == 1 and len(diffs[1]["only_after"]) == 1
+    pair = json.loads(compare(str(a), str(b), "--json").stdout)
+    assert pair["before"] == str(a) and pair["unchanged"] == 15  # two folders: one object, as before
+
+
+def test_the_page_marks_changes_and_differing_settings(three: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    out = tmp_path / "compare.html"
+    assert compare(*map(str, three), "--out", str(out), "-q").stdout == ""
+    markup = out.read_text()
+    dom = Dom(markup)
+    assert [c[0]["text"] for c in dom.tables["reports"]] == ["a", "b", "c"]
+    atol = [h["text"] for h in dom.heads["reports"]].index("atol")
+    assert [c[atol]["text"] for c in dom.tables["reports"]] == ["0.01", "0.01", "0.05"]
+    assert 'id="settings-differ"' in markup and 'class="warn" title="differs from a"' in markup
+    changes = {tuple(c[i]["text"] for i in range(3)): (c[-1]["text"], attrs["data-change"])
+               for c, attrs in zip(dom.tables["changes"], dom.body_rows["changes"])}
+    assert changes[("model-a", "1_matmul", "1")] == ("b: incorrect \u2192 correct", "verdict")
+    assert changes[("model-a", "1_matmul", "0")] == ("b: vs eager 1.50\u00d7 \u2192 1.65\u00d7 (+10%)", "speedup")
+    assert changes[("model-b", "5_layernorm", "0")] == ("not in b", "only")
+    assert changes[("model-a", "2_relu", "0")] == ("unchanged", "same")
+    assert changes[(f"run{XSS}", "2_relu", "new")][1] == "only"
+    assert "<img" not in markup and markup.count("<script") == 1
+    overall = [c for c in dom.tables["scores"] if c[1]["text"] == "b" and "pts" in c[-1]["text"]]
+    assert overall  # fast_1 eager's change against a, in points
+
+
+@needs_chromium
+def test_the_page_in_chromium_filters_by_change_and_links_resolve(three: tuple[Path, Path, Path],
+                                                                   tmp_path: Path) -> None:
+    out = tmp_path / "pages" / "compare.html"
+    assert compare(*map(str, three), "--out", str(out)).exit_code == 0
+    dom = dump(out, tmp_path, "#change=verdict")
+    assert [tuple(c[i]["text"] for i in range(3)) for c in dom.shown("changes")] == [("model-a", "1_matmul", "1")]
+    assert f"1 of {len(dom.tables['changes'])} shown" in dom.all_text
+    local = [h for h in dom.links if not h.startswith("#")]
+    assert any(h.endswith("/a/index.html") for h in local) and any("/submissions/" in h for h in local)
+    for href in local:
+        assert not urlsplit(href).scheme and (out.parent / unquote(href)).resolve().is_file(), href
+    assert screenshot(out, tmp_path, "report-compare.png", size="1400,1600").stat().st_size > 20_000

@@ -1,0 +1,182 @@
+"""What the pages say where the old ones misled: levels, the filter box, "not measured" baselines, the answer
+on ``no_code`` pages, tracebacks trimmed to the submission's frames, no error heading without an error.
+
+Static checks read the markup; the browser checks run the page's script in headless Chromium (skipped
+without it) and take screenshots (kept in ``$EVALKIT_ARTIFACTS`` when set).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from html_dom import Dom, dump, needs_chromium, screenshot, with_script
+
+from evalkit.report.summary import write_reports
+from evalkit.report.text import format_leaderboard
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "reports" / "results.jsonl"
+LEVELS = {"1_matmul": 1, "2_relu": 1, "3_softmax": 1, "4_conv2d": 2, "5_layernorm": 3}
+ANSWER = "I cannot write <b>this</b> kernel, sorry.\r\n"  # the file as saved; judged with "\n" line breaks
+
+
+def fixture_rows() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+
+
+def write(folder: Path, rows: list[dict[str, Any]], **kwargs: Any) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return write_reports(folder, **kwargs)
+
+
+def page(folder: Path, prefix: str) -> Path:
+    [found] = list((folder / "submissions").glob(f"{prefix}-*.html"))
+    return found
+
+
+@pytest.fixture(scope="module")
+def leveled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixture report with a KernelBench level on every row."""
+    rows = [{**r, "problem_level": LEVELS[r["problem"]]} for r in fixture_rows()]
+    return write(tmp_path_factory.mktemp("leveled"), rows, problems=["6_extra"]).parent
+
+
+@pytest.fixture(scope="module")
+def eager_only(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixture report as judged with ``--baselines eager``: no compile baseline anywhere."""
+    rows = fixture_rows()
+    for r in rows:
+        if isinstance(r.get("baselines"), dict):
+            r["baselines"].pop("compile")
+        r["speedup_vs_compile"] = None
+    return write(tmp_path_factory.mktemp("eager"), rows).parent
+
+
+# --- levels ----------------------------------------------------------------------------------------
+
+def test_index_shows_fast_p_per_level_and_a_level_column(leveled: Path) -> None:
+    summary = json.loads((leveled / "summary.json").read_text())
+    assert summary["problem_set"]["levels"] == {"1": ["1_matmul", "2_relu", "3_softmax"], "2": ["4_conv2d"],
+                                                "3": ["5_layernorm"]}
+    dom = Dom((leveled / "index.html").read_text())
+    table = dom.tables["levels"]
+    assert len(table) == 4 * 3  # (3 runs + overall) x 3 levels
+    curated_l1 = next(c for c in table if c[0]["text"] == "curated" and c[1]["text"] == "level 1")
+    assert [c["text"] for c in curated_l1[2:]] == ["3", "3", "66.7%", "33.3%", "33.3%", "33.3%"]
+    assert [h["key"] for h in dom.heads["submissions"]][:3] == ["run", "problem", "level"]
+    assert {a["data-level"] for a in dom.body_rows["submissions"]} == {"1", "2", "3"}
+    assert "level 1" in format_leaderboard(summary)
+
+
+def test_without_levels_there_is_no_level_table(tmp_path: Path) -> None:
+    index = write(tmp_path / "r", fixture_rows())
+    dom = Dom(index.read_text())
+    assert "levels" not in dom.tables and "level" not in [h["key"] for h in dom.heads["submissions"]]
+    assert "level" not in format_leaderboard(json.loads((tmp_path / "r" / "summary.json").read_text()))
+
+
+# --- baselines that were not measured ----------------------------------------------------------------
+
+def test_a_baseline_never_timed_reads_not_measured_never_zero(eager_only: Path) -> None:
+    dom = Dom((eager_only / "index.html").read_text())
+    column = [h["key"] for h in dom.heads["leaderboard"]].index("fast_1_compile")
+    assert {cells[column]["text"] for cells in dom.tables["leaderboard"]} == {"not measured"}
+    assert "0.0%" not in {c["text"] for row in dom.tables["fast-p"] if row[1]["text"] == "compile" for c in row}
+    assert "compile_ms" in [h["key"] for h in dom.heads["problems"]]
+    assert {cells[2]["text"] for cells in dom.tables["problems"] if cells[1]["text"]} == {"not measured"}
+    assert "fast_p vs torch compile: not measured" in (eager_only / "index.html").read_text()
+    correct = page(eager_only, "model-a__1_matmul__0").read_text()
+    assert "not measured (no compile baseline was timed)" in correct
+    text = format_leaderboard(json.loads((eager_only / "summary.json").read_text()))
+    assert all("not measured" in line for line in text.splitlines()[2:6])
+
+
+# --- detail pages ------------------------------------------------------------------------------------
+
+def no_code_row(path: str, text: str, sample: str) -> dict[str, Any]:
+    row = next(r for r in fixture_rows() if r["verdict"] == "no_code")
+    return {**row, "sample": sample, "path": path, "sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+
+def test_no_code_pages_show_the_answer_escaped_when_its_hash_matches(tmp_path: Path) -> None:
+    answer = tmp_path / "answers" / "a.md"
+    answer.parent.mkdir()
+    answer.write_bytes(ANSWER.encode())
+    judged = ANSWER.replace("\r\n", "\n")
+    manifest = tmp_path / "answers" / "run.jsonl"
+    manifest.write_text(json.dumps({"problem": "2_relu", "text": "first"}) + "\n"
+                        + json.dumps({"problem": "2_relu", "text": judged}) + "\n")
+    edited = tmp_path / "answers" / "edited.md"
+    edited.write_text("edited after judging\n")
+    rows = [no_code_row(str(answer), judged, "file"), no_code_row(f"{manifest}:2", judged, "manifest"),
+            no_code_row(str(edited), judged, "edited"), no_code_row(str(tmp_path / "gone.md"), judged, "gone"),
+            {**no_code_row("nowhere", "x", "inline"), "answer": "<script>alert(1)</script>"}]
+    write(tmp_path / "r", rows)
+    for sample in ("file", "manifest"):
+        markup = page(tmp_path / "r", f"model-a__2_relu__{sample}").read_text()
+        assert '<pre class="answer" id="answer">I cannot write &lt;b&gt;this&lt;/b&gt; kernel, sorry.\n</pre>' in markup
+        assert "same SHA-256 as judged" in markup
+    edited_page = page(tmp_path / "r", "model-a__2_relu__edited").read_text()
+    assert 'id="answer"' not in edited_page and "has changed since it was judged" in edited_page
+    assert "cannot be read from here" in page(tmp_path / "r", "model-a__2_relu__gone").read_text()
+    inline = page(tmp_path / "r", "model-a__2_relu__inline").read_text()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in inline and "<script" not in inline
+
+
+def test_tracebacks_show_the_submissions_frames_and_the_whole_one_behind_a_click(leveled: Path) -> None:
+    markup = page(leveled, "model-b__3_softmax__0").read_text()
+    dom = Dom(markup)
+    assert [c[0]["text"] for c in dom.tables["traceback"]] == ["submission.py"]
+    assert [c[0]["text"] for c in dom.tables["traceback-full"]] == ["worker.py", "submission.py"]
+    assert re.search(r'<details class="trace"><summary>the whole traceback \(2 frames', markup)
+    assert "the submission's frames: 1 of 2" in markup
+
+
+def test_pages_without_an_error_have_no_error_section(leveled: Path) -> None:
+    compile_error = page(leveled, "model-a__4_conv2d__0").read_text()
+    assert 'id="error-h"' not in compile_error and "no error" not in compile_error
+    assert compile_error.index('id="build-h"') < compile_error.index('id="code-h"')  # the failed build first
+    assert "not reached: correctness, timing" in compile_error
+    correct = page(leveled, "model-a__1_matmul__0").read_text()
+    assert 'id="error-h"' not in correct and 'id="not-reached"' not in correct
+    no_code = page(leveled, "model-a__2_relu__0").read_text()
+    assert "not reached: build, correctness, timing (judging ended with no_code)" in no_code
+    assert 'id="error-h"' in page(leveled, "model-b__2_relu__0").read_text()  # an interface error has one
+
+
+# --- the filter, in the browser ------------------------------------------------------------------------
+
+@needs_chromium
+def test_the_hash_filters_the_submissions(leveled: Path, tmp_path: Path) -> None:
+    dom = dump(leveled / "index.html", tmp_path, "#verdict=correct&q=model-b")
+    shown = dom.shown("submissions")
+    assert [(c[0]["text"], c[1]["text"]) for c in shown] == [("model-b", "1_matmul"), ("model-b", "3_softmax")]
+    assert "2 of 18 shown" in dom.all_text
+    by_level = dump(leveled / "index.html", tmp_path, "#level=2&sort=submissions.run:asc")
+    assert [c[0]["text"] for c in by_level.shown("submissions")] == ["curated", "model-a", "model-b"]
+    assert len(dump(leveled / "index.html", tmp_path).shown("submissions")) == 18
+    shot = screenshot(leveled / "index.html", tmp_path, "report-index-filtered.png", "#verdict=correct",
+                      size="1400,2600")
+    assert shot.stat().st_size > 20_000
+
+
+@needs_chromium
+def test_typing_in_the_filter_box_filters_and_writes_the_hash(leveled: Path, tmp_path: Path) -> None:
+    typing = ("<script>var box = document.querySelector('div.filters[data-table=submissions]');"
+              "var q = box.querySelector('input[type=search]'); q.value = 'SOFTMAX  curated';"
+              "q.dispatchEvent(new Event('input'));"
+              "document.documentElement.setAttribute('data-hash', location.hash);</script>")
+    dom = dump(with_script(leveled / "index.html", "index-typing-test.html", tail=typing), tmp_path)
+    assert [(c[0]["text"], c[1]["text"]) for c in dom.shown("submissions")] == [("curated", "3_softmax")]
+    assert "q=SOFTMAX%20%20curated" in dom.root_attrs.get("data-hash", "")
+
+
+@needs_chromium
+def test_detail_page_screenshots(leveled: Path, tmp_path: Path) -> None:
+    for prefix in ("model-b__3_softmax__0", "model-a__4_conv2d__0"):
+        assert screenshot(page(leveled, prefix), tmp_path, f"detail-{prefix}.png").stat().st_size > 20_000
