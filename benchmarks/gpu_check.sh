@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Run on the GPU device (see docs/gpu-runs/README.md). Stages: seeds, cuda-tests, all (both), curated
-# (evalkit score problems/: the curated solutions).
+# Run on a GPU machine (see docs/gpu-runs/README.md). Stages: seeds, cuda-tests, isolation, all (those three),
+# curated (evalkit score problems/: the curated solutions), load (benchmarks/timing_under_load.py).
 # Everything worth keeping is written under $OUT.
 set -uo pipefail
 # A GPU machine with no package registry: missing wheels (e.g. jsonlines) may be carried in .whl/.
@@ -58,4 +58,7 @@ fi
 if [ "$stage" = curated ]; then
   python3 -m evalkit score problems/ --out "$run_dir/curated" --jobs 8 2>&1 | tr '\r' '\n' | grep -v '^evalkit' | tee "$OUT/curated_score.log"
   cp "$run_dir/curated"/results.jsonl "$OUT/curated_results.jsonl"; cp "$run_dir/curated"/summary.json "$OUT/curated_summary.json"; cp "$run_dir/curated"/baselines.json "$OUT/curated_baselines.json"
+fi
+if [ "$stage" = load ]; then
+  python3 benchmarks/timing_under_load.py --rounds 2 --builds 16 2>&1 | tee "$OUT/timing_under_load.log"
 fi

@@ -85,6 +85,8 @@ class Flag(str, enum.Enum):
     FALLBACK = "fallback"
     MUTATES_INPUTS = "mutates_inputs"
     WRONG_DURING_TIMING = "wrong_during_timing"
+    NOISY_TIMING = "noisy_timing"
+    LIBRARY_DOMINATED = "library_dominated"
 
     def __str__(self) -> str:
         return self.value
@@ -102,15 +104,22 @@ FLAG_INFO: dict[Flag, FlagInfo] = {
         "faster than the problem's FLOP or byte floor allows on this device", True,
         "no kernel can be that fast: the time, not the kernel, is wrong"),
     Flag.TIMING_MISMATCH: FlagInfo(
-        "the worker reported less time than the judge saw pass; the judge's time is used", True,
-        "the submission tried to, or did, bend the clock"),
+        "(reports of evalkit 0.x before the judge's own clock) the worker reported less time than the judge "
+        "saw pass", True, "the submission tried to, or did, bend the clock; no longer set: every time is the judge's"),
+    Flag.NOISY_TIMING: FlagInfo(
+        "the calls' times spread more than the noise bound (docs/judge.md), twice", True,
+        "a median that moves between measurements is not a speedup anyone can reproduce"),
     Flag.REDUCED_PRECISION: FlagInfo(
         "within tolerance, but over 10x less precise than PyTorch's own float32 result on the same inputs", False,
         "the tolerance accepted it; users of stricter tolerances can filter on it"),
-    Flag.NO_CUSTOM_KERNEL: FlagInfo("every kernel that ran was a library's (PyTorch, cuDNN, cuBLAS, ...)", False,
+    Flag.NO_CUSTOM_KERNEL: FlagInfo("every kernel that ran was a library's (PyTorch, cuDNN, cuBLAS, ...); on CPU, "
+                                    "no extension was built", False,
                                     "correct and timed honestly, but not the submission's own kernel"),
     Flag.FALLBACK: FlagInfo("builds kernels of its own, yet none of them ran", False,
                             "as no_custom_kernel; also suggests a silent fallback"),
+    Flag.LIBRARY_DOMINATED: FlagInfo(
+        "its own kernels ran, but library kernels took most of the call's device time", False,
+        "correct and timed honestly; the speed is mostly a library's, shown so users can filter on it"),
     Flag.MUTATES_INPUTS: FlagInfo("forward modified its inputs in place (the row is incorrect)", False,
                                   "an incorrect row never counts anyway"),
     Flag.WRONG_DURING_TIMING: FlagInfo("an output produced during timing was wrong (the row is incorrect)", False,

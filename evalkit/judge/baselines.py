@@ -1,9 +1,9 @@
-"""Trusted side: PyTorch baselines (eager and ``torch.compile``), timed in the trusted judge.
+"""Trusted side: PyTorch baselines (eager and ``torch.compile``), judged exactly like a submission.
 
-Timed with the same routine as submissions (``timing.measure`` + ``Clock``): fresh inputs
-and an L2 flush before every call, a device-wide synchronize before the clock stops.
-Cached by (device name, torch version, problem hash) in the report folder, so a resumed
-run does not time them again.
+The reference model is written out as a submission (``reference_as_submission``) and judged by the same
+``Judge`` in a sandboxed worker, so its time comes from the same path, clock and overhead calibration as
+every answer's: a speedup compares like with like. Baselines are cached by (device name, torch version,
+problem hash) in the report folder, so a resumed run does not time them again.
 """
 
 from __future__ import annotations
@@ -15,12 +15,32 @@ from typing import Any, Callable
 
 import torch
 
-from evalkit.records import to_jsonable
-from evalkit.judge.reference import ReferenceProblem, timing_seed
-from evalkit.judge.timing import L2Flusher, TimingStats, measure
-from evalkit.sandbox.clock import Clock
+from evalkit.judge.reference import ReferenceProblem
 
 logger = logging.getLogger(__name__)
+
+_AS_SUBMISSION = {
+    "eager": "\n\n# evalkit: the reference, judged as a submission (eager baseline)\nModelNew = Model\n",
+    "compile": '''
+
+# evalkit: the reference, judged as a submission (torch.compile baseline)
+class ModelNew(Model):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._evalkit_compiled_forward = torch.compile(super().forward)
+
+    def forward(self, *args):
+        return self._evalkit_compiled_forward(*args)
+''',
+}
+
+
+def reference_as_submission(reference_code: str, kind: str) -> str:
+    """The reference's code with ``ModelNew`` bound to its ``Model``, eager or compiled."""
+    if kind not in _AS_SUBMISSION:
+        raise ValueError(f"unknown baseline kind {kind!r}; known: {sorted(_AS_SUBMISSION)}")
+    prelude = "import torch\n" if kind == "compile" else ""
+    return prelude + reference_code + _AS_SUBMISSION[kind]
 
 
 def device_name(device: str) -> str:
@@ -33,35 +53,17 @@ def cache_key(ref: ReferenceProblem) -> str:
     return f"{device_name(ref.device)}|torch {torch.__version__}|{ref.problem.sha256}"
 
 
-def time_model(ref: ReferenceProblem, forward: Callable[..., Any], *, warmup: int, trials: int, seed: int) -> TimingStats:
-    clock, flusher = Clock(ref.device), L2Flusher(ref.device)
-    inputs: list[Any] = []
-
-    def prepare(i: int) -> None:
-        inputs[:] = ref.make_inputs(timing_seed(seed, i))
-        flusher.flush()
-        clock.synchronize()
-
-    def timed_call(_: int) -> float:
-        with torch.no_grad():
-            return clock.time_ms(lambda: forward(*inputs))[0]
-
-    return TimingStats.from_samples(measure(timed_call, prepare, warmup=warmup, trials=trials))
-
-
-def measure_baselines(ref: ReferenceProblem, kinds: tuple[str, ...], *, warmup: int, trials: int,
-                      seed: int) -> dict[str, Any]:
-    """Time the reference model in each of ``kinds``; a failing kind is recorded, not raised."""
+def measure_baselines(ref: ReferenceProblem, kinds: tuple[str, ...],
+                      judge_reference: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """Each of ``kinds`` judged as a submission by ``judge_reference``; a failing kind is recorded, not raised."""
     result: dict[str, Any] = {"key": cache_key(ref), "problem": ref.problem.id, "device_name": device_name(ref.device)}
     for kind in kinds:
         try:
-            forward = ref.model if kind == "eager" else torch.compile(ref.model)
-            stats = time_model(ref, forward, warmup=max(warmup, 3 if kind == "compile" else 1),
-                               trials=trials, seed=seed)
-            result[kind] = to_jsonable(stats)
+            result[kind] = judge_reference(kind)
         except Exception as err:  # noqa: BLE001 - a baseline failing must not stop the run
-            logger.warning("%s: %s baseline failed: %s", ref.problem.id, kind, err)
             result[kind] = {"error": f"{type(err).__name__}: {err}"[:500]}
+        if "error" in result[kind]:
+            logger.warning("%s: %s baseline failed: %s", ref.problem.id, kind, result[kind]["error"])
     return result
 
 
@@ -77,12 +79,13 @@ class BaselineCache:
             except (OSError, ValueError):
                 logger.warning("%s is unreadable; baselines will be measured again", path)
 
-    def get_or_measure(self, ref: ReferenceProblem, kinds: tuple[str, ...], **kwargs: Any) -> dict[str, Any]:
+    def get_or_measure(self, ref: ReferenceProblem, kinds: tuple[str, ...],
+                       judge_reference: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
         key = cache_key(ref)
         cached = self._entries.get(key)
         if cached and all(kind in cached for kind in kinds):
             return cached
-        self._entries[key] = measure_baselines(ref, kinds, **kwargs)
+        self._entries[key] = measure_baselines(ref, kinds, judge_reference)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps(self._entries, indent=2))
         return self._entries[key]

@@ -14,6 +14,7 @@ import shutil
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import torch
 
 from evalkit.judge.compiler_errors import first_compiler_errors
 from evalkit.sandbox import protocol
+from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
 
 BUILD_RECORD = "build.json"
@@ -63,8 +65,10 @@ def build_env(build_dir: Path, device: str) -> dict[str, str]:
 
 
 def build(code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits,
-          init_inputs: list[Any] | None = None) -> BuildOutcome:
-    """Build (import) ``code`` in a sandbox with no GPU visible, or return the cached outcome."""
+          init_inputs: list[Any] | None = None, freezer: BuildFreezer | None = None) -> BuildOutcome:
+    """Build (import) ``code`` in a sandbox with no GPU visible, or return the cached outcome.
+
+    With a ``freezer``, the sandbox is held while a judge times (and its time limit paused meanwhile)."""
     build_dir = cache_root / build_key(code, device)
     record = build_dir / BUILD_RECORD
     if record.exists():
@@ -74,20 +78,23 @@ def build(code: str, cache_root: Path, device: str, timeout_s: float, limits: Li
         except (OSError, ValueError, TypeError):
             pass  # a damaged record: build again
     build_dir.mkdir(parents=True, exist_ok=True)
-    outcome = _run_build(code, build_dir, device, timeout_s, limits, init_inputs)
+    outcome = _run_build(code, build_dir, device, timeout_s, limits, init_inputs, freezer)
     if outcome.status in ("ok", "compile_error"):
         record.write_text(json.dumps(outcome.to_dict()))
     return outcome
 
 
 def _run_build(code: str, build_dir: Path, device: str, timeout_s: float, limits: Limits,
-               init_inputs: list[Any] | None) -> BuildOutcome:
+               init_inputs: list[Any] | None, freezer: BuildFreezer | None) -> BuildOutcome:
     start = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="evalkit-build-"))
     code_path = workdir / "submission.py"
     code_path.write_text(code)
     env = {**build_env(build_dir, device), "CUDA_VISIBLE_DEVICES": ""}
-    worker = UntrustedProcess(workdir, limits, env)
+    with freezer.launching() if freezer else nullcontext():
+        worker = UntrustedProcess(workdir, limits, env, freezer=freezer)
+        if freezer:
+            freezer.register(worker.pid, worker.marker)
     outcome = BuildOutcome(status="ok", seconds=0.0, extension_dir=str(build_dir / "extensions"))
     try:
         worker.send(protocol.setup_request("build", str(code_path), "cpu", limits.to_dict(), init_inputs=init_inputs))
@@ -101,6 +108,8 @@ def _run_build(code: str, build_dir: Path, device: str, timeout_s: float, limits
         outcome.status, outcome.message = "import_failed", f"protocol violation {violation}"
     finally:
         stdout, stderr = worker.close()
+        if freezer:
+            freezer.unregister(worker.pid)
         shutil.rmtree(workdir, ignore_errors=True)
     log = "\n".join(part for part in (outcome.message, stdout, stderr) if part)
     outcome.log_tail = log[-16000:]

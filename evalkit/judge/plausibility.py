@@ -1,4 +1,5 @@
-"""Trusted side: is a result physically possible, and is the work really the submission's own? Pure functions.
+"""Trusted side: is a result physically possible, is it as precise as PyTorch's, and is the work really the
+submission's own? Pure functions.
 
 Floors: a problem's ``flops`` and ``min_bytes`` (problem.toml) over the device's peak rate and memory
 bandwidth. Peaks are deliberately generous (dense fp16/bf16 tensor-core rate), so only results faster
@@ -8,7 +9,10 @@ than any kernel could be are flagged.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
+
+import torch
 
 # (peak FLOP/s, memory bandwidth B/s); matched against torch.cuda.get_device_name() in order.
 DEVICE_PEAKS: tuple[tuple[str, float, float], ...] = (
@@ -31,6 +35,7 @@ _LIBRARY_KERNEL = re.compile(
 # below FLOAT32_LEVEL; TF32 and fp16/bf16 operands with float32 accumulation below HALF_LEVEL.
 FLOAT32_LEVEL_REL_L2 = 1e-5
 HALF_LEVEL_REL_L2 = 3e-3
+LIBRARY_SHARE = 0.5  # library_dominated: library kernels took more than this share of the device time
 TIMES_PYTORCH_ERROR = 10  # reduced_precision: this many times PyTorch's own float32 error, or more
 
 
@@ -53,12 +58,33 @@ def custom_kernels(kernel_names: list[str]) -> list[str]:
     return [name for name in kernel_names if not _LIBRARY_KERNEL.search(name)]
 
 
-def kernel_flags(kernel_names: list[str], uses_load_inline: bool) -> list[str]:
+def kernel_shares(kernel_names: list[str], kernel_us: list[float]) -> dict[str, Any]:
+    """The submission's own kernels and the share of the call's device time they took (None when unknown)."""
+    own = custom_kernels(kernel_names)
+    shares: dict[str, Any] = {"custom_kernels": own[:50], "custom_time_share": None}
+    if kernel_us and len(kernel_us) == len(kernel_names) and sum(kernel_us) > 0:
+        mine = sum(us for name, us in zip(kernel_names, kernel_us) if name in set(own))
+        shares["custom_time_share"] = mine / sum(kernel_us)
+        shares["kernel_us"] = dict(list(zip(kernel_names, kernel_us))[:50])
+    return shares
+
+
+def kernel_flags(kernel_names: list[str], uses_load_inline: bool, custom_time_share: float | None = None) -> list[str]:
     """``no_custom_kernel`` when every launched kernel is a library's; ``fallback`` when the code builds
-    kernels of its own but none of them ran."""
-    if not kernel_names or custom_kernels(kernel_names):
+    kernels of its own but none of them ran; ``library_dominated`` when its own kernels ran but library
+    kernels took most of the device time (over ``LIBRARY_SHARE``)."""
+    if not kernel_names:
         return []
-    return ["fallback", "no_custom_kernel"] if uses_load_inline else ["no_custom_kernel"]
+    if not custom_kernels(kernel_names):
+        return ["fallback", "no_custom_kernel"] if uses_load_inline else ["no_custom_kernel"]
+    if custom_time_share is not None and 1.0 - custom_time_share > LIBRARY_SHARE:
+        return ["library_dominated"]
+    return []
+
+
+def no_extension_built(extension_root: Path) -> bool:
+    """True when the build left no compiled extension (no shared object) under ``extension_root``."""
+    return not extension_root.is_dir() or not any(extension_root.rglob("*.so"))
 
 
 def precision_class(rel_l2_err: float) -> str:
@@ -70,7 +96,32 @@ def precision_class(rel_l2_err: float) -> str:
 
 def reduced_precision(correctness: dict[str, Any]) -> bool:
     """True when the error is far above PyTorch's own float32 error on the same inputs (and above float32's
-    level): fp16 where PyTorch computes in float32 is flagged; TF32 where PyTorch itself uses TF32 is not."""
+    level), or when float32 outputs were stored in a 16-bit format (``half_storage``): fp16 is flagged even
+    where PyTorch itself computes in TF32, whose 10-bit operands give a similar error; TF32 is not."""
     own = correctness.get("rel_l2_err") or 0.0
     pytorch = (correctness.get("pytorch_float32") or {}).get("rel_l2_err") or 0.0
-    return own > max(TIMES_PYTORCH_ERROR * pytorch, FLOAT32_LEVEL_REL_L2)
+    return own > max(TIMES_PYTORCH_ERROR * pytorch, FLOAT32_LEVEL_REL_L2) or bool(correctness.get("stored_as"))
+
+
+HALF_STORAGE_SHARE = 0.99  # of an output's nonzero elements exactly representable in the 16-bit format
+HALF_STORAGE_MIN_ELEMENTS = 256
+
+
+def half_storage(outputs: list[torch.Tensor], expected: list[torch.Tensor]) -> str | None:
+    """``"float16"`` or ``"bfloat16"`` when float32 outputs carry no more bits than that format (a value of
+    float32 arithmetic lands on a 16-bit value once in 2**13 or more), unless the true outputs do too (an
+    integer-valued output, say). None otherwise."""
+    for dtype in (torch.bfloat16, torch.float16):  # narrowest first: a bfloat16 value is often a float16 one
+        if all(_representable_share(out, dtype) >= HALF_STORAGE_SHARE and
+               _representable_share(exp.float(), dtype) < HALF_STORAGE_SHARE
+               for out, exp in zip(outputs, expected) if out.dtype == torch.float32):
+            if any(out.dtype == torch.float32 for out in outputs):
+                return str(dtype).replace("torch.", "")
+    return None
+
+
+def _representable_share(values: torch.Tensor, dtype: torch.dtype) -> float:
+    nonzero = values[(values != 0) & torch.isfinite(values)]
+    if nonzero.numel() < HALF_STORAGE_MIN_ELEMENTS:
+        return 0.0
+    return (nonzero.to(dtype).float() == nonzero).float().mean().item()

@@ -9,6 +9,8 @@ is raised as ``verdicts.Stop``; a reply that breaks the protocol is one such obs
 from __future__ import annotations
 
 import os
+import secrets
+import time
 from typing import Any, Protocol
 
 import torch
@@ -32,6 +34,12 @@ class WorkerChannel(Protocol):
 
     def receive(self, timeout_s: float, stage: str) -> Claim: ...
 
+    def freeze(self) -> None: ...
+
+    def thaw(self) -> None: ...
+
+    def watch(self) -> None: ...
+
     def close(self) -> tuple[str, str]: ...
 
 
@@ -40,25 +48,42 @@ def poison(buffers: list[torch.Tensor]) -> None:
         buf.fill_(float("nan") if buf.is_floating_point() else -1)
 
 
+def unwritten(held: list[torch.Tensor]) -> bool:
+    """True when a floating output still holds poison (NaN) somewhere: not written before the reply,
+    or a legitimate NaN, which the caller settles by checking the call against the reference."""
+    return any(bool(torch.isnan(h).any()) for h in held if h.is_floating_point())
+
+
 class Session:
-    """One submission's worker, with the judge-owned input and output buffers bound to it."""
+    """One submission's worker, with the judge-owned buffers bound to it, timed by the judge's own clock.
+
+    Every call takes the same path, ``observe``: the judge wakes the (frozen) worker, the clock starts, the
+    judge copies the call's inputs into the shared input buffers and sends the call with a fresh nonce; the
+    clock stops once the reply echoing that nonce has arrived and the judge holds its own copy of the outputs
+    (``held``), in memory the worker cannot reach; then the worker is frozen again. Nothing before the clock
+    starts can depend on the inputs (the worker has not seen them), and nothing after it stops can change
+    what the judge holds.
+    """
 
     def __init__(self, worker: WorkerChannel, ref: ReferenceProblem, limits: TimeLimits) -> None:
         self.worker, self.ref, self.limits = worker, ref, limits
         self.calls = 0
         self.inputs: list[Any] = []
         self.outputs: list[torch.Tensor] = []
+        self.held: list[torch.Tensor] = []
         self.originals: list[Any] = []
         self._mappings: list[Any] = []
+        self._perf_counter = time.perf_counter
 
-    def start(self, fields: dict[str, Any], specs: list[OutputSpec], sample_inputs: list[Any]) -> protocol.ReadyClaim:
-        """Send the setup request (``fields`` plus the judge-owned buffers) and wait for the worker to load."""
+    def start(self, fields: dict[str, Any], specs: list[OutputSpec], sample_inputs: list[Any]) -> None:
+        """Send the setup request (``fields`` plus the judge-owned buffers); the worker then waits for pings or load."""
         fds: list[int] = []
         device = self.ref.device
         inputs = [shared_buffers.describe(v, device, fds, self._mappings) for v in sample_inputs]
         outputs = [shared_buffers.describe(torch.empty(s.shape, dtype=s.dtype, device="meta"), device, fds,
                                            self._mappings) for s in specs]
         self.inputs, self.outputs = [b for b, _ in inputs], [b for b, _ in outputs]
+        self.held = [torch.empty(s.shape, dtype=s.dtype, device=device) for s in specs]
         self.worker.send(protocol.setup_request(**fields, inputs=[e for _, e in inputs],
                                                 outputs=[e for _, e in outputs], fd_count=len(fds)))
         try:
@@ -67,32 +92,62 @@ class Session:
         finally:
             for fd in fds:
                 os.close(fd)
-        return self.expect(protocol.ReadyClaim, "load", self.limits.load_s)
 
-    def load_inputs(self, originals: list[Any]) -> None:
-        """Copy freshly drawn inputs into the shared buffers and poison the output buffers."""
+    def calibrate(self, originals: list[Any], count: int) -> list[float]:
+        """``count`` pings along a call's exact path, before any submission code has run: the judge's overhead."""
+        return [self.observe(originals, Op.PING)[0] for _ in range(count)]
+
+    def load(self) -> protocol.ReadyClaim:
+        """Have the worker import the submission and construct ModelNew."""
+        self.worker.thaw()
+        self.worker.send(protocol.simple_request(Op.LOAD))
+        ready = self.expect(protocol.ReadyClaim, "load", self.limits.load_s)
+        self.worker.freeze()
+        return ready
+
+    def observe(self, originals: list[Any], op: str = Op.CALL) -> tuple[float, Any]:
+        """One call (or calibration ping) on ``originals``: (the judge's milliseconds, the worker's reply)."""
+        poison(self.outputs)
+        self._synchronize()
+        nonce = secrets.randbits(63)
+        self.worker.thaw()  # before the clock: it cannot see this call's inputs until they are copied in
+        start = self._perf_counter()
+        self._load_inputs(originals)
+        self.worker.send(protocol.nonce_request(op, nonce))
+        if op == Op.CALL:
+            self.calls += 1
+            limit = self.limits.first_call_s if self.calls == 1 else self.limits.call_s
+            claim = self.expect(protocol.CalledClaim, "forward", limit)
+        else:
+            claim = self.expect(protocol.PongClaim, "ping", self.limits.load_s)
+        for held, shared in zip(self.held, self.outputs):
+            held.copy_(shared)
+        self._synchronize()
+        elapsed_ms = (self._perf_counter() - start) * 1e3
+        self.worker.freeze()  # after the clock: what it writes from now on never reaches the judge's copy
+        if claim.nonce != nonce:
+            raise Stop(Finding.PROTOCOL_VIOLATION, f"protocol violation: a reply to a call it was not sent "
+                                                   f"(nonce {claim.nonce}, expected {nonce})")
+        self.worker.watch()
+        return elapsed_ms, claim
+
+    def _load_inputs(self, originals: list[Any]) -> None:
         self.originals = originals
         for shared, original in zip(self.inputs, self.originals):
             if isinstance(shared, torch.Tensor):
                 shared.copy_(original)
-        poison(self.outputs)
+        self._synchronize()
 
-    def call(self) -> protocol.CalledClaim:
-        """One forward call; every call looks the same to the worker (warm-up, checked, timed or not)."""
+    def _synchronize(self) -> None:
         if self.ref.device == "cuda":
             torch.cuda.synchronize()
-        self.worker.send(protocol.simple_request(Op.CALL))
-        self.calls += 1
-        limit = self.limits.first_call_s if self.calls == 1 else self.limits.call_s
-        return self.expect(protocol.CalledClaim, "forward", limit)
-
-    def ping(self) -> None:
-        self.worker.send(protocol.simple_request(Op.PING))
-        self.expect(protocol.PongClaim, "ping", self.limits.call_s)
 
     def profile(self) -> protocol.ProfiledClaim:
+        self.worker.thaw()
         self.worker.send(protocol.simple_request(Op.PROFILE))
-        return self.expect(protocol.ProfiledClaim, "profile", self.limits.first_call_s)
+        claim = self.expect(protocol.ProfiledClaim, "profile", self.limits.first_call_s)
+        self.worker.freeze()
+        return claim
 
     def expect(self, claim_type: type[Any], stage: str, limit_s: float) -> Any:
         """The next reply within ``limit_s``, if it is a ``claim_type``; else ``Stop`` with what it was."""

@@ -1,8 +1,11 @@
 """Trusted side: judging one submission's worker: load, correctness trials, kernels, timing.
 
 The judge owns the inputs, the output buffers, the reference and the comparison. The worker only
-ever receives copies of inputs and writes into buffers the judge poisons before every call; what the
-judge concludes comes from what it observes itself, reported as a ``verdicts.Judgement``.
+ever receives copies of inputs and writes into buffers the judge poisons before every call; every call's
+time is the judge's own (``session.Session.observe``) minus an overhead it calibrated before the submission
+was loaded, and every check is made on the judge's private copy of the outputs. What the judge concludes
+comes from what it observes itself, reported as a ``verdicts.Judgement``. The baselines are the reference
+judged here exactly like a submission (``judge_reference``).
 """
 
 from __future__ import annotations
@@ -11,20 +14,25 @@ import logging
 import math
 import random
 import secrets
+import shutil
 import statistics
+import tempfile
 import time
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
-from evalkit.judge.plausibility import custom_kernels, kernel_flags, precision_class, reduced_precision
+from evalkit.judge.baselines import reference_as_submission
+from evalkit.judge.plausibility import (half_storage, kernel_flags, kernel_shares, precision_class,
+                                        reduced_precision)
 from evalkit.judge.reference import OutputSpec, ReferenceProblem, correctness_seed, timing_seed
-from evalkit.judge.session import Session, WorkerChannel
+from evalkit.judge.session import Session, WorkerChannel, unwritten
 from evalkit.judge.tensor_check import Comparison, compare_outputs
-from evalkit.judge.time_limits import time_limits
-from evalkit.judge.timing import L2Flusher, TimingStats, measure
+from evalkit.judge.time_limits import TimeLimits, time_limits
+from evalkit.judge.timing import L2Flusher, Overhead, collector_paused, is_noisy, net_stats
 from evalkit.judge.verdicts import Finding, Judgement, Stop
 from evalkit.records import Flag, to_jsonable
 from evalkit.sandbox import protocol
@@ -36,13 +44,10 @@ logger = logging.getLogger(__name__)
 VERIFIED_SHARE = 0.2  # of the timed calls, at least MIN_VERIFIED, re-checked against the reference
 MIN_VERIFIED = 3
 SIGNAL_SCOPING_ABI = 6  # Landlock scopes signals and abstract sockets from this ABI on
-# The most per-call overhead (IPC, harness Python) the judge will excuse between the time a
-# worker reports and the wall time it observes; a worker slowing its own pings gains no more.
-OVERHEAD_CAP_MS = {"cuda": 1.0, "cpu": 5.0}
-# How much of the judge's observed wall time may go unexplained by the reported time before the
-# row is flagged (fraction of observed, plus milliseconds). Host clocks on a loaded CPU are noisy.
-UNEXPLAINED_TIME_TOLERANCE = {"cuda": (0.2, 0.3), "cpu": (0.5, 1.0)}
-COPY_PROBE_BYTES = 256 * 1024 * 1024
+CALIBRATION_PINGS = 100  # plus CALIBRATION_WARMUP not counted (a fresh process and GPU context settle)
+CALIBRATION_WARMUP = 30
+COMPILE_FIRST_CALL_S = 900.0  # torch.compile's first call compiles: the compile baseline gets this long
+Quiet = Callable[[], AbstractContextManager[None]]
 
 
 @dataclass(frozen=True)
@@ -58,14 +63,20 @@ class JudgeSettings:
 
 
 class Judge:
-    """Judges submissions of one problem on one device; reuse it for all of that problem's submissions."""
+    """Judges submissions of one problem on one device; reuse it for all of that problem's submissions.
 
-    def __init__(self, ref: ReferenceProblem, settings: JudgeSettings, limits: Limits) -> None:
+    ``quiet`` is entered around every timing: it keeps other untrusted code (builds) off the machine
+    (``evalkit.sandbox.freezer.BuildFreezer.timing``); by default nothing is paused.
+    """
+
+    def __init__(self, ref: ReferenceProblem, settings: JudgeSettings, limits: Limits,
+                 quiet: Quiet | None = None) -> None:
         self.ref, self.settings, self.limits = ref, settings, limits
+        self.quiet = quiet or nullcontext
         self.clock = Clock(ref.device)
         self.flusher = L2Flusher(ref.device)
         self.time_limits = time_limits(ref, settings.run_timeout_s, settings.seed)
-        self.specs, self.input_templates, self._pytorch_error = self._first_trial_facts()
+        self.specs, self.input_templates, self.pytorch_error = self._first_trial_facts()
 
     def _first_trial_facts(self) -> tuple[list[OutputSpec], list[Any], dict[str, Any]]:
         """The outputs' form, the inputs' form and PyTorch's own float32 error, from the first trial's inputs."""
@@ -83,11 +94,34 @@ class Judge:
         """Judge the code at ``code_path`` in a fresh sandboxed worker."""
         return self.judge_with(UntrustedProcess(workdir, self.limits, env), code_path)
 
-    def judge_with(self, worker: WorkerChannel, code_path: Path) -> Judgement:
+    def judge_reference(self, kind: str) -> dict[str, Any]:
+        """A baseline: the reference written as a submission (``kind`` eager or compile) and judged like one.
+        Returns its timing record, or ``{"error": why}``."""
+        workdir = Path(tempfile.mkdtemp(prefix=f"evalkit-baseline-{kind}-"))
+        try:
+            code_path = workdir / "submission.py"
+            code_path.write_text(reference_as_submission(self.ref.problem.reference_path.read_text(), kind))
+            env = {"TORCHINDUCTOR_CACHE_DIR": str(workdir / "inductor"), "TRITON_CACHE_DIR": str(workdir / "triton")}
+            settings = replace(self.settings, time_submissions=True,
+                               warmup_trials=max(self.settings.warmup_trials, 3 if kind == "compile" else 1))
+            limits = self.time_limits
+            if kind == "compile":
+                limits = replace(limits, first_call_s=max(limits.first_call_s, COMPILE_FIRST_CALL_S))
+            judgement = self.judge_with(UntrustedProcess(workdir, self.limits, env), code_path,
+                                        settings=settings, limits=limits, observe_kernels=False)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        if judgement.finding is not Finding.PASSED or not judgement.timing:
+            return {"error": f"the reference judged as a submission: {judgement.reason}"[:500]}
+        return {**judgement.timing, "flags": judgement.flags}
+
+    def judge_with(self, worker: WorkerChannel, code_path: Path, *, settings: JudgeSettings | None = None,
+                   limits: TimeLimits | None = None, observe_kernels: bool = True) -> Judgement:
         """Judge through ``worker`` (any channel speaking the protocol), then close it."""
         stages: dict[str, float] = {}
+        run = _Run(self, settings or self.settings, Session(worker, self.ref, limits or self.time_limits))
         try:
-            result = self._judge_session(Session(worker, self.ref, self.time_limits), code_path, stages)
+            result = run.run(code_path, stages, observe_kernels)
         except Stop as stop:
             result = Judgement.stopped(stop)
         except WorkerGone as gone:
@@ -102,130 +136,140 @@ class Judge:
                 result.reason = _crash_reason(result.reason, stderr)
         return result
 
-    def _judge_session(self, session: Session, code_path: Path, stages: dict[str, float]) -> Judgement:
+
+class _Run:
+    """One submission's judging: the judge's state plus this worker's session and settings."""
+
+    def __init__(self, judge: Judge, settings: JudgeSettings, session: Session) -> None:
+        self.judge, self.settings, self.session, self.ref = judge, settings, session, judge.ref
+        self.inputs_seed = secrets.randbelow(2**62)  # secret: nothing the worker sees determines its inputs
+        self.rng = random.Random(secrets.randbits(64))  # which timed calls are re-checked: secret too
+
+    def run(self, code_path: Path, stages: dict[str, float], observe_kernels: bool) -> Judgement:
         start = time.monotonic()
-        fields = {"mode": "judge", "code_path": str(code_path), "device": self.ref.device,
-                  "limits": self.limits.to_dict(), "init_inputs": self.ref.init_inputs, "init_seed": self.ref.init_seed,
-                  "n_inputs": self.ref.n_inputs, "state_dict": self.ref.state_dict}
-        ready = session.start(fields, self.specs, self.input_templates)
+        overhead = self._start_and_calibrate(code_path)
+        ready = self.session.load()
         stages["load_s"] = time.monotonic() - start
         start = time.monotonic()
-        inputs_seed = secrets.randbelow(2**62)  # secret: nothing the worker sees determines its inputs
-        correctness = self._check_correctness(session, inputs_seed)
+        correctness = self._check_correctness()
         correctness["weights"] = ready.weights
         stages["correctness_s"] = time.monotonic() - start
         correctness["precision_class"] = precision_class(correctness["rel_l2_err"])
         judgement = Judgement(Finding.PASSED, "", correctness=correctness)
         if reduced_precision(correctness):
             judgement.flags.append(Flag.REDUCED_PRECISION.value)
-        if self.ref.device == "cuda":
-            judgement.flags.extend(self._observe_kernels(session, code_path, correctness))
+        if self.ref.device == "cuda" and observe_kernels:
+            judgement.flags.extend(self._observe_kernels(code_path, correctness))
         judgement.warnings.extend(_confinement_warnings(ready))
         if ready.weights == "seeded":
             judgement.warnings.append("ModelNew's parameters differ from Model's in names or shapes: "
                                       "weights come from seeding the RNG identically, not from the state_dict")
         if self.settings.time_submissions:
             start = time.monotonic()
-            judgement.timing = self._time(session, judgement.flags, inputs_seed)
+            with self.judge.quiet(), collector_paused():
+                judgement.timing = self._time(judgement.flags, overhead)
             stages["timing_s"] = time.monotonic() - start
         judgement.reason = _correct_reason(correctness, judgement.timing)
         return judgement
 
-    def _check_correctness(self, session: Session, inputs_seed: int) -> dict[str, Any]:
+    def _start_and_calibrate(self, code_path: Path) -> Overhead:
+        """Set the worker up, then time pings along a call's path while no submission code has run."""
+        judge = self.judge
+        fields = {"mode": "judge", "code_path": str(code_path), "device": self.ref.device,
+                  "limits": judge.limits.to_dict(), "init_inputs": self.ref.init_inputs,
+                  "init_seed": self.ref.init_seed, "n_inputs": self.ref.n_inputs, "state_dict": self.ref.state_dict}
+        self.session.start(fields, judge.specs, judge.input_templates)
+        originals = self.ref.make_inputs(timing_seed(self.inputs_seed, -1))
+        pings = self.session.calibrate(originals, CALIBRATION_WARMUP + CALIBRATION_PINGS)[CALIBRATION_WARMUP:]
+        return Overhead.from_pings(pings)
+
+    def _call(self, originals: list[Any]) -> tuple[float, protocol.CalledClaim]:
+        wall_ms, claim = self.session.observe(originals)
+        self.session.check_delivery(claim, self.judge.specs)
+        return wall_ms, claim
+
+    def _check_correctness(self) -> dict[str, Any]:
         worst: Comparison | None = None
-        specs = self.specs
+        stored_as: str | None = None
         for trial in range(self.settings.correctness_trials):
-            seed = correctness_seed(inputs_seed, trial)
+            seed = correctness_seed(self.inputs_seed, trial)
             originals = self.ref.make_inputs(seed)
-            session.load_inputs(originals)
-            reply = session.call()
-            session.check_delivery(reply, specs)
-            expected = self.ref.expected(originals)
-            for index, (out, exp, spec) in enumerate(zip(session.outputs, expected, specs)):
-                result = compare_outputs(out, exp, atol=self.settings.atol, rtol=self.settings.rtol,
-                                         expected_dtype=spec.dtype)
+            self._call(originals)
+            comparisons, expected = self._compare(originals)
+            stored_as = stored_as or half_storage(self.session.held, expected)
+            for index, result in enumerate(comparisons):
                 if not result.ok:
                     raise Stop(Finding.WRONG_VALUES, f"trial {trial + 1}, output {index}: {result.reason}",
-                                   {"correctness": {"failed_trial": trial + 1, "output_index": index,
-                                                    "seed": seed, **to_jsonable(result)}})
+                               {"correctness": {"failed_trial": trial + 1, "output_index": index,
+                                                "seed": seed, **to_jsonable(result)}})
                 if worst is None or result.max_abs_err > worst.max_abs_err:
                     worst = result
-            del expected
-        return {"trials": self.settings.correctness_trials, "atol": self.settings.atol, "rtol": self.settings.rtol,
+        settings = self.settings
+        return {"trials": settings.correctness_trials, "atol": settings.atol, "rtol": settings.rtol,
                 "reference_precision": self.ref.precision, "max_abs_err": worst.max_abs_err if worst else 0.0,
                 "max_rel_err": worst.max_rel_err if worst else 0.0, "rel_l2_err": worst.rel_l2_err if worst else 0.0,
-                "pytorch_float32": self._pytorch_error, "seed": self.settings.seed, "inputs_seed": inputs_seed}
+                "pytorch_float32": self.judge.pytorch_error, "seed": settings.seed, "inputs_seed": self.inputs_seed,
+                "stored_as": stored_as}
 
-    def _observe_kernels(self, session: Session, code_path: Path, correctness: dict[str, Any]) -> list[str]:
-        """Which kernels one forward call launches: the worker's profiler's claim (it only ever adds a flag)."""
-        kernels = session.profile().kernels
-        correctness["kernels"] = kernels[:50]
-        correctness["custom_kernels"] = custom_kernels(kernels)[:50]
-        return kernel_flags(kernels, "load_inline" in code_path.read_text(errors="replace"))
+    def _compare(self, originals: list[Any]) -> tuple[list[Comparison], list[torch.Tensor]]:
+        """The judge's private copy of the last call's outputs against the float64 reference (and that)."""
+        expected = self.ref.expected(originals)
+        return [compare_outputs(held, exp, atol=self.settings.atol, rtol=self.settings.rtol, expected_dtype=spec.dtype)
+                for held, exp, spec in zip(self.session.held, expected, self.judge.specs)], expected
 
-    def _time(self, session: Session, flags: list[str], inputs_seed: int) -> dict[str, Any]:
-        """Time in lockstep: the judge refills inputs and flushes L2 before each call, and re-checks a random sample."""
-        settings = self.settings
-        rng = random.Random(inputs_seed)  # as secret as the inputs; recorded in the row afterwards
-        total = settings.warmup_trials + settings.timing_trials
-        verify = set(rng.sample(range(settings.warmup_trials, total), verified_count(settings.timing_trials)))
+    def _observe_kernels(self, code_path: Path, correctness: dict[str, Any]) -> list[str]:
+        """Which kernels one forward call launches, and their device time: the worker's profiler's claim
+        (it can only add flags: a row is never credited for what the profiler says)."""
+        claim = self.session.profile()
+        correctness["kernels"] = claim.kernels[:50]
+        shares = kernel_shares(claim.kernels, claim.kernel_us)
+        correctness.update(shares)
+        return kernel_flags(claim.kernels, "load_inline" in code_path.read_text(errors="replace"),
+                            shares.get("custom_time_share"))
+
+    def _time(self, flags: list[str], overhead: Overhead) -> dict[str, Any]:
+        """Time with the judge's clock; measure again once if noisy, and flag it if it stays noisy."""
+        attempts = [self._timed_calls(0)]
+        stats, below = net_stats(attempts[-1][0], overhead)
+        if is_noisy(stats, overhead, self.ref.device):
+            attempts.append(self._timed_calls(1))
+            stats, below = net_stats(attempts[-1][0], overhead)
+            if is_noisy(stats, overhead, self.ref.device):
+                flags.append(Flag.NOISY_TIMING.value)
+        walls, claimed, checked = attempts[-1]
+        return {**to_jsonable(stats), "clock": "judge", "below_resolution": below, "attempts": len(attempts),
+                "overhead_ms": overhead.total_ms, "jitter_ms": overhead.jitter_ms,
+                "wall_median_ms": statistics.median(walls),
+                "claimed_median_ms": statistics.median(claimed) if claimed else None,
+                "verified_calls": checked, "samples_ms": [max(w - overhead.total_ms, 0.0) for w in walls]}
+
+    def _timed_calls(self, attempt: int) -> tuple[list[float], list[float], list[int]]:
+        """Warm-up and timed calls on fresh inputs, each after an L2 flush; re-check a secret sample of them,
+        and any call whose output the judge holds still poisoned. Returns (walls, claimed times, checked)."""
+        warmup, trials = self.settings.warmup_trials, self.settings.timing_trials
+        total = warmup + trials
+        verify = set(self.rng.sample(range(warmup, total), verified_count(trials)))
         walls: list[float] = []
-        ping_ms = self._ping_ms(session)
-        copy_ms = self._copy_ms(session.outputs)
+        claimed: list[float] = []
+        checked: list[int] = []
+        for i in range(total):
+            originals = self.ref.make_inputs(timing_seed(self.inputs_seed, attempt * total + i))
+            self.judge.flusher.flush()
+            wall_ms, claim = self._call(originals)
+            if i >= warmup:
+                walls.append(wall_ms)
+                if claim.ms is not None:
+                    claimed.append(claim.ms)
+            if i in verify or unwritten(self.session.held):
+                self._verify_timed_call(originals, i)
+                checked.append(i)
+        return walls, claimed, checked
 
-        def prepare(i: int) -> None:
-            session.load_inputs(self.ref.make_inputs(timing_seed(inputs_seed, i)))
-            self.flusher.flush()
-            self.clock.synchronize()
-
-        def timed_call(i: int) -> float:
-            wall, claim = self.clock.wall_ms(session.call)
-            session.check_delivery(claim, self.ref.output_specs(session.outputs))
-            walls.append(wall)
-            if i in verify:
-                self._verify_timed_call(session, i)
-            return _claimed_ms(claim)
-
-        samples = measure(timed_call, prepare, warmup=settings.warmup_trials, trials=settings.timing_trials)
-        stats = TimingStats.from_samples(samples)
-        overhead = min(ping_ms, OVERHEAD_CAP_MS.get(self.ref.device, 1.0)) + copy_ms
-        observed = statistics.median(walls[settings.warmup_trials:]) - overhead
-        timing = {**to_jsonable(stats), "clock": "cuda_events" if self.ref.device == "cuda" else "host",
-                  "observed_median_ms": observed, "overhead_ms": overhead, "ping_ms": ping_ms, "copy_ms": copy_ms,
-                  "verified_calls": sorted(verify), "samples_ms": samples}
-        relative, absolute = UNEXPLAINED_TIME_TOLERANCE[self.ref.device]
-        if observed - stats.median_ms > relative * observed + absolute:
-            # The worker reports less time than the judge saw pass: trust the judge's clock.
-            flags.append(Flag.TIMING_MISMATCH.value)
-            timing["reported_median_ms"] = stats.median_ms
-            timing["median_ms"] = observed
-        return timing
-
-    def _verify_timed_call(self, session: Session, i: int) -> None:
-        expected = self.ref.expected(session.originals)
-        for out, exp in zip(session.outputs, expected):
-            result = compare_outputs(out, exp, atol=self.settings.atol, rtol=self.settings.rtol, expected_dtype=out.dtype)
+    def _verify_timed_call(self, originals: list[Any], i: int) -> None:
+        for result in self._compare(originals)[0]:
             if not result.ok:
                 raise Stop(Finding.WRONG_DURING_TIMING,
                            f"an output produced during timing (call {i + 1}) is wrong: {result.reason}")
-
-    def _copy_ms(self, buffers: list[torch.Tensor]) -> float:
-        """What copying the output into the judge's buffers costs, measured by the judge itself.
-
-        Every timed call includes that copy in the wall time the judge observes (it happens after the
-        worker's clock stops), so it must be excused, or a large output would look like hidden work.
-        """
-        nbytes = sum(b.numel() * b.element_size() for b in buffers)
-        probe = max(min(nbytes, COPY_PROBE_BYTES), 1)
-        src = torch.empty(probe, dtype=torch.uint8, device=self.ref.device)
-        dst = torch.empty_like(src)
-        best = min(self.clock.time_ms(lambda: dst.copy_(src))[0] for _ in range(3))
-        return best * nbytes / probe
-
-    def _ping_ms(self, session: Session) -> float:
-        samples = [self.clock.wall_ms(session.ping)[0] for _ in range(9)]
-        return sorted(samples)[len(samples) // 2]
-
 
 
 def verified_count(timing_trials: int) -> int:
@@ -245,12 +289,6 @@ def _confinement_warnings(ready: protocol.ReadyClaim) -> list[str]:
     if "WITH capabilities" in ready.privileges:
         warnings.append("the worker ran as root and could not drop its capabilities")
     return warnings
-
-
-def _claimed_ms(claim: protocol.CalledClaim) -> float:
-    if claim.ms is None:
-        raise Stop(Finding.PROTOCOL_VIOLATION, "protocol violation: a timed call's reply claims no time")
-    return claim.ms
 
 
 def _crash_reason(reason: str, stderr: str) -> str:

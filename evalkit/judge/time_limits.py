@@ -10,9 +10,13 @@ eager is never cut off. ``--timeout`` or ``run_timeout_s`` in problem.toml set e
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from evalkit.judge.baselines import time_model
-from evalkit.judge.reference import ReferenceProblem
+import torch
+
+from evalkit.judge.reference import ReferenceProblem, timing_seed
+from evalkit.judge.timing import L2Flusher, TimingStats, measure
+from evalkit.sandbox.clock import Clock
 
 LOAD_S = 60.0  # start Python and torch, load a cached extension, construct ModelNew
 FIRST_CALL_S = 60.0  # lazy CUDA/cuDNN start-up and any compilation done on the first call
@@ -38,8 +42,21 @@ class TimeLimits:
 
 
 def reference_ms(ref: ReferenceProblem, seed: int) -> float:
-    """The reference's eager time per call on its device: the baselines' timing routine, a few calls."""
-    return time_model(ref, ref.model, warmup=1, trials=REFERENCE_CALLS, seed=seed).median_ms
+    """The reference's eager time per call on its device, timed in the judge (a few calls: it only sets limits)."""
+    clock, flusher = Clock(ref.device), L2Flusher(ref.device)
+    inputs: list[Any] = []
+
+    def prepare(i: int) -> None:
+        inputs[:] = ref.make_inputs(timing_seed(seed, i))
+        flusher.flush()
+        clock.synchronize()
+
+    def timed_call(_: int) -> float:
+        with torch.no_grad():
+            return clock.time_ms(lambda: ref.model(*inputs))[0]
+
+    samples = measure(timed_call, prepare, warmup=1, trials=REFERENCE_CALLS)
+    return TimingStats.from_samples(samples).median_ms
 
 
 def time_limits(ref: ReferenceProblem, override_s: float | None, seed: int) -> TimeLimits:

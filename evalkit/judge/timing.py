@@ -1,15 +1,18 @@
-"""Trusted side. The one timing routine used for submissions and baselines alike.
+"""Trusted side: the statistics of timing, what a call's time excludes, and when a timing is too noisy.
 
-A timed call is: ``prepare()`` (fresh input contents, L2 flush; never timed), then the
-clock (``evalkit.sandbox.clock.Clock``, the same code the worker runs) around one
-call that stops only after a device-wide synchronize, so work left on side streams is counted.
+Submissions and baselines are both timed by ``submission_judge.Judge`` through ``session.Session.observe``
+(the judge's own clock); this module holds the pure parts: ``TimingStats``, the judge-calibrated
+``Overhead`` subtracted from every call, the noise rule (``is_noisy``), the L2 flush, and ``measure``,
+the warm-up-then-timed loop.
 """
 
 from __future__ import annotations
 
+import gc
 import statistics
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -81,6 +84,57 @@ def measure(
         if i >= warmup:
             samples.append(elapsed)
     return samples
+
+
+# A timing is noisy when its interquartile range exceeds NOISE_BOUND of its median plus NOISE_FLOOR_MS plus
+# twice the calibrated jitter. The floor is the spread of the judge's own path for a call that does almost
+# nothing: on an H200 host a 20 us kernel's calls spread with an IQR up to 0.3 ms (cross-process
+# synchronizations); on a 2-core CPU machine, about a millisecond.
+NOISE_BOUND = {"cuda": 0.10, "cpu": 0.50}
+NOISE_FLOOR_MS = {"cuda": 0.5, "cpu": 1.0}
+
+
+@dataclass(frozen=True)
+class Overhead:
+    """What every call costs beyond the submission's work, calibrated by the judge before any submission ran:
+    pings along a call's exact path (the harness delivering a ready-made output, copy included)."""
+
+    total_ms: float  # the pings' median
+    jitter_ms: float  # their interquartile range: the resolution of one call's time
+
+    @classmethod
+    def from_pings(cls, pings_ms: list[float]) -> "Overhead":
+        stats = TimingStats.from_samples(pings_ms)
+        return cls(total_ms=stats.median_ms, jitter_ms=stats.iqr_ms)
+
+
+def net_stats(walls_ms: list[float], overhead: Overhead) -> tuple[TimingStats, bool]:
+    """The calls' own times (wall minus overhead) and whether their median is below the clock's resolution,
+    in which case it is reported as the resolution itself: never faster than the judge can tell."""
+    floor = max(overhead.jitter_ms, 1e-3)
+    net = [max(wall - overhead.total_ms, 0.0) for wall in walls_ms]
+    stats = TimingStats.from_samples(net)
+    if stats.median_ms >= floor:
+        return stats, False
+    return TimingStats.from_samples([max(value, floor) for value in net]), True
+
+
+def is_noisy(stats: TimingStats, overhead: Overhead, device: str) -> bool:
+    kind = device if device in NOISE_BOUND else "cpu"
+    return stats.iqr_ms > NOISE_BOUND[kind] * stats.median_ms + NOISE_FLOOR_MS[kind] + 2 * overhead.jitter_ms
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """No garbage collection in the judge's process while it times: a collection is milliseconds of pause
+    that would land inside some call's span."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def speedup(baseline_median_ms: float | None, candidate_median_ms: float | None) -> float | None:

@@ -19,7 +19,7 @@ from evalkit import __version__
 from evalkit.intake.triage import Triage
 from evalkit.judge.builder import BuildOutcome
 from evalkit.judge.compiler_errors import first_compiler_errors, map_to_submission
-from evalkit.judge.plausibility import floor_ms
+from evalkit.judge.plausibility import floor_ms, no_extension_built
 from evalkit.judge.timing import speedup
 from evalkit.records import BASELINE_KINDS, Flag, ResultRow, Submission, Verdict
 
@@ -173,6 +173,8 @@ def judged_row(row: ResultRow, judgement: Judgement, early: Triage, baselines: d
                plausibility: tuple[float | None, float | None], extension_root: Path) -> ResultRow:
     """Fill ``row`` (from ``built_row``) with what the judge observed; ``plausibility`` is (flops, min_bytes)."""
     row.flags.extend(judgement.flags)
+    if judgement.finding is Finding.PASSED and row.device == "cpu" and no_extension_built(extension_root):
+        row.flags.append(Flag.NO_CUSTOM_KERNEL.value)  # on CPU no profiler names kernels: no build, no kernel
     row.warnings.extend(judgement.warnings)
     row.correctness = judgement.correctness
     row.stage_seconds.update(judgement.stage_seconds)

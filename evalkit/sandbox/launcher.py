@@ -25,7 +25,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from evalkit.sandbox.identity import hand_over, reachable_by, scrubbed_env
 from evalkit.sandbox.protocol import MAX_REPLY_BYTES, Claim, Op, ProtocolViolation, decode_reply, simple_request
@@ -148,8 +148,13 @@ def _rss_bytes(pid: int) -> int:
 class UntrustedProcess:
     """One sandboxed worker process and the judge's end of its connection."""
 
-    def __init__(self, workdir: Path, limits: Limits, env_extra: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, limits: Limits, env_extra: dict[str, str] | None = None,
+                 freezer: Any = None) -> None:
         self.workdir, self.limits = workdir, limits
+        # A build's ``BuildFreezer``: the time it spends frozen does not count against its limit, and while
+        # frozen its watcher waits instead of scanning /proc beside a judge that is timing.
+        self._paused_s: Callable[[], float] = freezer.paused_s if freezer else (lambda: 0.0)
+        self._hold: Callable[[], None] = freezer.wait_while_frozen if freezer else (lambda: None)
         self.marker = f"{MARKER_VARIABLE}={limits.group}.{uuid.uuid4().hex}"
         env_extra = env_extra or {}
         folders = [workdir] + ([Path(env_extra["TORCH_EXTENSIONS_DIR"])] if env_extra.get("TORCH_EXTENSIONS_DIR") else [])
@@ -198,16 +203,16 @@ class UntrustedProcess:
     def receive(self, timeout_s: float, stage: str) -> Claim:
         """The worker's next reply; ``WorkerGone`` on death, timeout or watchdog kill, ``ProtocolViolation``
         (the worker killed) when the reply breaks the protocol."""
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + timeout_s - self._paused_s()  # pushed back by any time spent frozen
         while True:
-            remaining = deadline - time.monotonic()
+            remaining = deadline + self._paused_s() - time.monotonic()
             if self._conn.poll(max(min(remaining, WATCHDOG_PERIOD_S), 0)):
-                self._watchdog(force=False)
-                return self._read_message(stage)
+                return self._read_message(stage)  # no watchdog here: it would land inside timed calls
+            self._hold()
             self._watchdog(force=True)
             if self.killed_because:
                 raise self._gone(self.killed_because)
-            if deadline - time.monotonic() <= 0:
+            if deadline + self._paused_s() - time.monotonic() <= 0:
                 self.kill(f"timeout: stage '{stage}' exceeded its {timeout_s:g} s limit")
                 raise WorkerGone("timeout", self.killed_because)
 
@@ -232,9 +237,14 @@ class UntrustedProcess:
         except subprocess.TimeoutExpired:
             self.kill("killed: it closed its connection but did not exit")
 
+    def watch(self) -> None:
+        """The watchdog's check (process count, memory), at most once a period: the judge calls it between
+        calls, outside any timed span, since scanning /proc costs milliseconds."""
+        self._watchdog(force=False)
+        if self.killed_because:
+            raise self._gone(self.killed_because)
+
     def _watchdog(self, force: bool) -> None:
-        # Scanning /proc costs milliseconds: never on the fast path of every reply, which would
-        # add that to each timed call's round trip, but at least once per period.
         now = time.monotonic()
         if self.killed_because or self._proc.poll() is not None or (not force and now - self._last_watch < WATCHDOG_PERIOD_S):
             return
@@ -256,6 +266,19 @@ class UntrustedProcess:
         elif code is not None and not self.killed_because:
             message += f" (exit code {code})"
         return WorkerGone("timeout" if self.killed_because.startswith("timeout") else "crash", message)
+
+    def freeze(self) -> None:
+        """Stop the worker's process group (between calls: nothing it started runs on while the judge works)."""
+        self._signal_group(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self._signal_group(signal.SIGCONT)
+
+    def _signal_group(self, signum: int) -> None:
+        try:
+            os.killpg(self._proc.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def kill(self, reason: str = "") -> None:
         """Kill the worker's whole session: its group and any child that left the group."""
@@ -284,6 +307,7 @@ class UntrustedProcess:
     def close(self) -> tuple[str, str]:
         """Stop the worker (politely, then by force) and return its captured stdout and stderr."""
         if self._proc.poll() is None:
+            self.thaw()
             try:
                 self._conn.send(simple_request(Op.EXIT))
                 self._proc.wait(timeout=5)

@@ -31,11 +31,13 @@ MAX_DIMS = 16
 class Op:
     """The judge's requests."""
 
-    SETUP = "setup"      # load the submission (mode "build": import only; mode "judge": take the judge-owned
-                         # input and output buffers, then construct ModelNew)
+    SETUP = "setup"      # mode "build": import the submission, reply, end. Mode "judge": take the judge-owned
+                         # input and output buffers, then answer pings until "load"
+    LOAD = "load"        # import the submission and construct ModelNew
     CALL = "call"        # run forward on the bound inputs, copy the result into the output buffers
     PROFILE = "profile"  # run forward once under the profiler, name the kernels that ran
-    PING = "ping"        # a call's path with no model: the judge's overhead probe
+    PING = "ping"        # a call's path with no model: sent only before "load", so the judge calibrates its
+                         # overhead while nothing but the harness runs in the worker
     EXIT = "exit"        # stop
 
 
@@ -58,9 +60,14 @@ def setup_request(mode: str, code_path: str, device: str, limits: dict[str, Any]
 
 
 def simple_request(op: str) -> dict[str, Any]:
-    """``call``, ``profile``, ``ping`` or ``exit``: requests with no fields, so a call never says whether it
-    is a warm-up, a check or timed."""
+    """``load``, ``profile`` or ``exit``: requests with no fields."""
     return {"op": op}
+
+
+def nonce_request(op: str, nonce: int) -> dict[str, Any]:
+    """``call`` or ``ping``: the op and a fresh secret nonce the reply must echo, nothing else, so a call never
+    says whether it is a warm-up, a check or timed, and a reply sent before its request cannot match it."""
+    return {"op": op, "nonce": nonce}
 
 
 # ---- worker -> judge: the claims -------------------------------------------------------------------
@@ -118,9 +125,11 @@ class BuiltClaim(Claim):
 
 @dataclass(frozen=True)
 class CalledClaim(Claim):
-    """One forward call: the form of what it returned, whether it was copied, and the worker's own time."""
+    """One forward call: the form of what it returned, whether it was copied, and the worker's own time
+    (recorded as a claim, never used for a time: the judge times calls with its own clock)."""
 
     OP: ClassVar[str] = "called"
+    nonce: int
     delivered: bool
     types: list[str]
     shapes: list[list[int] | None]
@@ -130,14 +139,18 @@ class CalledClaim(Claim):
 
 @dataclass(frozen=True)
 class ProfiledClaim(Claim):
+    """The device kernels one call launched, each with its device time, and the operators it called."""
+
     OP: ClassVar[str] = "profiled"
     kernels: list[str]
     aten_ops: list[str]
+    kernel_us: list[float] = field(default_factory=list)  # device microseconds, one per entry of ``kernels``
 
 
 @dataclass(frozen=True)
 class PongClaim(Claim):
     OP: ClassVar[str] = "pong"
+    nonce: int
 
 
 CLAIMS: dict[str, type[Claim]] = {c.OP: c for c in (ErrorClaim, ReadyClaim, BuiltClaim, CalledClaim,
@@ -239,8 +252,21 @@ def _called(m: dict[str, Any]) -> CalledClaim:
     if ms is not None and (isinstance(ms, bool) or not math.isfinite(ms) or ms < 0):
         raise ProtocolViolation(f"'called' reply with a time of {_show(ms)} ms")
     shapes = [_shape(s) for s in _items(m, "shapes")]
-    return CalledClaim(delivered=_get(m, "delivered", bool), types=_names(m, "types"), shapes=shapes,
+    return CalledClaim(nonce=_nonce(m), delivered=_get(m, "delivered", bool), types=_names(m, "types"), shapes=shapes,
                        dtypes=_names(m, "dtypes", nullable=True), ms=None if ms is None else float(ms))
+
+
+def _nonce(m: dict[str, Any]) -> int:
+    return _small_int(m.get("nonce"), f"'{m['op']}' reply's nonce", high=2**64)
+
+
+def _profiled(m: dict[str, Any]) -> ProfiledClaim:
+    kernels = _names(m, "kernels")
+    times = _items(m, "kernel_us") if "kernel_us" in m else []
+    if times and (len(times) != len(kernels) or not all(
+            isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t >= 0 for t in times)):
+        raise ProtocolViolation(f"'profiled' reply with kernel times {_show(times)}")
+    return ProfiledClaim(kernels=kernels, aten_ops=_names(m, "aten_ops"), kernel_us=[float(t) for t in times])
 
 
 _READERS: dict[str, Any] = {
@@ -251,6 +277,6 @@ _READERS: dict[str, Any] = {
     "built": lambda m: BuiltClaim(landlock=_small_int(m.get("landlock"), "the Landlock ABI", high=1000),
                                   privileges=_text(m, "privileges", MAX_NAME, "")),
     "called": _called,
-    "profiled": lambda m: ProfiledClaim(kernels=_names(m, "kernels"), aten_ops=_names(m, "aten_ops")),
-    "pong": lambda m: PongClaim(),
+    "profiled": _profiled,
+    "pong": lambda m: PongClaim(nonce=_nonce(m)),
 }

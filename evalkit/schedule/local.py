@@ -36,6 +36,7 @@ from evalkit.judge.submission_judge import Judge
 from evalkit.records import ResultRow, Submission, Verdict
 from evalkit.results_file import BASELINES_FILE, ENVIRONMENT_FILE, RESULTS_FILE, ResultsWriter, read_rows, resume_key_of
 from evalkit.sandbox.identity import sandbox_user
+from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.launcher import Limits, kill_group
 from evalkit.schedule import preflight, run_settings
 from evalkit.schedule.interrupt import Interrupted, interruptible
@@ -149,6 +150,7 @@ class _Run:
     limits: Limits
     report: Progress
     builds: list[Future[BuildOutcome]] = field(default_factory=list)
+    freezer: BuildFreezer | None = None
 
     def judge_all(self, found: Discovered, todo: list[Submission], outcome: ScoreOutcome) -> None:
         """Record a row for every unreadable file and every submission of ``todo``, counting them in ``outcome``."""
@@ -166,16 +168,20 @@ class _Run:
     def score_all(self, todo: list[Submission], record: Record, file_warnings: dict[str, list[str]]) -> None:
         cache = BaselineCache(self.options.out_dir / BASELINES_FILE)
         pool = ThreadPoolExecutor(max_workers=self.options.build_jobs(), thread_name_prefix="evalkit-build")
+        self.freezer = BuildFreezer(self.limits.group)
         try:
-            pending = self._triage_and_start_builds(todo, pool, record, file_warnings)
-            judged = self._judge_as_built(pending, cache, record)
-        except BaseException:
-            self._abandon_builds(pool)
-            raise
-        pool.shutdown(wait=True)
-        if self.device == "cuda":  # on a GPU every problem gets its baselines, even with no submission judged
-            for problem_id in sorted({s.problem for s in todo} - judged):
-                self._prepare(self.problems[problem_id], cache)
+            try:
+                pending = self._triage_and_start_builds(todo, pool, record, file_warnings)
+                judged = self._judge_as_built(pending, cache, record)
+            except BaseException:
+                self._abandon_builds(pool)
+                raise
+            pool.shutdown(wait=True)
+            if self.device == "cuda":  # on a GPU every problem gets its baselines, even with no submission judged
+                for problem_id in sorted({s.problem for s in todo} - judged):
+                    self._prepare(self.problems[problem_id], cache)
+        finally:
+            self.freezer.close()
 
     def _abandon_builds(self, pool: ThreadPoolExecutor) -> None:
         """Cancel the builds not started; kill the sandboxes of running ones until they end (bounded)."""
@@ -204,7 +210,8 @@ class _Run:
                 continue
             problem = self.problems[submission.problem]
             future = pool.submit(build, early.code, self.options.cache_dir / "builds", self.device,
-                                 self.options.build_timeout(problem), self.limits, problem.init_inputs_or_none())
+                                 self.options.build_timeout(problem), self.limits, problem.init_inputs_or_none(),
+                                 self.freezer)
             self.builds.append(future)
             pending.append((submission, early, future))
         return pending
@@ -237,7 +244,7 @@ class _Run:
         settings = self.options.judge_settings(problem, self.seed)
         try:
             ref = ReferenceProblem(problem, self.device, init_seed=self.seed)
-            judge = Judge(ref, settings, self.limits)  # runs the reference: its time sets the time limits
+            judge = Judge(ref, settings, self.limits, quiet=self.freezer.timing if self.freezer else None)
         except Exception as err:  # noqa: BLE001 - a broken problem is reported on every row, the run goes on
             logger.error("%s: the reference cannot be run: %s", problem.id, err)
             where = problem.reference_path
@@ -245,8 +252,7 @@ class _Run:
                                                                   f"failed on this device: {type(err).__name__}: {err}")
         self.report(f"{problem.id}: timing PyTorch baselines", Counter())
         kinds = self.options.baselines
-        baselines = cache.get_or_measure(ref, kinds, warmup=settings.warmup_trials, trials=settings.timing_trials,
-                                         seed=self.seed) if kinds else {}
+        baselines = cache.get_or_measure(ref, kinds, judge.judge_reference) if kinds else {}
         return _ProblemContext(problem, judge, baselines)
 
     def _judge_one(self, submission: Submission, early: Triage, outcome: BuildOutcome,

@@ -17,7 +17,9 @@ CANARIES = [Path("/tmp/evalkit-escape-canary.txt"), Path("/evalkit-escape-canary
 
 WRONG_ANSWERS = ["predicts_inputs", "empty_output", "cache_by_pointer", "first_call_only",
                  "honest_then_cheat", "patches_comparisons", "gc_walk", "background_thread",
-                 "tensor_subclass"]
+                 "tensor_subclass", "deferred_fill", "predicts_rechecks"]
+# On CPU no extension is built by these Python-only answers: that flag is expected, no other.
+PYTHON_ONLY = {"no_custom_kernel"}
 
 
 def _leftover_daemons() -> list[int]:
@@ -41,7 +43,8 @@ def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     out = tmp_path_factory.mktemp("hostile") / "report"
     args = ["score", str(FIXTURES / "hostile_submissions"), "--problems", str(FIXTURES / "judge_problems"),
             "--out", str(out), "--device", "cpu", "--baselines", "eager", "--timeout", "20", "--timing-trials", "5",
-            "--warmup", "1", "--seed", "7", "--memory-gib", "3", "--cache-dir", str(out.parent / "cache")]
+            "--warmup", "1", "--seed", "7", "--memory-gib", "3", "--cache-dir", str(out.parent / "cache"),
+            "--jobs", "2"]
     os.environ["EVALKIT_TEST_SECRET"] = "hunter2"
     try:
         result = CliRunner().invoke(main, args, catch_exceptions=False)
@@ -75,12 +78,32 @@ def test_exiting_cleanly_never_passes(rows):
     assert "without replying" in rows["exit_in_forward"]["reason"]
 
 
-def test_a_patched_timer_gives_no_speedup(rows):
-    row = rows["patches_timer"]
-    assert row["verdict"] == "correct"
-    assert "timing_mismatch" in row["flags"]
-    assert row["timing"]["reported_median_ms"] < 0.01
+@pytest.mark.parametrize("sample", ["patches_timer", "slows_pings_and_lies"])
+def test_a_lying_clock_or_slowed_overhead_probe_gives_no_speedup(rows, sample):
+    row = rows[sample]
+    assert row["verdict"] == "correct", row["reason"]
+    assert row["timing"]["claimed_median_ms"] < 0.01  # what the worker said, kept as its claim
     assert row["timing"]["median_ms"] > 25  # the judge's own clock saw the 30 ms sleep
+    assert row["timing"]["overhead_ms"] < 4  # calibrated before the submission could slow the probe
+
+
+def test_deferred_fills_and_predicted_rechecks_are_caught_during_timing(rows):
+    assert "during timing" in rows["deferred_fill"]["reason"]
+    assert "during timing" in rows["predicts_rechecks"]["reason"]
+
+
+def test_a_reply_sent_ahead_of_its_call_is_a_protocol_violation(rows):
+    row = rows["replies_ahead"]
+    assert row["verdict"] == "runtime_error", row["reason"]
+    assert "nonce" in row["reason"]
+
+
+def test_a_build_spinning_every_core_does_not_bend_the_timings(rows):
+    # aab_spins_while_building burns every core while later answers and the eager baseline are timed:
+    # builds are frozen while the judge times, so an honest answer still reads about 1x eager.
+    assert rows["aab_spins_while_building"]["verdict"] == "correct"
+    honest = rows["zz_correct_after_all"]
+    assert 0.33 < honest["speedup_vs_eager"] < 3, honest["timing"]
 
 
 def test_fork_bomb_and_memory_hog_are_stopped(rows):
@@ -111,7 +134,7 @@ def test_the_submission_after_every_attack_is_judged_correctly(rows):
     row = rows["zz_correct_after_all"]
     assert row["verdict"] == "correct", row["reason"]
     assert row["correctness"]["max_abs_err"] < 1e-5
-    assert not row["flags"]
+    assert set(row["flags"]) <= PYTHON_ONLY
 
 
 @pytest.mark.parametrize("sample", ["rewrites_harness_at_import", "rewrites_harness_bad_types",

@@ -89,6 +89,22 @@ def test_correct_rows_have_errors_timings_and_speedups(scored):
     assert _by_key(rows)[("linear_relu", "seeded_weights")]["correctness"]["weights"] == "seeded"
 
 
+def test_times_are_the_judges_own_and_baselines_take_the_same_path(scored):
+    _, _, rows = scored
+    row = _by_key(rows)[("linear_relu", "correct_cpp")]
+    timing, eager = row["timing"], row["baselines"]["eager"]
+    assert timing["clock"] == eager["clock"] == "judge"  # the reference judged like a submission
+    assert timing["overhead_ms"] > 0 and eager["overhead_ms"] > 0
+    assert timing["median_ms"] == pytest.approx(timing["wall_median_ms"] - timing["overhead_ms"], abs=1e-6) or \
+        timing["below_resolution"]
+
+
+def test_on_cpu_an_answer_that_builds_no_extension_is_flagged_no_custom_kernel(scored):
+    _, _, rows = scored
+    assert "no_custom_kernel" in _by_key(rows)[("linear_relu", "correct_python")]["flags"]
+    assert "no_custom_kernel" not in _by_key(rows)[("linear_relu", "correct_cpp")]["flags"]
+
+
 def test_error_rows_point_into_the_submission(scored):
     _, _, rows = scored
     by = _by_key(rows)

@@ -142,3 +142,20 @@ def test_static_scan_warns_about_substitutes_and_fallbacks():
     assert any("no load_inline" in w for w in pure.warnings) and not pure.needs_cuda
     cuda = scan('load_inline(name="k", cpp_sources="", cuda_sources="__global__ void k() {}")\n')
     assert cuda.needs_cuda and "passes cuda_sources to load_inline" in cuda.cuda_evidence
+
+
+def test_float32_outputs_stored_in_16_bits_are_seen_and_flagged():
+    import torch
+
+    from evalkit.judge.plausibility import half_storage, reduced_precision
+
+    torch.manual_seed(0)
+    exact = torch.randn(64, 64, dtype=torch.float64)
+    assert half_storage([exact.float()], [exact]) is None  # float32 arithmetic: not 16-bit values
+    assert half_storage([exact.half().float()], [exact]) == "float16"
+    assert half_storage([exact.bfloat16().float()], [exact]) == "bfloat16"
+    counts = torch.randint(1, 100, (64, 64)).double()  # integer-valued truth: 16-bit values are right
+    assert half_storage([counts.float()], [counts]) is None
+    pytorch = {"rel_l2_err": 2.5e-4}  # PyTorch itself in TF32: fp16's error alone is within 10x of it
+    assert not reduced_precision({"rel_l2_err": 2.6e-4, "pytorch_float32": pytorch, "stored_as": None})
+    assert reduced_precision({"rel_l2_err": 4.0e-4, "pytorch_float32": pytorch, "stored_as": "float16"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -54,6 +55,15 @@ class FakeWorker:
         self.closed = True
         return "", ""
 
+    def freeze(self) -> None:
+        self.frozen = True
+
+    def thaw(self) -> None:
+        self.frozen = False
+
+    def watch(self) -> None:
+        pass
+
     def forward_into_outputs(self) -> None:
         with torch.no_grad():
             self.outputs[0].copy_(self.ref.model(*self.inputs))
@@ -61,16 +71,20 @@ class FakeWorker:
 
 def honest(worker: FakeWorker, request: dict[str, Any]) -> protocol.Claim:
     op = request["op"]
-    if op == Op.SETUP:
+    if op == Op.LOAD:
         return protocol.ReadyClaim(weights="state_dict", landlock=7)
     if op == Op.PING:
-        return protocol.PongClaim()
+        return protocol.PongClaim(nonce=request["nonce"])
     if op == Op.CALL:
         worker.forward_into_outputs()
-        shape = list(worker.outputs[0].shape)
-        return protocol.CalledClaim(delivered=True, types=["torch.Tensor"], shapes=[shape], dtypes=["torch.float32"],
-                                    ms=0.05)
+        return called(worker, request)
     raise AssertionError(f"unexpected request {op}")
+
+
+def called(worker: FakeWorker, request: dict[str, Any], ms: float | None = 0.05) -> protocol.CalledClaim:
+    shape = list(worker.outputs[0].shape)
+    return protocol.CalledClaim(nonce=request["nonce"], delivered=True, types=["torch.Tensor"], shapes=[shape],
+                                dtypes=["torch.float32"], ms=ms)
 
 
 def on_call(number: int, misbehave: Callable[[FakeWorker], Any]) -> Script:
@@ -81,6 +95,7 @@ def on_call(number: int, misbehave: Callable[[FakeWorker], Any]) -> Script:
         if request["op"] == Op.CALL:
             calls["n"] += 1
             if calls["n"] == number:
+                worker.request = request
                 return misbehave(worker)
         return honest(worker, request)
     return script
@@ -111,12 +126,58 @@ def test_an_honest_worker_is_correct_and_timed(judge):
     verdict, judgement, worker = _verdict(judge, None)
     assert verdict is Verdict.CORRECT, judgement.reason
     assert judgement.timing["count"] == 3
-    assert [r["op"] for r in worker.requests[:2]] == [Op.SETUP, Op.CALL]
+    ops = [r["op"] for r in worker.requests]
+    pings = ops.index(Op.LOAD) - 1
+    assert ops[:pings + 3] == [Op.SETUP] + [Op.PING] * pings + [Op.LOAD, Op.CALL]  # calibrated before loading
+    assert pings >= 10
     assert worker.requests[0]["fd_count"] == 2  # one anonymous buffer for the input, one for the output
+    assert judgement.timing["clock"] == "judge" and judgement.timing["overhead_ms"] > 0
+
+
+def test_every_call_looks_the_same_and_carries_a_fresh_nonce(judge):
+    _, _, worker = _verdict(judge, None)
+    calls = [r for r in worker.requests if r["op"] == Op.CALL]
+    # correctness trials, warm-up, timed (a second round when the first was noisy): indistinguishable
+    assert len(calls) in (2 + 1 + 3, 2 + 2 * (1 + 3))
+    assert all(set(r) == {"op", "nonce"} for r in calls)
+    assert len({r["nonce"] for r in calls}) == len(calls)
+
+
+def test_a_reply_with_another_calls_nonce_is_a_protocol_violation(judge):
+    # A worker that answers ahead: its reply cannot echo a nonce it has not been sent yet.
+    def ahead(worker: FakeWorker) -> protocol.CalledClaim:
+        worker.forward_into_outputs()
+        return protocol.CalledClaim(**{**vars(called(worker, worker.request)), "nonce": worker.request["nonce"] + 1})
+    verdict, judgement, _ = _verdict(judge, on_call(4, ahead))
+    assert verdict is Verdict.RUNTIME_ERROR
+    assert "nonce" in judgement.reason
+
+
+def test_the_workers_own_time_is_a_claim_and_never_the_time(judge):
+    def slow_but_claims_a_microsecond(worker: FakeWorker, request: dict[str, Any]) -> Any:
+        if request["op"] != Op.CALL:
+            return honest(worker, request)
+        time.sleep(0.02)
+        worker.forward_into_outputs()
+        return called(worker, request, ms=0.001)
+    verdict, judgement, _ = _verdict(judge, slow_but_claims_a_microsecond)
+    assert verdict is Verdict.CORRECT
+    assert judgement.timing["median_ms"] > 15
+    assert judgement.timing["claimed_median_ms"] == pytest.approx(0.001)
+
+
+def test_an_output_not_written_when_the_reply_comes_is_caught_on_any_timed_call(judge):
+    # Timed call 5 of 6 replies before writing (a deferred fill): the judge's copy still holds its poison,
+    # so the call is checked whether or not the secret sample chose it.
+    def deferred(worker: FakeWorker) -> protocol.CalledClaim:
+        return called(worker, worker.request)
+    for _ in range(3):
+        verdict, judgement, _ = _verdict(judge, on_call(5, deferred))
+        assert judgement.finding is Finding.WRONG_DURING_TIMING, judgement.reason
 
 
 def test_a_reply_of_the_wrong_op_is_a_protocol_violation(judge):
-    verdict, judgement, _ = _verdict(judge, on_call(1, lambda w: protocol.PongClaim()))
+    verdict, judgement, _ = _verdict(judge, on_call(1, lambda w: protocol.PongClaim(nonce=w.request["nonce"])))
     assert verdict is Verdict.RUNTIME_ERROR
     assert judgement.finding is Finding.PROTOCOL_VIOLATION
     assert "expected 'called', got 'pong'" in judgement.reason
@@ -150,28 +211,26 @@ def test_a_claimed_error_is_a_runtime_error_with_its_frames(judge):
 
 def test_a_claimed_delivery_the_judge_cannot_see_is_incorrect(judge):
     def lie(worker: FakeWorker) -> protocol.CalledClaim:  # says it delivered, wrote nothing: NaN stays
-        return protocol.CalledClaim(delivered=True, types=["torch.Tensor"], shapes=[[8, 16]], dtypes=["torch.float32"])
+        return called(worker, worker.request)
     verdict, judgement, _ = _verdict(judge, on_call(1, lie))
     assert verdict is Verdict.INCORRECT
     assert judgement.finding is Finding.WRONG_VALUES
-
-
-def test_a_timed_call_that_claims_no_time_is_a_protocol_violation(judge):
-    def untimed(worker: FakeWorker) -> protocol.CalledClaim:
-        worker.forward_into_outputs()
-        return protocol.CalledClaim(delivered=True, types=["torch.Tensor"], shapes=[[8, 16]], dtypes=["torch.float32"])
-    verdict, judgement, _ = _verdict(judge, on_call(4, untimed))  # calls 1-2 check, 3 warms up, 4 is timed
-    assert verdict is Verdict.RUNTIME_ERROR, judgement.reason
 
 
 @pytest.mark.parametrize("raw, says", [
     (b"not json", "not JSON"),
     (b"[1, 2]", "not an object"),
     (b'{"op": "hello"}', "unknown op"),
-    (b'{"op": "called", "delivered": true, "types": 7, "shapes": [], "dtypes": []}', "'types' = 7"),
-    (b'{"op": "called", "delivered": true, "types": [], "shapes": [], "dtypes": [], "ms": 1e400}', "time of inf"),
-    (b'{"op": "called", "delivered": true, "types": [], "shapes": [], "dtypes": [], "ms": -1}', "time of -1"),
-    (b'{"op": "called", "delivered": true, "types": [], "shapes": [[-1]], "dtypes": []}', "shape dimension"),
+    (b'{"op": "called", "nonce": 1, "delivered": true, "types": 7, "shapes": [], "dtypes": []}', "'types' = 7"),
+    (b'{"op": "called", "nonce": 1, "delivered": true, "types": [], "shapes": [], "dtypes": [], "ms": 1e400}',
+     "time of inf"),
+    (b'{"op": "called", "nonce": 1, "delivered": true, "types": [], "shapes": [], "dtypes": [], "ms": -1}',
+     "time of -1"),
+    (b'{"op": "called", "nonce": 1, "delivered": true, "types": [], "shapes": [[-1]], "dtypes": []}',
+     "shape dimension"),
+    (b'{"op": "called", "delivered": true, "types": [], "shapes": [], "dtypes": []}', "nonce"),
+    (b'{"op": "pong", "nonce": "x"}', "nonce"),
+    (b'{"op": "profiled", "kernels": ["a"], "aten_ops": [], "kernel_us": [1, 2]}', "kernel times"),
     (b'{"op": "ready", "weights": "mine", "landlock": 1}', "not one of"),
     (b'{"op": "ready", "weights": "seeded", "landlock": true}', "Landlock ABI"),
     (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
@@ -194,8 +253,9 @@ def test_decode_reply_bounds_and_coerces_what_it_accepts():
 
 def test_every_claim_round_trips_through_the_wire():
     claims = [protocol.ReadyClaim(weights="seeded", landlock=0), protocol.BuiltClaim(landlock=7),
-              protocol.PongClaim(), protocol.ProfiledClaim(kernels=["k"], aten_ops=[]),
-              protocol.CalledClaim(delivered=False, types=["builtins.int"], shapes=[None], dtypes=[None], ms=1.5),
+              protocol.PongClaim(nonce=3), protocol.ProfiledClaim(kernels=["k"], aten_ops=[], kernel_us=[2.5]),
+              protocol.CalledClaim(nonce=2**62, delivered=False, types=["builtins.int"], shapes=[None], dtypes=[None],
+                                   ms=1.5),
               protocol.ErrorClaim(kind="interface_error", stage="interface", message="m", type="T",
                                   traceback=[protocol.FrameClaim("f", 1, "g", False, "t")])]
     assert [decode_reply(c.encode()) for c in claims] == claims

@@ -83,6 +83,7 @@ class Harness:
         self.model = None
         self.inputs: list[Any] = []
         self.outputs: list[Any] = []
+        self._null_output: list[Any] | None = None
 
     def reply(self, claim: protocol.Claim) -> None:
         self.conn.send_bytes(claim.encode())
@@ -149,34 +150,45 @@ class Harness:
         model.load_state_dict(reference)
         return "state_dict"
 
-    def call(self) -> protocol.CalledClaim:
+    def call(self, nonce: int) -> protocol.CalledClaim:
         elapsed_ms, result = self.clock.time_ms(lambda: self.model(*self.inputs))
         self.clock.synchronize()
         delivered, form = self._deliver(result)
         self.clock.synchronize()
-        return protocol.CalledClaim(delivered=delivered, **form, ms=elapsed_ms)
+        return protocol.CalledClaim(nonce=nonce, delivered=delivered, **form, ms=elapsed_ms)
 
-    def null_call(self) -> protocol.PongClaim:
-        """A call's path without the model or the output copy (the judge measures that one itself)."""
-        self.clock.time_ms(lambda: None)
+    def null_call(self, nonce: int) -> protocol.PongClaim:
+        """A call's whole path with a model that does nothing (its output made ahead): what the judge
+        calibrates its overhead on, the copy into the judge's buffers included."""
+        import torch
+
+        if self._null_output is None:
+            self._null_output = [torch.zeros_like(b) for b in self.outputs]
+        null_output = self._null_output
         self.clock.synchronize()
+        _, result = self.clock.time_ms(lambda: null_output[0] if len(null_output) == 1 else null_output)
         self.clock.synchronize()
-        return protocol.PongClaim()
+        self._deliver(result)
+        self.clock.synchronize()
+        return protocol.PongClaim(nonce=nonce)
 
     def profile(self) -> protocol.ProfiledClaim:
-        """Names of the device kernels and operators one forward call launches."""
+        """The device kernels one forward call launches, with their device time, and the operators it calls."""
         activities = [self._activity.CPU] + ([self._activity.CUDA] if self.device == "cuda" else [])
         with self._profile(activities=activities) as prof:
             self.model(*self.inputs)
             self.clock.synchronize()
-        kernels, ops = set(), set()
+        kernel_us: dict[str, float] = {}
+        ops = set()
         for event in prof.events():
             if str(event.device_type).endswith("CUDA"):
-                kernels.add(event.name[:200])
+                name = event.name[:200]
+                kernel_us[name] = kernel_us.get(name, 0.0) + max(float(event.time_range.elapsed_us()), 0.0)
             elif event.name.startswith("aten::"):
                 ops.add(event.name)
-        return protocol.ProfiledClaim(kernels=sorted(kernels)[:protocol.MAX_ITEMS],
-                                      aten_ops=sorted(ops)[:protocol.MAX_ITEMS])
+        kernels = sorted(kernel_us, key=lambda k: -kernel_us[k])[:protocol.MAX_ITEMS]
+        return protocol.ProfiledClaim(kernels=kernels, aten_ops=sorted(ops)[:protocol.MAX_ITEMS],
+                                      kernel_us=[kernel_us[k] for k in kernels])
 
     def _deliver(self, result: Any) -> tuple[bool, dict[str, Any]]:
         """Copy the submission's output into the judge-owned buffers, when it has the right form."""
@@ -259,6 +271,8 @@ def serve(conn: Connection) -> None:
     landlock_abi = _confine_writes()
     harness = Harness(conn, setup)
     harness.inputs, harness.outputs = setup["inputs"], setup["outputs"]
+    if setup["mode"] == "judge" and not _serve_until_load(conn, harness):
+        return
     stage = "import"
     try:
         module = harness.load()
@@ -277,6 +291,18 @@ def serve(conn: Connection) -> None:
         harness.reply(error_claim(exc, stage, harness.code_path))
 
 
+def _serve_until_load(conn: Connection, harness: Harness) -> bool:
+    """Answer the judge's calibration pings while no submission code has run; True once asked to load."""
+    while True:
+        request = conn.recv()
+        if request["op"] == Op.LOAD:
+            return True
+        if request["op"] == Op.PING:
+            harness.reply(harness.null_call(request["nonce"]))
+        elif request["op"] == Op.EXIT:
+            return False
+
+
 def _serve_requests(conn: Connection, harness: Harness) -> None:
     while True:
         request = conn.recv()
@@ -284,11 +310,9 @@ def _serve_requests(conn: Connection, harness: Harness) -> None:
         if op == Op.EXIT:
             return
         if op == Op.CALL:
-            harness.reply(harness.call())
+            harness.reply(harness.call(request["nonce"]))
         elif op == Op.PROFILE:
             harness.reply(harness.profile())
-        elif op == Op.PING:
-            harness.reply(harness.null_call())
 
 
 def main() -> None:

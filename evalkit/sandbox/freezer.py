@@ -1,0 +1,184 @@
+"""Trusted side: keeping build sandboxes off the machine while a judge times.
+
+Builds import submissions, so a build is untrusted code; left running beside a timing it can slow the
+judge's calls or the baselines (or spin every core on purpose). ``BuildFreezer.timing()`` stops every
+build sandbox for as long as any judge is timing, and holds back new builds until it ends.
+
+How a sandbox is stopped, best first (``mechanism`` says which one a run used):
+
+- ``cgroup2`` / ``cgroup1``: each build sandbox is put in one freezer cgroup of the run before it runs any
+  code, and the cgroup is frozen as a whole. A process cannot leave its cgroup: that needs a write to
+  ``/sys/fs/cgroup``, which its Landlock rules deny, and every child it forks is born inside.
+- ``signals`` (no writable cgroup): SIGSTOP to every process of the sandbox (its session, and anything
+  carrying its marker). A process that both left the session and dropped its marker (exec with a clean
+  environment) escapes it: ``docs/hostile.md`` lists this limit.
+
+A frozen build's own time limit does not run while it is frozen (``paused_s``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from evalkit.sandbox.launcher import sandbox_members
+
+logger = logging.getLogger(__name__)
+
+CGROUP_ROOTS = (("cgroup2", Path("/sys/fs/cgroup")), ("cgroup2", Path("/sys/fs/cgroup/unified")),
+                ("cgroup1", Path("/sys/fs/cgroup/freezer")))
+FREEZE_WAIT_S = 5.0
+
+
+class _Cgroup:
+    """One freezer cgroup (v1 ``freezer.state`` or v2 ``cgroup.freeze``) holding every build sandbox of a run."""
+
+    def __init__(self, kind: str, path: Path) -> None:
+        self.kind, self.path = kind, path
+
+    @classmethod
+    def create(cls, name: str) -> "_Cgroup | None":
+        for kind, root in CGROUP_ROOTS:
+            control = "cgroup.freeze" if kind == "cgroup2" else "freezer.state"
+            if not (root / ("cgroup.procs")).exists() or not os.access(root, os.W_OK):
+                continue
+            path = root / name
+            try:
+                path.mkdir(exist_ok=True)
+            except OSError:
+                continue
+            if (path / control).exists():
+                return cls(kind, path)
+            _remove(path)
+        return None
+
+    def add(self, pid: int) -> None:
+        (self.path / "cgroup.procs").write_text(f"{pid}\n")
+
+    def set_frozen(self, frozen: bool) -> None:
+        if self.kind == "cgroup2":
+            (self.path / "cgroup.freeze").write_text("1\n" if frozen else "0\n")
+            self._wait_for("frozen 1" if frozen else "frozen 0", "cgroup.events")
+        else:
+            (self.path / "freezer.state").write_text("FROZEN\n" if frozen else "THAWED\n")
+            self._wait_for("FROZEN" if frozen else "THAWED", "freezer.state")
+
+    def _wait_for(self, state: str, file: str) -> None:
+        deadline = time.monotonic() + FREEZE_WAIT_S
+        while state not in (self.path / file).read_text() and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+    def remove(self) -> None:
+        self.set_frozen(False)
+        _remove(self.path)
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError as err:  # still holds a process (it dies with the run) or already gone
+        logger.debug("cgroup %s not removed: %s", path, err)
+
+
+class BuildFreezer:
+    """Freezes a run's build sandboxes while any judge times; thread-safe, re-entrant across judges."""
+
+    def __init__(self, name: str, use_cgroup: bool = True) -> None:
+        self._cgroup = _Cgroup.create(f"evalkit-{name}-builds") if use_cgroup else None
+        self.mechanism = self._cgroup.kind if self._cgroup else "signals"
+        self._lock = threading.Condition()
+        self._timers = 0
+        self._sandboxes: dict[int, str] = {}  # session leader pid -> marker, of sandboxes frozen by signals
+        self._stopped: list[int] = []
+        self._frozen_since: float | None = None
+        self._paused_total_s = 0.0
+
+    @contextmanager
+    def launching(self) -> Iterator[None]:
+        """Hold a new build back while any judge is timing (call it around starting the sandbox)."""
+        with self._lock:
+            self._lock.wait_for(lambda: self._timers == 0)
+            yield
+
+    def register(self, pid: int, marker: str) -> None:
+        """A new build sandbox, before it runs any untrusted code (inside ``launching``)."""
+        if self._cgroup is not None:
+            try:
+                self._cgroup.add(pid)
+                return
+            except OSError as err:
+                logger.warning("could not put build sandbox %d in %s (%s): freezing it by signals", pid,
+                               self._cgroup.path, err)
+        self._sandboxes[pid] = marker
+
+    def unregister(self, pid: int) -> None:
+        with self._lock:
+            self._sandboxes.pop(pid, None)
+
+    @contextmanager
+    def timing(self) -> Iterator[None]:
+        """Every build sandbox stopped for the duration; nested or concurrent uses share one freeze."""
+        with self._lock:
+            self._timers += 1
+            if self._timers == 1:
+                self._freeze()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._timers -= 1
+                if self._timers == 0:
+                    self._thaw()
+                    self._lock.notify_all()
+
+    def wait_while_frozen(self) -> None:
+        """Block the calling thread (a build's watcher in the judge's process) while builds are frozen, so it
+        takes no CPU, and no interpreter lock, from the judge that is timing."""
+        with self._lock:
+            self._lock.wait_for(lambda: self._timers == 0)
+
+    def paused_s(self) -> float:
+        """Seconds builds have spent frozen so far (a build's time limit excludes them)."""
+        with self._lock:
+            running = time.monotonic() - self._frozen_since if self._frozen_since is not None else 0.0
+            return self._paused_total_s + running
+
+    def close(self) -> None:
+        if self._cgroup is not None:
+            self._cgroup.remove()
+
+    def _freeze(self) -> None:
+        self._frozen_since = time.monotonic()
+        if self._cgroup is not None:
+            self._cgroup.set_frozen(True)
+        self._stopped = self._members()
+        _signal_all(self._stopped, signal.SIGSTOP)
+
+    def _thaw(self) -> None:
+        if self._cgroup is not None:
+            self._cgroup.set_frozen(False)
+        _signal_all(self._stopped, signal.SIGCONT)
+        self._stopped = []
+        if self._frozen_since is not None:
+            self._paused_total_s += time.monotonic() - self._frozen_since
+            self._frozen_since = None
+
+    def _members(self) -> list[int]:
+        found: set[int] = set()
+        for pid, marker in self._sandboxes.items():
+            found.update(sandbox_members(pid, marker))
+        return sorted(found)
+
+
+def _signal_all(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass

@@ -1,0 +1,92 @@
+"""BuildFreezer: a build sandbox gets no CPU while a judge times, by cgroup or by signals, and its time
+limit does not run meanwhile."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from evalkit.sandbox.freezer import BuildFreezer
+from evalkit.sandbox.launcher import MARKER_VARIABLE
+
+SPIN = "import os\nos.fork()\nwhile True: pass\n"  # two spinning processes: the sandbox and a child
+
+
+def _cpu_ticks(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+@pytest.mark.parametrize("use_cgroup", [True, False], ids=["cgroup-if-available", "signals"])
+def test_a_spinning_build_gets_no_cpu_while_a_judge_times(use_cgroup):
+    freezer = BuildFreezer(f"test-{uuid.uuid4().hex[:8]}", use_cgroup=use_cgroup)
+    marker = f"{MARKER_VARIABLE}=test.{uuid.uuid4().hex}"
+    with freezer.launching():
+        proc = subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True,
+                                env={**os.environ, **dict([marker.split("=", 1)])})
+        freezer.register(proc.pid, marker)
+    try:
+        time.sleep(0.3)
+        pids = [proc.pid, *_children(proc.pid)]
+        assert len(pids) == 2
+        with freezer.timing():
+            before = _cpu_ticks(pids)
+            time.sleep(0.5)
+            frozen = _cpu_ticks(pids) - before
+        time.sleep(0.5)
+        thawed = _cpu_ticks(pids) - before - frozen
+        assert frozen == 0, f"{freezer.mechanism}: the build ran {frozen} ticks while frozen"
+        assert thawed > 0, "the build never resumed"
+        assert freezer.paused_s() == pytest.approx(0.5, abs=0.2)
+    finally:
+        for pid in pids:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        proc.wait()
+        freezer.close()
+
+
+def test_a_new_build_waits_until_timing_ends():
+    freezer = BuildFreezer(f"test-{uuid.uuid4().hex[:8]}", use_cgroup=False)
+    started: list[float] = []
+
+    def launch() -> None:
+        with freezer.launching():
+            started.append(time.monotonic())
+
+    with freezer.timing():
+        thread = threading.Thread(target=launch)
+        thread.start()
+        time.sleep(0.3)
+        assert not started
+        ended = time.monotonic()
+    thread.join(5)
+    assert started and started[0] >= ended
+    freezer.close()
