@@ -316,10 +316,12 @@ def check_problem(problem: Problem, device: str = "cpu",
 
 
 def describe_problem(problem: Problem) -> dict[str, Any]:
-    """id, title, source, path, level, tags, input_shapes and output_shape (None if not computable)."""
+    """id, title, source, path, level, tags, kernelbench (the KernelBench origin, or None), input_shapes and
+    output_shape (None if not computable)."""
+    origin = problem.kernelbench.to_dict() if problem.kernelbench else None
     info: dict[str, Any] = {"id": problem.id, "title": problem.title, "source": problem.source,
                             "path": str(problem.path), "level": problem.level, "tags": list(problem.tags),
-                            "input_shapes": [], "output_shape": None, "error": None}
+                            "kernelbench": origin, "input_shapes": [], "output_shape": None, "error": None}
     try:
         module = problem.load_module()
     except ProblemError as err:

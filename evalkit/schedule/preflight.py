@@ -15,7 +15,9 @@ from evalkit.sources.submissions import Discovered, SubmissionError
 # The layouts ``evalkit.sources.submissions.discover`` understands.
 LAYOUTS = ("a folder of runs <run>/<problem-id>/<sample>.txt|.md|.py", "one run folder <problem-id>/<sample>.txt",
            "one answer file", "a <run>.jsonl manifest of {\"problem\", \"sample\", \"text\"} rows",
-           "a problems folder whose <problem-id>/solutions/ hold curated .py answers")
+           "a problems folder whose <problem-id>/solutions/ hold curated .py answers",
+           "a KernelBench run folder runs/<name>/level_<L>_problem_<N>_sample_<S>_kernel.py (or runs/, or one such "
+           "file), after `evalkit problems import` of level L")
 # What every reference.py must define, and how to write each.
 REQUIRED_NAMES = {"Model": "class Model(nn.Module)", "get_inputs": "get_inputs()",
                   "get_init_inputs": "get_init_inputs()"}

@@ -1,6 +1,6 @@
 """On a CUDA GPU: faults stay inside the sandbox, and side streams or PyTorch substitutes are seen.
 
-Run on the device (see docs/gpu-runs.md); skipped on machines without a GPU.
+Run on a GPU machine (see docs/gpu-runs/README.md); skipped on machines without a GPU.
 """
 
 from __future__ import annotations

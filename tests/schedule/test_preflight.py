@@ -61,3 +61,11 @@ def test_no_submissions_names_the_folder_and_the_layouts(tmp_path: Path) -> None
     message = str(raised.value)
     assert message.startswith(f"{tmp_path}: no submissions found")
     assert "<run>/<problem-id>/<sample>.txt" in message and ".jsonl" in message and "\n" not in message
+
+
+def test_the_layouts_listed_include_kernelbench_run_folders(tmp_path: Path) -> None:
+    with pytest.raises(SubmissionError) as raised:
+        preflight.require_submissions(Discovered(), tmp_path)
+    message = str(raised.value)
+    assert "runs/<name>/level_<L>_problem_<N>_sample_<S>_kernel.py" in message
+    assert "after `evalkit problems import` of level L" in message
