@@ -1,15 +1,38 @@
 #!/usr/bin/env bash
-# Run on a GPU machine (see docs/gpu-runs/README.md). Stages: seeds, cuda-tests, isolation, all (those three),
-# curated (evalkit score problems/: the curated solutions), load (benchmarks/timing_under_load.py).
-# Everything worth keeping is written under $OUT.
+# Run on a GPU machine, from the repository root, with evalkit's dependencies installed (python3 -m pip install
+# -e . keeps a CUDA torch already there): bash benchmarks/gpu_check.sh STAGE (see docs/gpu-runs/README.md).
+# Stages: seeds, cuda-tests, isolation, all (those three), curated (evalkit score problems/: the curated
+# solutions), load (benchmarks/timing_under_load.py).
+# Everything worth keeping is written under $OUT (default /tmp/out).
 set -uo pipefail
-# A GPU machine with no package registry: missing wheels (e.g. jsonlines) may be carried in .whl/.
+# .whl/ is optional (ignored by git): a GPU machine with no package registry may carry the wheels it lacks
+# (e.g. jsonlines) in .whl/ at the repository root; they are installed into /tmp/site first. Without .whl/
+# nothing is installed, and the dependencies must already be there.
 if compgen -G ".whl/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}" PATH="/tmp/site/bin:$PATH"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-python3 -c 'import click, jsonlines, tqdm, torch' || { echo "evalkit's dependencies are missing: pip install -e ." >&2; exit 1; }
+# evalkit's dependencies (pyproject.toml): name each one that does not import, and say how to get it.
+missing=$(python3 - <<'EOF'
+import importlib, sys
+modules = ["click", "jsonlines", "tqdm", "torch"] + (["tomli"] if sys.version_info < (3, 11) else [])
+failed = []
+for name in modules:
+    try:
+        importlib.import_module(name)
+    except Exception as err:  # ImportError, or a broken install raising anything else
+        failed.append(f"{name} ({type(err).__name__}: {err})")
+print("; ".join(failed))
+EOF
+)
+if [ -n "$missing" ]; then
+  echo "gpu_check.sh: evalkit's dependencies do not import: $missing." >&2
+  echo "  Install them: python3 -m pip install -e . (from the repository root; a CUDA torch already installed is kept)," >&2
+  echo "  or, on a machine without a package registry, put their wheels in .whl/ at the repository root and run again." >&2
+  exit 1
+fi
+command -v ninja >/dev/null || echo "gpu_check.sh: warning: no ninja on PATH (pip install ninja): torch cannot build the C++/CUDA answers" >&2
 export EVALKIT_CACHE=/tmp/evalkit-cache PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'; } | tee "$OUT/environment.txt"
@@ -60,5 +83,5 @@ if [ "$stage" = curated ]; then
   cp "$run_dir/curated"/results.jsonl "$OUT/curated_results.jsonl"; cp "$run_dir/curated"/summary.json "$OUT/curated_summary.json"; cp "$run_dir/curated"/baselines.json "$OUT/curated_baselines.json"
 fi
 if [ "$stage" = load ]; then
-  python3 benchmarks/timing_under_load.py --rounds 2 --builds 16 2>&1 | tee "$OUT/timing_under_load.log"
+  python3 benchmarks/timing_under_load.py --rounds 1 --builds 16 2>&1 | tee "$OUT/timing_under_load.log"
 fi

@@ -7,6 +7,8 @@ every build while it times, so the medians should not move.
 
     python3 benchmarks/timing_under_load.py [--problem alexnet_conv1] [--builds 16] [--rounds 2]
 
+Each round is a quiet run then a loaded one; a last quiet run closes the series.
+
 Needs a CUDA GPU and nvcc (the load is real CUDA builds). Run from the repository root.
 """
 
@@ -122,6 +124,8 @@ def main() -> int:
         print(f"         {len(builds)} builds beside it, {statistics.median(builds):.0f} s each (median); "
               f"run {seconds:.0f} s; verdicts {sorted({r['verdict'] for r in rows.values()})}", flush=True)
         results["loaded"].append(figures(rows, "loaded"))
+    rows, _ = score(work / "quiet", work / "quiet_report_last", cache, args.timing_trials)
+    results["quiet"].append(figures(rows, "quiet"))
     shutil.rmtree(work, ignore_errors=True)
     worst = 0.0
     for what in ("answer", "eager"):

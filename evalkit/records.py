@@ -18,7 +18,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: timing is the judge's own clock (observed/reported_median_ms gone)
 CURATED_RUN = "curated"  # the run name of the curated solutions shipped in problems/<id>/solutions/
 BASELINE_KINDS: tuple[str, ...] = ("eager", "compile")
 
@@ -203,6 +203,8 @@ class ResultRow:
     speedup_vs_compile: float | None = None
     evalkit_version: str = ""
     judged_at: str = ""
+    problem_level: int | None = None  # the problem's level (problem.toml ``level``, else its KernelBench level)
+    kernelbench: dict[str, int] | None = None  # the problem's KernelBench origin: {"level": L, "number": N}
 
     def to_dict(self) -> dict[str, Any]:
         return to_jsonable(self)

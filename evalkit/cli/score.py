@@ -78,6 +78,9 @@ def _baselines(ctx: click.Context, param: click.Parameter, value: str) -> tuple[
 @click.option("--seed", type=int, default=None, help="Base seed for inputs and weights [random, recorded].")
 @click.option("--baselines", default="eager,compile", show_default=True, callback=_baselines,
               help="PyTorch baselines to time: any of eager,compile, or 'none' alone.")
+@click.option("--remeasure-baselines", is_flag=True,
+              help="Time the baselines again, even where the build cache holds them from an earlier report "
+                   "on this machine (same GPU, driver, torch, evalkit, problem and timing settings).")
 @click.option("--resume", is_flag=True,
               help="Continue the report folder: skip submissions already judged there. Repeat the first run's "
                    "options: a resume with other settings (recorded in run.json) is refused.")
@@ -95,11 +98,15 @@ def score_command(ctx: click.Context, submissions: Path, problems_dir: Path, out
                   **options: object) -> None:
     """Extract, build, check and time every submission in SUBMISSIONS; write results.jsonl and summary.json.
 
-    SUBMISSIONS is a folder of runs (<run>/<problem-id>/<sample>.txt), one run folder, one file, or a
-    <run>.jsonl manifest. The exit code says whether the run worked, not whether submissions passed:
-    0 it worked, 1 a bad input or setting, 2 a usage error (a bad option or a combination that cannot
-    apply), 128 + the signal's number when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP; the report
-    is written and the --resume command printed).
+    SUBMISSIONS is a folder of runs (<run>/<problem-id>/<sample>.txt), one run folder, one file, a
+    <run>.jsonl manifest (docs/submissions.md), a problems folder (its curated solutions), or a KernelBench
+    run folder runs/<name>/level_<L>_problem_<N>_sample_<S>_kernel.py (or runs/, or one such file) once
+    `evalkit problems import` has imported level L.
+
+    The exit code says whether the run worked, not whether submissions passed: 0 it worked, 1 a bad input
+    or setting, 2 a usage error (a bad option or a combination that cannot apply), 128 + the signal's
+    number when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP; the report is written and the --resume
+    command printed).
     """
     from evalkit.schedule.interrupt import Interrupted
     from evalkit.schedule.local import score

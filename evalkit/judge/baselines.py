@@ -8,8 +8,11 @@ problem hash) in the report folder, so a resumed run does not time them again.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
+import os
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -49,14 +52,20 @@ def device_name(device: str) -> str:
     return "cpu"
 
 
-def cache_key(ref: ReferenceProblem) -> str:
-    return f"{device_name(ref.device)}|torch {torch.__version__}|{ref.problem.sha256}"
+def cache_key(ref: ReferenceProblem, timing: str = "", driver: str | None = None) -> str:
+    """What a baseline's time depends on: the device and its driver, torch, evalkit (its timing protocol),
+    the problem's content, and ``timing`` (the settings that shape the measurement)."""
+    from evalkit import __version__
+
+    return (f"{device_name(ref.device)}|driver {driver}|torch {torch.__version__}|evalkit {__version__}|"
+            f"{ref.problem.sha256}|{timing}")
 
 
 def measure_baselines(ref: ReferenceProblem, kinds: tuple[str, ...],
-                      judge_reference: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+                      judge_reference: Callable[[str], dict[str, Any]], key: str) -> dict[str, Any]:
     """Each of ``kinds`` judged as a submission by ``judge_reference``; a failing kind is recorded, not raised."""
-    result: dict[str, Any] = {"key": cache_key(ref), "problem": ref.problem.id, "device_name": device_name(ref.device)}
+    result: dict[str, Any] = {"key": key, "problem": ref.problem.id, "device_name": device_name(ref.device),
+                              "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
     for kind in kinds:
         try:
             result[kind] = judge_reference(kind)
@@ -68,24 +77,51 @@ def measure_baselines(ref: ReferenceProblem, kinds: tuple[str, ...],
 
 
 class BaselineCache:
-    """Baselines persisted as one JSON file, keyed by device, torch version and problem hash."""
+    """Baselines persisted as JSON files: the report's own (``path``), then one shared across reports
+    (``shared_path``, beside the build cache). ``remeasure`` ignores both and times again."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._entries: dict[str, Any] = {}
-        if path.exists():
-            try:
-                self._entries = json.loads(path.read_text())
-            except (OSError, ValueError):
-                logger.warning("%s is unreadable; baselines will be measured again", path)
+    def __init__(self, path: Path, shared_path: Path | None = None, remeasure: bool = False) -> None:
+        self.path, self.shared_path, self.remeasure = path, shared_path, remeasure
+        self._entries = _read(path)
 
     def get_or_measure(self, ref: ReferenceProblem, kinds: tuple[str, ...],
-                       judge_reference: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
-        key = cache_key(ref)
-        cached = self._entries.get(key)
-        if cached and all(kind in cached for kind in kinds):
-            return cached
-        self._entries[key] = measure_baselines(ref, kinds, judge_reference)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps(self._entries, indent=2))
-        return self._entries[key]
+                       judge_reference: Callable[[str], dict[str, Any]], key: str | None = None) -> dict[str, Any]:
+        key = key or cache_key(ref)
+        entry = None if self.remeasure else (_complete(self._entries.get(key), kinds, failed_ok=True) or
+                                            _complete(_read(self.shared_path).get(key), kinds, failed_ok=False))
+        if entry is None:
+            entry = measure_baselines(ref, kinds, judge_reference, key)
+            if self.shared_path is not None:
+                _merge(self.shared_path, key, entry)
+        self._entries[key] = entry
+        _merge(self.path, key, entry)
+        return entry
+
+
+def _complete(entry: dict[str, Any] | None, kinds: tuple[str, ...], failed_ok: bool) -> dict[str, Any] | None:
+    """``entry`` when it holds every kind (a failed one counts only where ``failed_ok``: within one report,
+    so a resumed run compares with what its earlier rows were compared with)."""
+    if entry and all(kind in entry and (failed_ok or "error" not in entry[kind]) for kind in kinds):
+        return entry
+    return None
+
+
+def _read(path: Path | None) -> dict[str, Any]:
+    if path is None or not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        logger.warning("%s is unreadable; baselines will be measured again", path)
+        return {}
+
+
+def _merge(path: Path, key: str, entry: dict[str, Any]) -> None:
+    """Add one entry to the JSON file at ``path``, written atomically (another run may share the file)."""
+    entries = _read(path)
+    entries[key] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(entries, handle, indent=2)
+    os.replace(tmp, path)

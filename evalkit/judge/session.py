@@ -49,8 +49,8 @@ def poison(buffers: list[torch.Tensor]) -> None:
 
 
 def unwritten(held: list[torch.Tensor]) -> bool:
-    """True when a floating output still holds poison (NaN) somewhere: not written before the reply,
-    or a legitimate NaN, which the caller settles by checking the call against the reference."""
+    """True when a floating output of one call still holds poison (NaN) somewhere: not written before the
+    reply, or a legitimate NaN, which the caller settles by checking the call against the reference."""
     return any(bool(torch.isnan(h).any()) for h in held if h.is_floating_point())
 
 
@@ -65,13 +65,15 @@ class Session:
     what the judge holds.
     """
 
-    def __init__(self, worker: WorkerChannel, ref: ReferenceProblem, limits: TimeLimits) -> None:
-        self.worker, self.ref, self.limits = worker, ref, limits
+    def __init__(self, worker: WorkerChannel, ref: ReferenceProblem, limits: TimeLimits, batch: int = 1) -> None:
+        self.worker, self.ref, self.limits, self.batch = worker, ref, limits, batch
         self.calls = 0
-        self.inputs: list[Any] = []
-        self.outputs: list[torch.Tensor] = []
-        self.held: list[torch.Tensor] = []
-        self.originals: list[Any] = []
+        # One set of buffers per forward call of a request (``batch`` of them): a request times ``batch``
+        # calls at once, so the judge's per-request overhead weighs 1/batch on each call.
+        self.inputs: list[list[Any]] = []
+        self.outputs: list[list[torch.Tensor]] = []
+        self.held: list[list[torch.Tensor]] = []
+        self.originals: list[list[Any]] = []
         self._mappings: list[Any] = []
         self._perf_counter = time.perf_counter
 
@@ -79,13 +81,18 @@ class Session:
         """Send the setup request (``fields`` plus the judge-owned buffers); the worker then waits for pings or load."""
         fds: list[int] = []
         device = self.ref.device
-        inputs = [shared_buffers.describe(v, device, fds, self._mappings) for v in sample_inputs]
-        outputs = [shared_buffers.describe(torch.empty(s.shape, dtype=s.dtype, device="meta"), device, fds,
-                                           self._mappings) for s in specs]
-        self.inputs, self.outputs = [b for b, _ in inputs], [b for b, _ in outputs]
-        self.held = [torch.empty(s.shape, dtype=s.dtype, device=device) for s in specs]
-        self.worker.send(protocol.setup_request(**fields, inputs=[e for _, e in inputs],
-                                                outputs=[e for _, e in outputs], fd_count=len(fds)))
+        entries: tuple[list[Any], list[Any]] = ([], [])
+        for _ in range(self.batch):
+            inputs = [shared_buffers.describe(v, device, fds, self._mappings) for v in sample_inputs]
+            outputs = [shared_buffers.describe(torch.empty(s.shape, dtype=s.dtype, device="meta"), device, fds,
+                                               self._mappings) for s in specs]
+            self.inputs.append([b for b, _ in inputs])
+            self.outputs.append([b for b, _ in outputs])
+            self.held.append([torch.empty(s.shape, dtype=s.dtype, device=device) for s in specs])
+            entries[0].extend(e for _, e in inputs)
+            entries[1].extend(e for _, e in outputs)
+        self.worker.send(protocol.setup_request(**fields, inputs=entries[0], outputs=entries[1], fd_count=len(fds),
+                                                batch=self.batch))
         try:
             if fds:
                 self.worker.send_fds(fds)
@@ -93,7 +100,7 @@ class Session:
             for fd in fds:
                 os.close(fd)
 
-    def calibrate(self, originals: list[Any], count: int) -> list[float]:
+    def calibrate(self, originals: list[list[Any]], count: int) -> list[float]:
         """``count`` pings along a call's exact path, before any submission code has run: the judge's overhead."""
         return [self.observe(originals, Op.PING)[0] for _ in range(count)]
 
@@ -105,9 +112,11 @@ class Session:
         self.worker.freeze()
         return ready
 
-    def observe(self, originals: list[Any], op: str = Op.CALL) -> tuple[float, Any]:
-        """One call (or calibration ping) on ``originals``: (the judge's milliseconds, the worker's reply)."""
-        poison(self.outputs)
+    def observe(self, originals: list[list[Any]], op: str = Op.CALL) -> tuple[float, Any]:
+        """One request (or calibration ping) on ``originals``, one set of inputs per call of the batch:
+        (the judge's milliseconds for the whole request, the worker's reply)."""
+        for outputs in self.outputs:
+            poison(outputs)
         self._synchronize()
         nonce = secrets.randbits(63)
         self.worker.thaw()  # before the clock: it cannot see this call's inputs until they are copied in
@@ -116,12 +125,13 @@ class Session:
         self.worker.send(protocol.nonce_request(op, nonce))
         if op == Op.CALL:
             self.calls += 1
-            limit = self.limits.first_call_s if self.calls == 1 else self.limits.call_s
+            limit = self.limits.request_s(self.batch, first=self.calls == 1)
             claim = self.expect(protocol.CalledClaim, "forward", limit)
         else:
             claim = self.expect(protocol.PongClaim, "ping", self.limits.load_s)
-        for held, shared in zip(self.held, self.outputs):
-            held.copy_(shared)
+        for held_set, shared_set in zip(self.held, self.outputs):
+            for held, shared in zip(held_set, shared_set):
+                held.copy_(shared)
         self._synchronize()
         elapsed_ms = (self._perf_counter() - start) * 1e3
         self.worker.freeze()  # after the clock: what it writes from now on never reaches the judge's copy
@@ -131,11 +141,12 @@ class Session:
         self.worker.watch()
         return elapsed_ms, claim
 
-    def _load_inputs(self, originals: list[Any]) -> None:
+    def _load_inputs(self, originals: list[list[Any]]) -> None:
         self.originals = originals
-        for shared, original in zip(self.inputs, self.originals):
-            if isinstance(shared, torch.Tensor):
-                shared.copy_(original)
+        for shared_set, original_set in zip(self.inputs, originals):
+            for shared, original in zip(shared_set, original_set):
+                if isinstance(shared, torch.Tensor):
+                    shared.copy_(original)
         self._synchronize()
 
     def _synchronize(self) -> None:
@@ -172,8 +183,9 @@ class Session:
         subclass = [t for t in claim.types if t not in PLAIN_TENSOR_TYPES]
         if subclass:
             raise Stop(Finding.WRONG_FORM, f"output is a tensor subclass {subclass}; a plain torch.Tensor is required")
-        mutated = [i for i, (s, o) in enumerate(zip(self.inputs, self.originals))
-                   if isinstance(s, torch.Tensor) and not tensors_equal(s, o)]
+        mutated = sorted({i for shared_set, original_set in zip(self.inputs, self.originals)
+                          for i, (s, o) in enumerate(zip(shared_set, original_set))
+                          if isinstance(s, torch.Tensor) and not tensors_equal(s, o)})
         if mutated:
             raise Stop(Finding.MUTATED_INPUTS, f"forward modified its input(s) {mutated} in place")
 

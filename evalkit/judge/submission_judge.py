@@ -31,7 +31,7 @@ from evalkit.judge.plausibility import (half_storage, kernel_flags, kernel_share
 from evalkit.judge.reference import OutputSpec, ReferenceProblem, correctness_seed, timing_seed
 from evalkit.judge.session import Session, WorkerChannel, unwritten
 from evalkit.judge.tensor_check import Comparison, compare_outputs
-from evalkit.judge.time_limits import TimeLimits, time_limits
+from evalkit.judge.time_limits import TimeLimits, reference_ms
 from evalkit.judge.timing import L2Flusher, Overhead, collector_paused, is_noisy, net_stats
 from evalkit.judge.verdicts import Finding, Judgement, Stop
 from evalkit.records import Flag, to_jsonable
@@ -46,6 +46,9 @@ MIN_VERIFIED = 3
 SIGNAL_SCOPING_ABI = 6  # Landlock scopes signals and abstract sockets from this ABI on
 CALIBRATION_PINGS = 100  # plus CALIBRATION_WARMUP not counted (a fresh process and GPU context settle)
 CALIBRATION_WARMUP = 30
+BATCH_TARGET_MS = 20.0  # a request runs forward this long (by the reference's time), in calls of one each
+MAX_BATCH = 32
+BATCH_MEMORY_BYTES = {"cuda": 8 * 2**30, "cpu": 2**30}
 COMPILE_FIRST_CALL_S = 900.0  # torch.compile's first call compiles: the compile baseline gets this long
 Quiet = Callable[[], AbstractContextManager[None]]
 
@@ -75,8 +78,11 @@ class Judge:
         self.quiet = quiet or nullcontext
         self.clock = Clock(ref.device)
         self.flusher = L2Flusher(ref.device)
-        self.time_limits = time_limits(ref, settings.run_timeout_s, settings.seed)
+        self.reference_ms = reference_ms(ref, settings.seed)  # also sizes the batch
+        self.time_limits = (TimeLimits.fixed(settings.run_timeout_s) if settings.run_timeout_s
+                            else TimeLimits.derived(self.reference_ms))
         self.specs, self.input_templates, self.pytorch_error = self._first_trial_facts()
+        self.batch = batch_size(self.reference_ms, _bytes(self.input_templates) + _bytes(self.specs), ref.device)
 
     def _first_trial_facts(self) -> tuple[list[OutputSpec], list[Any], dict[str, Any]]:
         """The outputs' form, the inputs' form and PyTorch's own float32 error, from the first trial's inputs."""
@@ -119,7 +125,7 @@ class Judge:
                    limits: TimeLimits | None = None, observe_kernels: bool = True) -> Judgement:
         """Judge through ``worker`` (any channel speaking the protocol), then close it."""
         stages: dict[str, float] = {}
-        run = _Run(self, settings or self.settings, Session(worker, self.ref, limits or self.time_limits))
+        run = _Run(self, settings or self.settings, Session(worker, self.ref, limits or self.time_limits, self.batch))
         try:
             result = run.run(code_path, stages, observe_kernels)
         except Stop as stop:
@@ -179,11 +185,16 @@ class _Run:
                   "limits": judge.limits.to_dict(), "init_inputs": self.ref.init_inputs,
                   "init_seed": self.ref.init_seed, "n_inputs": self.ref.n_inputs, "state_dict": self.ref.state_dict}
         self.session.start(fields, judge.specs, judge.input_templates)
-        originals = self.ref.make_inputs(timing_seed(self.inputs_seed, -1))
-        pings = self.session.calibrate(originals, CALIBRATION_WARMUP + CALIBRATION_PINGS)[CALIBRATION_WARMUP:]
+        originals = self._draw(lambda k: timing_seed(self.inputs_seed, -1 - k))
+        with self.judge.quiet(), collector_paused():  # a measurement like any timing: builds frozen meanwhile
+            pings = self.session.calibrate(originals, CALIBRATION_WARMUP + CALIBRATION_PINGS)[CALIBRATION_WARMUP:]
         return Overhead.from_pings(pings)
 
-    def _call(self, originals: list[Any]) -> tuple[float, protocol.CalledClaim]:
+    def _draw(self, seed_of: Callable[[int], int]) -> list[list[Any]]:
+        """Fresh inputs for each call of one request: set k from seed ``seed_of(k)``."""
+        return [self.ref.make_inputs(seed_of(k)) for k in range(self.session.batch)]
+
+    def _call(self, originals: list[list[Any]]) -> tuple[float, protocol.CalledClaim]:
         wall_ms, claim = self.session.observe(originals)
         self.session.check_delivery(claim, self.judge.specs)
         return wall_ms, claim
@@ -191,31 +202,33 @@ class _Run:
     def _check_correctness(self) -> dict[str, Any]:
         worst: Comparison | None = None
         stored_as: str | None = None
+        batch = self.session.batch
         for trial in range(self.settings.correctness_trials):
-            seed = correctness_seed(self.inputs_seed, trial)
-            originals = self.ref.make_inputs(seed)
+            originals = self._draw(lambda k: correctness_seed(self.inputs_seed, trial * batch + k))
             self._call(originals)
-            comparisons, expected = self._compare(originals)
-            stored_as = stored_as or half_storage(self.session.held, expected)
-            for index, result in enumerate(comparisons):
-                if not result.ok:
-                    raise Stop(Finding.WRONG_VALUES, f"trial {trial + 1}, output {index}: {result.reason}",
-                               {"correctness": {"failed_trial": trial + 1, "output_index": index,
-                                                "seed": seed, **to_jsonable(result)}})
-                if worst is None or result.max_abs_err > worst.max_abs_err:
-                    worst = result
+            for k, inputs in enumerate(originals):
+                comparisons, expected = self._compare(inputs, k)
+                stored_as = stored_as or half_storage(self.session.held[k], expected)
+                for index, result in enumerate(comparisons):
+                    if not result.ok:
+                        seed = correctness_seed(self.inputs_seed, trial * batch + k)
+                        raise Stop(Finding.WRONG_VALUES, f"trial {trial + 1}, output {index}: {result.reason}",
+                                   {"correctness": {"failed_trial": trial + 1, "output_index": index,
+                                                    "seed": seed, **to_jsonable(result)}})
+                    if worst is None or result.max_abs_err > worst.max_abs_err:
+                        worst = result
         settings = self.settings
-        return {"trials": settings.correctness_trials, "atol": settings.atol, "rtol": settings.rtol,
-                "reference_precision": self.ref.precision, "max_abs_err": worst.max_abs_err if worst else 0.0,
-                "max_rel_err": worst.max_rel_err if worst else 0.0, "rel_l2_err": worst.rel_l2_err if worst else 0.0,
-                "pytorch_float32": self.judge.pytorch_error, "seed": settings.seed, "inputs_seed": self.inputs_seed,
-                "stored_as": stored_as}
+        return {"trials": settings.correctness_trials, "calls_per_trial": batch, "atol": settings.atol,
+                "rtol": settings.rtol, "reference_precision": self.ref.precision,
+                "max_abs_err": worst.max_abs_err if worst else 0.0, "max_rel_err": worst.max_rel_err if worst else 0.0,
+                "rel_l2_err": worst.rel_l2_err if worst else 0.0, "pytorch_float32": self.judge.pytorch_error,
+                "seed": settings.seed, "inputs_seed": self.inputs_seed, "stored_as": stored_as}
 
-    def _compare(self, originals: list[Any]) -> tuple[list[Comparison], list[torch.Tensor]]:
-        """The judge's private copy of the last call's outputs against the float64 reference (and that)."""
+    def _compare(self, originals: list[Any], k: int) -> tuple[list[Comparison], list[torch.Tensor]]:
+        """The judge's private copy of call ``k``'s outputs against the float64 reference (and that)."""
         expected = self.ref.expected(originals)
         return [compare_outputs(held, exp, atol=self.settings.atol, rtol=self.settings.rtol, expected_dtype=spec.dtype)
-                for held, exp, spec in zip(self.session.held, expected, self.judge.specs)], expected
+                for held, exp, spec in zip(self.session.held[k], expected, self.judge.specs)], expected
 
     def _observe_kernels(self, code_path: Path, correctness: dict[str, Any]) -> list[str]:
         """Which kernels one forward call launches, and their device time: the worker's profiler's claim
@@ -229,47 +242,76 @@ class _Run:
 
     def _time(self, flags: list[str], overhead: Overhead) -> dict[str, Any]:
         """Time with the judge's clock; measure again once if noisy, and flag it if it stays noisy."""
+        batch = self.session.batch
+        per_call = Overhead(total_ms=overhead.total_ms / batch, jitter_ms=overhead.jitter_ms / batch)
         attempts = [self._timed_calls(0)]
-        stats, below = net_stats(attempts[-1][0], overhead)
-        if is_noisy(stats, overhead, self.ref.device):
+        stats, below = net_stats([w / batch for w in attempts[-1][0]], per_call)
+        if is_noisy(stats, per_call, self.ref.device):
             attempts.append(self._timed_calls(1))
-            stats, below = net_stats(attempts[-1][0], overhead)
-            if is_noisy(stats, overhead, self.ref.device):
+            stats, below = net_stats([w / batch for w in attempts[-1][0]], per_call)
+            if is_noisy(stats, per_call, self.ref.device):
                 flags.append(Flag.NOISY_TIMING.value)
         walls, claimed, checked = attempts[-1]
-        return {**to_jsonable(stats), "clock": "judge", "below_resolution": below, "attempts": len(attempts),
-                "overhead_ms": overhead.total_ms, "jitter_ms": overhead.jitter_ms,
-                "wall_median_ms": statistics.median(walls),
+        return {**to_jsonable(stats), "clock": "judge", "calls_per_request": batch, "below_resolution": below,
+                "attempts": len(attempts), "overhead_ms": per_call.total_ms, "jitter_ms": per_call.jitter_ms,
+                "wall_median_ms": statistics.median(walls) / batch,
                 "claimed_median_ms": statistics.median(claimed) if claimed else None,
-                "verified_calls": checked, "samples_ms": [max(w - overhead.total_ms, 0.0) for w in walls]}
+                "verified_calls": checked, "samples_ms": [max(w / batch - per_call.total_ms, 0.0) for w in walls]}
 
     def _timed_calls(self, attempt: int) -> tuple[list[float], list[float], list[int]]:
-        """Warm-up and timed calls on fresh inputs, each after an L2 flush; re-check a secret sample of them,
-        and any call whose output the judge holds still poisoned. Returns (walls, claimed times, checked)."""
-        warmup, trials = self.settings.warmup_trials, self.settings.timing_trials
+        """Warm-up and timed requests on fresh inputs, each after an L2 flush; re-check a call of a secret
+        sample of them, and any call whose output the judge holds still poisoned.
+        Returns (walls of whole requests, claimed times per call, checked request numbers)."""
+        warmup, trials, batch = self.settings.warmup_trials, self.settings.timing_trials, self.session.batch
         total = warmup + trials
         verify = set(self.rng.sample(range(warmup, total), verified_count(trials)))
         walls: list[float] = []
         claimed: list[float] = []
         checked: list[int] = []
         for i in range(total):
-            originals = self.ref.make_inputs(timing_seed(self.inputs_seed, attempt * total + i))
+            first = (attempt * total + i) * batch
+            originals = self._draw(lambda k: timing_seed(self.inputs_seed, first + k))
             self.judge.flusher.flush()
             wall_ms, claim = self._call(originals)
             if i >= warmup:
                 walls.append(wall_ms)
                 if claim.ms is not None:
                     claimed.append(claim.ms)
-            if i in verify or unwritten(self.session.held):
-                self._verify_timed_call(originals, i)
+            suspects = {k for k in range(batch) if unwritten(self.session.held[k])}
+            if i in verify:
+                suspects.add(self.rng.randrange(batch))
+            for k in sorted(suspects):
+                self._verify_timed_call(originals[k], k, i)
+            if suspects:
                 checked.append(i)
         return walls, claimed, checked
 
-    def _verify_timed_call(self, originals: list[Any], i: int) -> None:
-        for result in self._compare(originals)[0]:
+    def _verify_timed_call(self, originals: list[Any], k: int, i: int) -> None:
+        for result in self._compare(originals, k)[0]:
             if not result.ok:
                 raise Stop(Finding.WRONG_DURING_TIMING,
-                           f"an output produced during timing (call {i + 1}) is wrong: {result.reason}")
+                           f"an output produced during timing (request {i + 1}, call {k + 1}) is wrong: "
+                           f"{result.reason}")
+
+
+def batch_size(reference_ms: float, bytes_per_call: int, device: str) -> int:
+    """How many forward calls one request makes: enough that the judge's per-request overhead and its jitter
+    weigh little on each call (the request lasts about ``BATCH_TARGET_MS`` of the reference's time), no more
+    than ``MAX_BATCH``, and within ``BATCH_MEMORY_BYTES`` for the shared, held and original tensors."""
+    by_time = math.ceil(BATCH_TARGET_MS / max(reference_ms, 1e-3))
+    by_memory = BATCH_MEMORY_BYTES.get(device, BATCH_MEMORY_BYTES["cpu"]) // max(3 * bytes_per_call, 1)
+    return int(max(1, min(MAX_BATCH, by_time, by_memory)))
+
+
+def _bytes(values: list[Any]) -> int:
+    """Bytes of the tensors (or meta tensors, or output specs) in ``values``."""
+    total = 0
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            total += value.numel() * value.element_size()
+        elif isinstance(value, OutputSpec):
+            total += math.prod(value.shape) * torch.empty((), dtype=value.dtype).element_size()
+    return total
 
 
 def verified_count(timing_trials: int) -> int:

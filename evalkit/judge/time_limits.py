@@ -30,15 +30,21 @@ class TimeLimits:
     load_s: float
     first_call_s: float
     call_s: float
+    per_call_s: float = 0.0  # SLOWDOWN_ALLOWED x the reference's time: what each call of a request adds
 
     @classmethod
     def derived(cls, reference_ms: float) -> "TimeLimits":
-        call = max(CALL_FLOOR_S, SLOWDOWN_ALLOWED * reference_ms / 1e3)
-        return cls(load_s=LOAD_S, first_call_s=max(FIRST_CALL_S, call), call_s=call)
+        per_call = SLOWDOWN_ALLOWED * reference_ms / 1e3
+        call = max(CALL_FLOOR_S, per_call)
+        return cls(load_s=LOAD_S, first_call_s=max(FIRST_CALL_S, call), call_s=call, per_call_s=per_call)
 
     @classmethod
     def fixed(cls, seconds: float) -> "TimeLimits":
         return cls(load_s=seconds, first_call_s=seconds, call_s=seconds)
+
+    def request_s(self, calls: int, first: bool) -> float:
+        """The limit of one request that runs forward ``calls`` times: the floors do not multiply."""
+        return max(self.first_call_s if first else self.call_s, self.per_call_s * calls)
 
 
 def reference_ms(ref: ReferenceProblem, seed: int) -> float:

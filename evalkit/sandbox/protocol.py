@@ -34,7 +34,7 @@ class Op:
     SETUP = "setup"      # mode "build": import the submission, reply, end. Mode "judge": take the judge-owned
                          # input and output buffers, then answer pings until "load"
     LOAD = "load"        # import the submission and construct ModelNew
-    CALL = "call"        # run forward on the bound inputs, copy the result into the output buffers
+    CALL = "call"        # run forward on each set of bound inputs, copy each result into its output buffers
     PROFILE = "profile"  # run forward once under the profiler, name the kernels that ran
     PING = "ping"        # a call's path with no model: sent only before "load", so the judge calibrates its
                          # overhead while nothing but the harness runs in the worker
@@ -49,14 +49,15 @@ class ProtocolViolation(Exception):
 
 def setup_request(mode: str, code_path: str, device: str, limits: dict[str, Any], *, init_inputs: Any = None,
                   init_seed: int = 0, n_inputs: int = 0, state_dict: Any = None, inputs: list[Any] | None = None,
-                  outputs: list[Any] | None = None, fd_count: int = 0) -> dict[str, Any]:
+                  outputs: list[Any] | None = None, fd_count: int = 0, batch: int = 1) -> dict[str, Any]:
     """The first request. ``init_inputs`` and ``state_dict`` travel by value (plain pickle), never as shared
-    memory; ``inputs``/``outputs`` are the judge's buffers (``shared_buffers``), whose ``fd_count`` file
-    descriptors follow the request on the socket."""
+    memory; ``inputs``/``outputs`` are the judge's buffers (``shared_buffers``), ``batch`` sets of each one
+    after the other, whose ``fd_count`` file descriptors follow the request on the socket. Each ``call``
+    runs forward once on every set, in order, and copies each result into its set's output buffers."""
     return {"op": Op.SETUP, "mode": mode, "code_path": code_path, "device": device, "limits": limits,
             "init_inputs": pickle.dumps(init_inputs), "init_seed": init_seed, "n_inputs": n_inputs,
             "state_dict": pickle.dumps(state_dict), "inputs": inputs or [], "outputs": outputs or [],
-            "fd_count": fd_count, "judge_pid": os.getpid()}
+            "fd_count": fd_count, "batch": batch, "judge_pid": os.getpid()}
 
 
 def simple_request(op: str) -> dict[str, Any]:

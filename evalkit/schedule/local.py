@@ -28,7 +28,7 @@ import torch
 
 from evalkit.intake.triage import Triage, triage
 from evalkit.judge import verdicts
-from evalkit.judge.baselines import BaselineCache
+from evalkit.judge.baselines import BaselineCache, cache_key
 from evalkit.judge.builder import BuildOutcome, build, build_env
 from evalkit.judge.environment import environment
 from evalkit.judge.reference import ReferenceProblem
@@ -131,6 +131,23 @@ def _record_environment(path: Path, limits: Limits) -> None:
         path.write_text(json.dumps(facts, indent=2) + "\n")
 
 
+def with_origin(row: ResultRow, problem: Problem | None) -> ResultRow:
+    """Set ``row``'s ``problem_level`` and ``kernelbench`` origin from its problem, so the report scores it per
+    level and exports it to KernelBench's ``eval_results.json`` (both stay None for a problem that records none)."""
+    if problem is not None:
+        row.problem_level = problem.level
+        origin = problem.kernelbench
+        row.kernelbench = {"level": origin.level, "number": origin.number} if origin is not None else None
+    return row
+
+
+def _recorded_driver(path: Path) -> str | None:
+    try:
+        return json.loads(path.read_text()).get("driver")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 @dataclass
 class _ProblemContext:
     """One problem ready to judge: its judge and baselines, or why it cannot be judged."""
@@ -151,11 +168,13 @@ class _Run:
     report: Progress
     builds: list[Future[BuildOutcome]] = field(default_factory=list)
     freezer: BuildFreezer | None = None
+    driver: str | None = None  # the GPU driver, as the report's environment.json records it (baselines' key)
 
     def judge_all(self, found: Discovered, todo: list[Submission], outcome: ScoreOutcome) -> None:
         """Record a row for every unreadable file and every submission of ``todo``, counting them in ``outcome``."""
         with ResultsWriter(self.options.out_dir / RESULTS_FILE) as writer:
             def record(row: ResultRow) -> None:
+                with_origin(row, self.problems.get(row.problem))
                 writer.write(row.to_dict())
                 outcome.counts[row.verdict] += 1
                 outcome.judged += 1
@@ -166,7 +185,9 @@ class _Run:
             self.score_all(todo, record, found.warnings)
 
     def score_all(self, todo: list[Submission], record: Record, file_warnings: dict[str, list[str]]) -> None:
-        cache = BaselineCache(self.options.out_dir / BASELINES_FILE)
+        cache = BaselineCache(self.options.out_dir / BASELINES_FILE, self.options.cache_dir / BASELINES_FILE,
+                              remeasure=self.options.remeasure_baselines)
+        self.driver = _recorded_driver(self.options.out_dir / ENVIRONMENT_FILE)
         pool = ThreadPoolExecutor(max_workers=self.options.build_jobs(), thread_name_prefix="evalkit-build")
         self.freezer = BuildFreezer(self.limits.group)
         try:
@@ -252,7 +273,8 @@ class _Run:
                                                                   f"failed on this device: {type(err).__name__}: {err}")
         self.report(f"{problem.id}: timing PyTorch baselines", Counter())
         kinds = self.options.baselines
-        baselines = cache.get_or_measure(ref, kinds, judge.judge_reference) if kinds else {}
+        key = cache_key(ref, f"warmup {settings.warmup_trials} trials {settings.timing_trials}", self.driver)
+        baselines = cache.get_or_measure(ref, kinds, judge.judge_reference, key) if kinds else {}
         return _ProblemContext(problem, judge, baselines)
 
     def _judge_one(self, submission: Submission, early: Triage, outcome: BuildOutcome,

@@ -45,6 +45,7 @@ class ScoreOptions:
     build_timeout_s: float | None = None
     seed: int | None = None
     baselines: tuple[str, ...] = BASELINE_KINDS
+    remeasure_baselines: bool = False  # time the baselines again even where the shared cache holds them
     resume: bool = False
     cache_dir: Path = field(default_factory=default_cache_dir)
     memory_gib: float | None = None

@@ -156,6 +156,9 @@ def test_rescoring_uses_the_build_cache(scored, tmp_path):
     rows = _by_key([json.loads(x) for x in (tmp_path / "again" / "results.jsonl").read_text().splitlines()])
     assert rows[("linear_relu", "correct_cpp")]["build"]["cached"] is True
     assert rows[("linear_relu", "compile_error")]["build"]["cached"] is True
+    out, _, first_rows = scored  # and the baselines: measured once on this machine, not again
+    first = _by_key(first_rows)[("linear_relu", "correct_cpp")]["baselines"]["eager"]
+    assert rows[("linear_relu", "correct_cpp")]["baselines"]["eager"] == first
 
 
 def test_existing_report_is_never_overwritten(scored):

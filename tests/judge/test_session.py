@@ -44,8 +44,11 @@ class FakeWorker:
     def send_fds(self, fds: list[int]) -> None:  # what the worker does with the judge's buffers
         setup = self._pending
         fds = [os.dup(fd) for fd in fds]
-        self.inputs = shared_buffers.map_entries(setup["inputs"], fds, self._mappings)
-        self.outputs = shared_buffers.map_entries(setup["outputs"], fds, self._mappings)
+        batch = setup["batch"]
+        inputs = shared_buffers.map_entries(setup["inputs"], fds, self._mappings)
+        outputs = shared_buffers.map_entries(setup["outputs"], fds, self._mappings)
+        self.inputs = [inputs[k * len(inputs) // batch:(k + 1) * len(inputs) // batch] for k in range(batch)]
+        self.outputs = [outputs[k * len(outputs) // batch:(k + 1) * len(outputs) // batch] for k in range(batch)]
 
     def receive(self, timeout_s: float, stage: str) -> protocol.Claim:
         request, self._pending = self._pending, None
@@ -66,7 +69,8 @@ class FakeWorker:
 
     def forward_into_outputs(self) -> None:
         with torch.no_grad():
-            self.outputs[0].copy_(self.ref.model(*self.inputs))
+            for inputs, outputs in zip(self.inputs, self.outputs):
+                outputs[0].copy_(self.ref.model(*inputs))
 
 
 def honest(worker: FakeWorker, request: dict[str, Any]) -> protocol.Claim:
@@ -82,7 +86,7 @@ def honest(worker: FakeWorker, request: dict[str, Any]) -> protocol.Claim:
 
 
 def called(worker: FakeWorker, request: dict[str, Any], ms: float | None = 0.05) -> protocol.CalledClaim:
-    shape = list(worker.outputs[0].shape)
+    shape = list(worker.outputs[0][0].shape)
     return protocol.CalledClaim(nonce=request["nonce"], delivered=True, types=["torch.Tensor"], shapes=[shape],
                                 dtypes=["torch.float32"], ms=ms)
 
@@ -130,7 +134,10 @@ def test_an_honest_worker_is_correct_and_timed(judge):
     pings = ops.index(Op.LOAD) - 1
     assert ops[:pings + 3] == [Op.SETUP] + [Op.PING] * pings + [Op.LOAD, Op.CALL]  # calibrated before loading
     assert pings >= 10
-    assert worker.requests[0]["fd_count"] == 2  # one anonymous buffer for the input, one for the output
+    batch = worker.requests[0]["batch"]
+    assert batch == 32  # a tiny problem: the most calls per request, so the judge's overhead weighs little
+    assert worker.requests[0]["fd_count"] == 2 * batch  # an anonymous buffer per input and output, per call
+    assert judgement.timing["calls_per_request"] == batch
     assert judgement.timing["clock"] == "judge" and judgement.timing["overhead_ms"] > 0
 
 
@@ -157,7 +164,7 @@ def test_the_workers_own_time_is_a_claim_and_never_the_time(judge):
     def slow_but_claims_a_microsecond(worker: FakeWorker, request: dict[str, Any]) -> Any:
         if request["op"] != Op.CALL:
             return honest(worker, request)
-        time.sleep(0.02)
+        time.sleep(0.02 * len(worker.inputs))  # 20 ms for each call of the request
         worker.forward_into_outputs()
         return called(worker, request, ms=0.001)
     verdict, judgement, _ = _verdict(judge, slow_but_claims_a_microsecond)
@@ -260,3 +267,40 @@ def test_every_claim_round_trips_through_the_wire():
                                   traceback=[protocol.FrameClaim("f", 1, "g", False, "t")])]
     assert [decode_reply(c.encode()) for c in claims] == claims
     assert set(protocol.CLAIMS) == {c.OP for c in claims}
+
+
+def test_a_request_runs_enough_calls_to_outweigh_the_overhead_within_memory():
+    from evalkit.judge.submission_judge import MAX_BATCH, batch_size
+
+    assert batch_size(0.01, 1024, "cuda") == MAX_BATCH
+    assert batch_size(2.0, 1024, "cuda") == 10  # about 20 ms of calls per request
+    assert batch_size(100.0, 1024, "cuda") == 1
+    assert batch_size(0.01, 2 * 2**30, "cuda") == 1  # 3 copies of 2 GiB per call: no room for a second
+
+
+def test_the_overhead_probe_and_every_timed_request_run_while_builds_are_frozen(judge):
+    from contextlib import contextmanager
+
+    state = {"quiet": False}
+    seen: list[tuple[str, bool]] = []
+
+    @contextmanager
+    def quiet():
+        state["quiet"] = True
+        try:
+            yield
+        finally:
+            state["quiet"] = False
+
+    def recording(worker: FakeWorker, request: dict[str, Any]) -> Any:
+        seen.append((request["op"], state["quiet"]))
+        return honest(worker, request)
+
+    quiet_judge = Judge(judge.ref, judge.settings, Limits(), quiet=quiet)
+    verdict, judgement, _ = _verdict(quiet_judge, recording)
+    assert verdict is Verdict.CORRECT, judgement.reason
+    assert all(frozen for op, frozen in seen if op == Op.PING)
+    calls = [frozen for op, frozen in seen if op == Op.CALL]
+    timed = judgement.timing["attempts"] * (judge.settings.warmup_trials + judge.settings.timing_trials)
+    assert calls[-timed:] == [True] * timed  # warm-up and timed requests
+    assert not any(calls[:judge.settings.correctness_trials])  # correctness needs no quiet machine

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 
@@ -54,6 +55,15 @@ def test_a_hang_costs_the_derived_limit_not_minutes(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     rows = {r["sample"]: r for r in map(json.loads, (tmp_path / "out" / "results.jsonl").read_text().splitlines())}
     assert rows["hang"]["verdict"] == "timeout"
-    assert "exceeded its 3 s limit" in rows["hang"]["reason"]
+    # the first request's limit: FIRST_CALL_S, or SLOWDOWN_ALLOWED x the reference's time for each of its calls
+    assert re.search(r"exceeded its [34](\.\d+)? s limit", rows["hang"]["reason"]), rows["hang"]["reason"]
     assert rows["ok"]["verdict"] == "correct"
     assert elapsed < 60
+
+
+def test_a_request_of_several_calls_gets_their_time_but_floors_do_not_multiply():
+    limits = TimeLimits.derived(reference_ms=2.0)  # 2 s a call at 1000x, under the 10 s floor
+    assert limits.request_s(1, first=False) == limits.call_s == 10.0
+    assert limits.request_s(10, first=False) == 20.0  # ten calls of up to 2 s each
+    assert limits.request_s(10, first=True) == max(limits.first_call_s, 20.0)
+    assert TimeLimits.fixed(7.0).request_s(32, first=False) == 7.0  # --timeout is every step's limit

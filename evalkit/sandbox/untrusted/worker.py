@@ -75,14 +75,15 @@ class Harness:
         from evalkit.sandbox.clock import Clock  # bound before any submission code runs
 
         self._profile, self._activity = torch.profiler.profile, torch.profiler.ProfilerActivity
+        self._no_grad = torch.no_grad  # forward is inference, as in the reference's timing: no autograd graph
 
         self.conn, self.setup = conn, setup
         self.device = setup["device"]
         self.code_path = os.path.abspath(setup["code_path"])
         self.clock = Clock(self.device)
         self.model = None
-        self.inputs: list[Any] = []
-        self.outputs: list[Any] = []
+        self.inputs: list[list[Any]] = []  # the judge's input buffers: one set per forward call of a request
+        self.outputs: list[list[Any]] = []  # and the output buffers, one set per call
         self._null_output: list[Any] | None = None
 
     def reply(self, claim: protocol.Claim) -> None:
@@ -151,32 +152,39 @@ class Harness:
         return "state_dict"
 
     def call(self, nonce: int) -> protocol.CalledClaim:
-        elapsed_ms, result = self.clock.time_ms(lambda: self.model(*self.inputs))
+        """Forward on every set of inputs in turn, each result copied into its set's output buffers."""
+        total_ms, delivered, form = 0.0, True, {}
+        for inputs, outputs in zip(self.inputs, self.outputs):
+            with self._no_grad():
+                elapsed_ms, result = self.clock.time_ms(lambda: self.model(*inputs))
+            total_ms += elapsed_ms
+            self.clock.synchronize()
+            ok, form = self._deliver(result, outputs)
+            delivered = delivered and ok
         self.clock.synchronize()
-        delivered, form = self._deliver(result)
-        self.clock.synchronize()
-        return protocol.CalledClaim(nonce=nonce, delivered=delivered, **form, ms=elapsed_ms)
+        return protocol.CalledClaim(nonce=nonce, delivered=delivered, **form, ms=total_ms / max(len(self.inputs), 1))
 
     def null_call(self, nonce: int) -> protocol.PongClaim:
         """A call's whole path with a model that does nothing (its output made ahead): what the judge
-        calibrates its overhead on, the copy into the judge's buffers included."""
+        calibrates its overhead on, the copies into the judge's buffers included."""
         import torch
 
         if self._null_output is None:
-            self._null_output = [torch.zeros_like(b) for b in self.outputs]
+            self._null_output = [torch.zeros_like(b) for b in self.outputs[0]] if self.outputs else []
         null_output = self._null_output
-        self.clock.synchronize()
-        _, result = self.clock.time_ms(lambda: null_output[0] if len(null_output) == 1 else null_output)
-        self.clock.synchronize()
-        self._deliver(result)
+        for outputs in self.outputs:
+            self.clock.synchronize()
+            _, result = self.clock.time_ms(lambda: null_output[0] if len(null_output) == 1 else null_output)
+            self.clock.synchronize()
+            self._deliver(result, outputs)
         self.clock.synchronize()
         return protocol.PongClaim(nonce=nonce)
 
     def profile(self) -> protocol.ProfiledClaim:
         """The device kernels one forward call launches, with their device time, and the operators it calls."""
         activities = [self._activity.CPU] + ([self._activity.CUDA] if self.device == "cuda" else [])
-        with self._profile(activities=activities) as prof:
-            self.model(*self.inputs)
+        with self._profile(activities=activities) as prof, self._no_grad():
+            self.model(*self.inputs[0])
             self.clock.synchronize()
         kernel_us: dict[str, float] = {}
         ops = set()
@@ -190,7 +198,7 @@ class Harness:
         return protocol.ProfiledClaim(kernels=kernels, aten_ops=sorted(ops)[:protocol.MAX_ITEMS],
                                       kernel_us=[kernel_us[k] for k in kernels])
 
-    def _deliver(self, result: Any) -> tuple[bool, dict[str, Any]]:
+    def _deliver(self, result: Any, buffers: list[Any]) -> tuple[bool, dict[str, Any]]:
         """Copy the submission's output into the judge-owned buffers, when it has the right form."""
         import torch
 
@@ -198,11 +206,11 @@ class Harness:
         form = {"types": [type(o).__module__ + "." + type(o).__qualname__ for o in outputs],
                 "shapes": [list(o.shape) if isinstance(o, torch.Tensor) else None for o in outputs],
                 "dtypes": [str(o.dtype) if isinstance(o, torch.Tensor) else None for o in outputs]}
-        if len(outputs) != len(self.outputs) or not all(isinstance(o, torch.Tensor) for o in outputs):
+        if len(outputs) != len(buffers) or not all(isinstance(o, torch.Tensor) for o in outputs):
             return False, form
-        if any(o.shape != b.shape or o.dtype != b.dtype for o, b in zip(outputs, self.outputs)):
+        if any(o.shape != b.shape or o.dtype != b.dtype for o, b in zip(outputs, buffers)):
             return False, form
-        for out, buf in zip(outputs, self.outputs):
+        for out, buf in zip(outputs, buffers):
             buf.copy_(out.detach())
         return True, form
 
@@ -253,11 +261,18 @@ def receive_setup(conn: Connection, mappings: list[Any]) -> dict[str, Any]:
     fds = receive_fds(conn.fileno(), setup["fd_count"]) if setup.get("fd_count") else []
     setup["init_inputs"] = pickle.loads(setup["init_inputs"])
     setup["state_dict"] = pickle.loads(setup["state_dict"])
-    setup["inputs"] = map_entries(setup["inputs"], fds, mappings)
-    setup["outputs"] = map_entries(setup["outputs"], fds, mappings)
+    batch = max(int(setup.get("batch", 1)), 1)
+    setup["inputs"] = _sets(map_entries(setup["inputs"], fds, mappings), batch)
+    setup["outputs"] = _sets(map_entries(setup["outputs"], fds, mappings), batch)
     for fd in fds:
         os.close(fd)
     return setup
+
+
+def _sets(flat: list[Any], batch: int) -> list[list[Any]]:
+    """``batch`` sets laid out one after the other -> a list of the sets."""
+    size = len(flat) // batch
+    return [flat[i * size:(i + 1) * size] for i in range(batch)]
 
 
 def serve(conn: Connection) -> None:

@@ -1,0 +1,61 @@
+"""Baselines are measured once per machine and setting: a rescore into a new report times nothing again,
+unless asked to; a failed baseline is retried in a new report but kept within one (so a resume compares
+with what its earlier rows were compared with)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+from evalkit.judge.baselines import BaselineCache, cache_key
+from evalkit.judge.reference import ReferenceProblem
+from evalkit.sources.problems import load_problem
+
+
+@pytest.fixture(scope="module")
+def ref() -> ReferenceProblem:
+    return ReferenceProblem(load_problem(FIXTURES / "judge_problems" / "linear_relu"), "cpu", init_seed=1)
+
+
+class Timer:
+    def __init__(self, fail: set[str] = frozenset()) -> None:
+        self.calls: list[str] = []
+        self.fail = fail
+
+    def __call__(self, kind: str) -> dict:
+        self.calls.append(kind)
+        return {"error": "boom"} if kind in self.fail else {"median_ms": 1.0 + len(self.calls)}
+
+
+def test_a_new_report_reuses_the_shared_baselines(tmp_path: Path, ref):
+    shared = tmp_path / "cache" / "baselines.json"
+    first, second = Timer(), Timer()
+    a = BaselineCache(tmp_path / "a" / "baselines.json", shared).get_or_measure(ref, ("eager",), first)
+    b = BaselineCache(tmp_path / "b" / "baselines.json", shared).get_or_measure(ref, ("eager",), second)
+    assert first.calls == ["eager"] and second.calls == []
+    assert a == b and (tmp_path / "b" / "baselines.json").exists()  # the report keeps what it used
+
+
+def test_remeasure_times_again_and_other_settings_never_share(tmp_path: Path, ref):
+    shared = tmp_path / "cache" / "baselines.json"
+    BaselineCache(tmp_path / "a.json", shared).get_or_measure(ref, ("eager",), Timer())
+    again = Timer()
+    BaselineCache(tmp_path / "b.json", shared, remeasure=True).get_or_measure(ref, ("eager",), again)
+    other = Timer()
+    BaselineCache(tmp_path / "c.json", shared).get_or_measure(ref, ("eager",), other,
+                                                              cache_key(ref, "warmup 1 trials 7"))
+    assert again.calls == ["eager"] and other.calls == ["eager"]
+    assert cache_key(ref, "t", driver="550") != cache_key(ref, "t", driver="580")
+
+
+def test_a_failed_baseline_is_kept_within_a_report_and_retried_in_a_new_one(tmp_path: Path, ref):
+    shared = tmp_path / "cache" / "baselines.json"
+    failing = Timer(fail={"compile"})
+    BaselineCache(tmp_path / "a.json", shared).get_or_measure(ref, ("eager", "compile"), failing)
+    resumed = Timer()
+    BaselineCache(tmp_path / "a.json", shared).get_or_measure(ref, ("eager", "compile"), resumed)
+    fresh = Timer()
+    BaselineCache(tmp_path / "b.json", shared).get_or_measure(ref, ("eager", "compile"), fresh)
+    assert resumed.calls == [] and fresh.calls == ["eager", "compile"]
