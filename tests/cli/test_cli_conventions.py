@@ -106,7 +106,8 @@ def test_score_quiet_prints_nothing_and_forced_progress_is_plain_lines(prose: Pa
     assert shown.stdout.startswith("run ")  # the leaderboard
 
 
-def test_the_resume_command_repeats_settings_not_display_options() -> None:
+def test_the_resume_command_repeats_settings_not_display_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EVALKIT_CACHE", raising=False)  # CI sets it; it would be repeated as --cache-dir
     ctx = score_command.make_context("score", ["subs", "--baselines", "compile,eager", "--json", "--progress",
                                                "--seed", "3", "-q"])
     with ctx:
