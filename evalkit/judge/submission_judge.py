@@ -31,12 +31,11 @@ from evalkit.judge.plausibility import (half_storage, kernel_flags, kernel_share
 from evalkit.judge.reference import OutputSpec, ReferenceProblem, correctness_seed, timing_seed
 from evalkit.judge.session import Session, WorkerChannel, unwritten
 from evalkit.judge.tensor_check import Comparison, compare_outputs
-from evalkit.judge.time_limits import TimeLimits, reference_ms
+from evalkit.judge.time_limits import TimeLimits, reference_ms, time_limits
 from evalkit.judge.timing import L2Flusher, Overhead, collector_paused, is_noisy, net_stats
 from evalkit.judge.verdicts import Finding, Judgement, Stop
 from evalkit.records import Flag, to_jsonable
 from evalkit.sandbox import protocol
-from evalkit.sandbox.clock import Clock
 from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
 
 logger = logging.getLogger(__name__)
@@ -76,11 +75,9 @@ class Judge:
                  quiet: Quiet | None = None) -> None:
         self.ref, self.settings, self.limits = ref, settings, limits
         self.quiet = quiet or nullcontext
-        self.clock = Clock(ref.device)
         self.flusher = L2Flusher(ref.device)
         self.reference_ms = reference_ms(ref, settings.seed)  # also sizes the batch
-        self.time_limits = (TimeLimits.fixed(settings.run_timeout_s) if settings.run_timeout_s
-                            else TimeLimits.derived(self.reference_ms))
+        self.time_limits = time_limits(self.reference_ms, settings.run_timeout_s)
         self.specs, self.input_templates, self.pytorch_error = self._first_trial_facts()
         self.batch = batch_size(self.reference_ms, _bytes(self.input_templates) + _bytes(self.specs), ref.device)
 

@@ -65,6 +65,6 @@ def reference_ms(ref: ReferenceProblem, seed: int) -> float:
     return TimingStats.from_samples(samples).median_ms
 
 
-def time_limits(ref: ReferenceProblem, override_s: float | None, seed: int) -> TimeLimits:
+def time_limits(reference_ms: float, override_s: float | None) -> TimeLimits:
     """``override_s`` for every step when given, else limits derived from the reference's time."""
-    return TimeLimits.fixed(override_s) if override_s else TimeLimits.derived(reference_ms(ref, seed))
+    return TimeLimits.fixed(override_s) if override_s else TimeLimits.derived(reference_ms)

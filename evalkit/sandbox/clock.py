@@ -3,8 +3,8 @@
 ``Clock`` binds the clock and synchronize functions when it is made. The worker makes its
 clock before importing submission code, so a submission that patches ``torch.cuda.Event`` or
 ``time.perf_counter`` later does not change it; it can still patch the clock object itself,
-so what the worker's clock says is only ever the worker's claim, cross-checked by the judge.
-The judge uses the same class in its own process for the baselines and its wall-time checks.
+so what the worker's clock says is only ever the worker's claim: the judge records it and never uses
+it for a time. The judge uses the same class in its own process to time the reference for time limits.
 """
 
 from __future__ import annotations
@@ -45,9 +45,3 @@ class Clock:
         end.record()
         end.synchronize()
         return start.elapsed_time(end), result
-
-    def wall_ms(self, fn: Callable[[], object]) -> tuple[float, object]:
-        """Host wall time of ``fn`` (used by the judge to observe a worker from outside)."""
-        start = self._perf_counter()
-        result = fn()
-        return (self._perf_counter() - start) * 1e3, result
