@@ -19,7 +19,7 @@ import statistics
 import tempfile
 import time
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -29,6 +29,7 @@ from evalkit.judge.baselines import reference_as_submission
 from evalkit.judge.plausibility import (half_storage, kernel_flags, kernel_shares, precision_class,
                                         reduced_precision)
 from evalkit.judge.reference import OutputSpec, ReferenceProblem, correctness_seed, timing_seed
+from evalkit.judge.repetitions import Repetitions, RepetitionRule
 from evalkit.judge.session import Session, WorkerChannel, unwritten
 from evalkit.judge.tensor_check import Comparison, compare_outputs
 from evalkit.judge.time_limits import TimeLimits, reference_ms, time_limits
@@ -37,11 +38,10 @@ from evalkit.judge.verdicts import Finding, Judgement, Stop
 from evalkit.records import Flag, to_jsonable
 from evalkit.sandbox import protocol
 from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
+from evalkit.sources.settings import ProblemSettings
 
 logger = logging.getLogger(__name__)
 
-VERIFIED_SHARE = 0.2  # of the timed calls, at least MIN_VERIFIED, re-checked against the reference
-MIN_VERIFIED = 3
 SIGNAL_SCOPING_ABI = 6  # Landlock scopes signals and abstract sockets from this ABI on
 CALIBRATION_PINGS = 100  # plus CALIBRATION_WARMUP not counted (a fresh process and GPU context settle)
 CALIBRATION_WARMUP = 30
@@ -50,10 +50,15 @@ MAX_BATCH = 32
 BATCH_MEMORY_BYTES = {"cuda": 8 * 2**30, "cpu": 2**30}
 COMPILE_FIRST_CALL_S = 900.0  # torch.compile's first call compiles: the compile baseline gets this long
 Quiet = Callable[[], AbstractContextManager[None]]
+_DEFAULTS = ProblemSettings()  # the one declaration of every setting's default
 
 
 @dataclass(frozen=True)
 class JudgeSettings:
+    """How one problem's submissions (and its baselines) are judged: problem.toml's settings, overridden
+    per run (``evalkit.schedule.options.ScoreOptions.judge_settings``). The timing fields default to
+    problem.toml's declared defaults (``evalkit.sources.settings.ProblemSettings``)."""
+
     atol: float
     rtol: float
     correctness_trials: int
@@ -62,6 +67,19 @@ class JudgeSettings:
     run_timeout_s: float | None  # every step's limit; None: derived from the reference's time
     seed: int
     time_submissions: bool = True
+    min_timing_trials: int = _DEFAULTS.min_timing_trials  # timing_trials is the most (evalkit/judge/repetitions.py)
+    timing_budget_s: float = _DEFAULTS.timing_budget_s
+    timing_precision: float = _DEFAULTS.timing_precision
+
+    def repetitions(self) -> RepetitionRule:
+        """When a timing stops (docs/judge.md, How many calls)."""
+        return RepetitionRule(min_requests=self.min_timing_trials, max_requests=self.timing_trials,
+                              precision=self.timing_precision, budget_s=self.timing_budget_s)
+
+    def timing_key(self) -> str:
+        """The settings that shape a timing, as text: part of a cached baseline's key."""
+        return (f"warmup {self.warmup_trials} trials {self.timing_trials} min {self.min_timing_trials} "
+                f"budget {self.timing_budget_s:g} precision {self.timing_precision:g}")
 
 
 class Judge:
@@ -73,6 +91,7 @@ class Judge:
 
     def __init__(self, ref: ReferenceProblem, settings: JudgeSettings, limits: Limits,
                  quiet: Quiet | None = None) -> None:
+        settings.repetitions()  # refuses a timing rule that makes no sense before anything runs
         self.ref, self.settings, self.limits = ref, settings, limits
         self.quiet = quiet or nullcontext
         self.flusher = L2Flusher(ref.device)
@@ -138,6 +157,17 @@ class Judge:
             if result.finding is Finding.WORKER_DIED:
                 result.reason = _crash_reason(result.reason, stderr)
         return result
+
+
+@dataclass
+class _Attempt:
+    """One timing attempt: the walls of its timed requests, the worker's claimed times, the numbers of the
+    requests checked against the reference (warm-ups included), and its repetition count."""
+
+    count: Repetitions
+    walls: list[float] = field(default_factory=list)
+    claimed: list[float] = field(default_factory=list)
+    checked: list[int] = field(default_factory=list)
 
 
 class _Run:
@@ -241,47 +271,50 @@ class _Run:
         """Time with the judge's clock; measure again once if noisy, and flag it if it stays noisy."""
         batch = self.session.batch
         per_call = Overhead(total_ms=overhead.total_ms / batch, jitter_ms=overhead.jitter_ms / batch)
-        attempts = [self._timed_calls(0)]
-        stats, below = net_stats([w / batch for w in attempts[-1][0]], per_call)
+        attempts = [self._timed_calls(0, per_call)]
+        stats, below = net_stats([w / batch for w in attempts[-1].walls], per_call)
         if is_noisy(stats, per_call, self.ref.device):
-            attempts.append(self._timed_calls(1))
-            stats, below = net_stats([w / batch for w in attempts[-1][0]], per_call)
+            attempts.append(self._timed_calls(1, per_call))
+            stats, below = net_stats([w / batch for w in attempts[-1].walls], per_call)
             if is_noisy(stats, per_call, self.ref.device):
                 flags.append(Flag.NOISY_TIMING.value)
-        walls, claimed, checked = attempts[-1]
+        last = attempts[-1]
         return {**to_jsonable(stats), "clock": "judge", "calls_per_request": batch, "below_resolution": below,
                 "attempts": len(attempts), "overhead_ms": per_call.total_ms, "jitter_ms": per_call.jitter_ms,
-                "wall_median_ms": statistics.median(walls) / batch,
-                "claimed_median_ms": statistics.median(claimed) if claimed else None,
-                "verified_calls": checked, "samples_ms": [max(w / batch - per_call.total_ms, 0.0) for w in walls]}
+                "wall_median_ms": statistics.median(last.walls) / batch,
+                "claimed_median_ms": statistics.median(last.claimed) if last.claimed else None,
+                "requests": last.count.requests, "stopped_by": last.count.stopped_by,
+                "verified_calls": last.checked,
+                "samples_ms": [max(w / batch - per_call.total_ms, 0.0) for w in last.walls]}
 
-    def _timed_calls(self, attempt: int) -> tuple[list[float], list[float], list[int]]:
-        """Warm-up and timed requests on fresh inputs, each after an L2 flush; re-check a call of a secret
-        sample of them, and any call whose output the judge holds still poisoned.
-        Returns (walls of whole requests, claimed times per call, checked request numbers)."""
-        warmup, trials, batch = self.settings.warmup_trials, self.settings.timing_trials, self.session.batch
-        total = warmup + trials
-        verify = set(self.rng.sample(range(warmup, total), verified_count(trials)))
-        walls: list[float] = []
-        claimed: list[float] = []
-        checked: list[int] = []
-        for i in range(total):
-            first = (attempt * total + i) * batch
+    def _timed_calls(self, attempt: int, per_call: Overhead) -> _Attempt:
+        """Warm-up requests, then timed requests until the repetition rule stops them
+        (``repetitions.Repetitions``), each on fresh inputs after an L2 flush. One call of each request the
+        rule's secret draw picks is checked against the reference, and so is any call whose output the judge
+        holds still poisoned. Every request is the same bare ``call``, checked or not: a check is decided
+        after the request's reply, by the judge's secret generator."""
+        warmup, batch = self.settings.warmup_trials, self.session.batch
+        span = warmup + self.settings.timing_trials  # the seeds of one attempt's requests: at most this many
+        measured = _Attempt(Repetitions(self.settings.repetitions(), self.rng, floor_ms=per_call.jitter_ms))
+        i = 0
+        while i < warmup or not measured.count.done:
+            first = (attempt * span + i) * batch
             originals = self._draw(lambda k: timing_seed(self.inputs_seed, first + k))
             self.judge.flusher.flush()
             wall_ms, claim = self._call(originals)
-            if i >= warmup:
-                walls.append(wall_ms)
-                if claim.ms is not None:
-                    claimed.append(claim.ms)
             suspects = {k for k in range(batch) if unwritten(self.session.held[k])}
-            if i in verify:
-                suspects.add(self.rng.randrange(batch))
+            if i >= warmup:
+                measured.walls.append(wall_ms)
+                if claim.ms is not None:
+                    measured.claimed.append(claim.ms)
+                if measured.count.record(wall_ms / 1e3, max(wall_ms / batch - per_call.total_ms, 0.0)):
+                    suspects.add(self.rng.randrange(batch))
             for k in sorted(suspects):
                 self._verify_timed_call(originals[k], k, i)
             if suspects:
-                checked.append(i)
-        return walls, claimed, checked
+                measured.checked.append(i)
+            i += 1
+        return measured
 
     def _verify_timed_call(self, originals: list[Any], k: int, i: int) -> None:
         for result in self._compare(originals, k)[0]:
@@ -309,12 +342,6 @@ def _bytes(values: list[Any]) -> int:
         elif isinstance(value, OutputSpec):
             total += math.prod(value.shape) * torch.empty((), dtype=value.dtype).element_size()
     return total
-
-
-def verified_count(timing_trials: int) -> int:
-    """How many timed calls are re-checked: a submission skipping work on a share f of calls at random is
-    caught with probability 1 - (1 - f) ** count (count 10 of 50: f = 0.5 -> 99.9%, 0.25 -> 94%)."""
-    return min(timing_trials, max(MIN_VERIFIED, math.ceil(VERIFIED_SHARE * timing_trials)))
 
 
 def _confinement_warnings(ready: protocol.ReadyClaim) -> list[str]:

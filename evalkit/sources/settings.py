@@ -42,8 +42,13 @@ class ProblemSettings:
     atol: float = _setting(1e-2, low=0, help="absolute tolerance (KernelBench v0.1)")
     rtol: float = _setting(1e-2, low=0, help="relative tolerance (KernelBench v0.1)")
     correctness_trials: int = _setting(5, low=1, help="input seeds a submission must match")
-    timing_trials: int = _setting(50, low=1, help="timed calls")
+    timing_trials: int = _setting(100, low=1, help="timed requests at most (docs/judge.md, How many calls)")
     warmup_trials: int = _setting(5, low=0, help="untimed calls before timing")
+    min_timing_trials: int = _setting(10, low=1, help="timed requests before the median's precision may end a timing")
+    timing_precision: float = _setting(1e-2, low=0, inclusive=False,
+                                       help="a timing ends once its median is known to this relative precision")
+    timing_budget_s: float = _setting(10.0, low=0, inclusive=False, unit="s",
+                                      help="a timing ends once its timed requests took this long (3 at least)")
     build_timeout_s: float = _setting(900.0, low=0, inclusive=False, unit="s",
                                       help="time allowed to build one submission")
     run_timeout_s: float | None = _setting(None, low=0, inclusive=False, unit="s", example=60.0,

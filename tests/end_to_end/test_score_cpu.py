@@ -83,7 +83,8 @@ def test_correct_rows_have_errors_timings_and_speedups(scored):
     assert row["correctness"]["precision_class"] == "float32"
     for key in ("median_ms", "mean_ms", "std_ms", "min_ms", "max_ms", "iqr_ms", "count"):
         assert key in row["timing"]
-    assert row["timing"]["count"] == 5
+    assert row["timing"]["count"] == row["timing"]["requests"] == 5  # --timing-trials 5: the most, and here the least
+    assert row["timing"]["stopped_by"] in ("precision", "max_trials")
     assert row["speedup_vs_eager"] and row["speedup_vs_eager"] > 0
     assert row["baselines"]["eager"]["median_ms"] > 0
     assert _by_key(rows)[("linear_relu", "seeded_weights")]["correctness"]["weights"] == "seeded"
@@ -95,6 +96,7 @@ def test_times_are_the_judges_own_and_baselines_take_the_same_path(scored):
     timing, eager = row["timing"], row["baselines"]["eager"]
     assert timing["clock"] == eager["clock"] == "judge"  # the reference judged like a submission
     assert timing["overhead_ms"] > 0 and eager["overhead_ms"] > 0
+    assert timing["requests"] == eager["requests"] == 5 and eager["stopped_by"] in ("precision", "max_trials")
     assert timing["median_ms"] == pytest.approx(timing["wall_median_ms"] - timing["overhead_ms"], abs=1e-6) or \
         timing["below_resolution"]
 

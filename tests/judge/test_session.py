@@ -304,3 +304,67 @@ def test_the_overhead_probe_and_every_timed_request_run_while_builds_are_frozen(
     timed = judgement.timing["attempts"] * (judge.settings.warmup_trials + judge.settings.timing_trials)
     assert calls[-timed:] == [True] * timed  # warm-up and timed requests
     assert not any(calls[:judge.settings.correctness_trials])  # correctness needs no quiet machine
+
+
+def _settings(judge: Judge, **changes: Any) -> JudgeSettings:
+    import dataclasses
+
+    return dataclasses.replace(judge.settings, **changes)
+
+
+def test_a_slow_answer_stops_by_the_budget_after_few_requests(judge):
+    # 0.2 s a request against a 0.5 s budget, with up to 50 timed requests and a minimum of 10 for the
+    # precision: the budget ends the timing after MIN_REQUESTS requests, each of them checked.
+    from evalkit.judge.repetitions import MIN_REQUESTS
+
+    def slow(worker: FakeWorker, request: dict[str, Any]) -> Any:
+        if request["op"] == Op.CALL:
+            time.sleep(0.2)
+        return honest(worker, request)
+
+    settings = _settings(judge, timing_trials=50, min_timing_trials=10, timing_budget_s=0.5)
+    worker = FakeWorker(judge.ref, slow)
+    judgement = Judge(judge.ref, settings, Limits()).judge_with(worker, Path("submission.py"))
+    assert VERDICT_OF[judgement.finding] is Verdict.CORRECT, judgement.reason
+    timing = judgement.timing
+    assert (timing["stopped_by"], timing["requests"], timing["count"]) == ("budget", MIN_REQUESTS, MIN_REQUESTS)
+    assert len(timing["verified_calls"]) == MIN_REQUESTS  # the budget affords 2 requests: all 3 are checked
+    calls = sum(r["op"] == Op.CALL for r in worker.requests)
+    assert calls == settings.correctness_trials + timing["attempts"] * (settings.warmup_trials + MIN_REQUESTS)
+
+
+def test_the_checked_requests_come_from_the_judges_secret_alone(judge, monkeypatch):
+    # 40 timed requests (never precise enough, a budget never spent): which are checked differs from one
+    # judging to the next, though the worker does the same; with the judge's secret fixed it is the same,
+    # though the times differ. Checked or not, every request the worker sees is the same bare call.
+    import secrets as real_secrets
+
+    from evalkit.judge import submission_judge
+
+    settings = _settings(judge, timing_trials=40, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-3)
+
+    def uneven(worker: FakeWorker, request: dict[str, Any]) -> Any:  # every other request 4 ms longer
+        if request["op"] == Op.CALL and len(worker.requests) % 2:
+            time.sleep(0.004)
+        return honest(worker, request)
+
+    def checked() -> tuple[int, ...]:
+        worker = FakeWorker(judge.ref, uneven)
+        judgement = Judge(judge.ref, settings, Limits()).judge_with(worker, Path("submission.py"))
+        assert judgement.timing["stopped_by"] == "max_trials" and judgement.timing["requests"] == 40
+        assert all(set(r) == {"op", "nonce"} for r in worker.requests if r["op"] == Op.CALL)
+        return tuple(judgement.timing["verified_calls"])
+
+    first, second = checked(), checked()
+    assert first != second
+    assert len(first) >= 10 and len(second) >= 10
+
+    class FixedSecret:
+        randbelow = staticmethod(real_secrets.randbelow)  # the inputs' seed stays secret and fresh
+
+        @staticmethod
+        def randbits(bits: int) -> int:
+            return 12345
+
+    monkeypatch.setattr(submission_judge, "secrets", FixedSecret)
+    assert checked() == checked()

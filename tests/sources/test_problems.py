@@ -126,7 +126,8 @@ def test_defaults_when_problem_toml_has_no_settings() -> None:
     problem = load_problem(FIXTURES / "tiny_relu")
     assert problem.settings == ProblemSettings()
     s = problem.settings
-    assert (s.atol, s.rtol, s.correctness_trials, s.timing_trials, s.warmup_trials) == (1e-2, 1e-2, 5, 50, 5)
+    assert (s.atol, s.rtol, s.correctness_trials, s.timing_trials, s.warmup_trials) == (1e-2, 1e-2, 5, 100, 5)
+    assert (s.min_timing_trials, s.timing_precision, s.timing_budget_s) == (10, 1e-2, 10.0)
     assert (s.build_timeout_s, s.run_timeout_s, s.flops, s.min_bytes) == (900.0, None, None, None)
     assert (problem.title, problem.level, problem.tags) == ("Tiny ReLU", 1, ("fixture", "elementwise"))
 
@@ -168,6 +169,12 @@ def test_settings_table_says_to_write_keys_at_top_level(tmp_path: Path) -> None:
     ("correctness_trials = 0\n", "'correctness_trials' must be a finite number >= 1"),
     ("run_timeout_s = 0\n", "'run_timeout_s' must be a finite number > 0"),
     ("flops = nan\n", "'flops' must be a finite number > 0"),
+    ("min_timing_trials = 0\n", "'min_timing_trials' must be a finite number >= 1"),
+    ("min_timing_trials = 2.5\n", "'min_timing_trials' must be an integer"),
+    ("timing_precision = 0\n", "'timing_precision' must be a finite number > 0"),
+    ('timing_precision = "1%"\n', "'timing_precision' must be a number"),
+    ("timing_budget_s = -1\n", "'timing_budget_s' must be a finite number > 0"),
+    ("timing_budget_s = inf\n", "'timing_budget_s' must be a finite number > 0"),
     ("level = 0\n", "'level' must be a positive integer"),
     ('tags = "conv"\n', "'tags' must be a list of strings"),
     ("title = 3\n", "'title' must be a string"),
@@ -187,7 +194,7 @@ def test_integers_are_accepted_for_float_settings(tmp_path: Path) -> None:
 
 def test_errors_show_a_valid_line(tmp_path: Path) -> None:
     with pytest.raises(ProblemError, match=r"'timing_trials' must be an integer, got 2\.5 "
-                                           r"\(e\.g\. `timing_trials = 50`; see docs/problems\.md\)"):
+                                           r"\(e\.g\. `timing_trials = 100`; see docs/problems\.md\)"):
         load_problem(_write(tmp_path / "p", toml="timing_trials = 2.5\n"))
 
 
