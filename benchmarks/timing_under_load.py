@@ -110,6 +110,7 @@ def main() -> int:
     honest_code = next((problem / "solutions").glob("*.py")).read_text()
     reference = (problem / "reference.py").read_text()
     work = Path(tempfile.mkdtemp(prefix="evalkit-load-bench-"))
+    work.chmod(0o755)  # the sandbox user must reach the build cache inside it (mkdtemp makes it private)
     cache = work / "cache"
     quiet_dir = work / "quiet" / "bench" / args.problem
     quiet_dir.mkdir(parents=True)

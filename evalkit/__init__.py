@@ -1,3 +1,18 @@
-"""evalkit: judge LLM-written custom-kernel ModelNew submissions against KernelBench-style references."""
+"""evalkit: judge LLM-written custom-kernel ModelNew submissions against KernelBench-style references.
+
+``from evalkit import Evaluator`` is the Python API (``evalkit.api``); it is imported on first use, so
+``import evalkit`` stays light (the report side needs no torch).
+"""
+
+from typing import Any
 
 __version__ = "0.2.0"
+__all__ = ["Evaluator", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Evaluator":
+        from evalkit.api import Evaluator
+
+        return Evaluator
+    raise AttributeError(f"module 'evalkit' has no attribute {name!r}")

@@ -205,6 +205,7 @@ class ResultRow:
     judged_at: str = ""
     problem_level: int | None = None  # the problem's level (problem.toml ``level``, else its KernelBench level)
     kernelbench: dict[str, int] | None = None  # the problem's KernelBench origin: {"level": L, "number": N}
+    judge: str | None = None  # the judge that decided it ("cuda:0", "cpu:1"); None: decided before any judge
 
     def to_dict(self) -> dict[str, Any]:
         return to_jsonable(self)

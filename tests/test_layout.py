@@ -18,7 +18,9 @@ MODULES = sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.part
 SIDES = ("trusted side", "untrusted side", "both sides", "no side of the trust boundary")
 MAX_LINES = 400
 # Stages in order: a module may import evalkit modules of its own stage or an earlier one.
-STAGES = ("records", "host_facts", "results_file", "sources", "intake", "sandbox", "judge", "schedule", "cli")
+STAGES = ("records", "host_facts", "results_file", "sources", "intake", "sandbox", "judge", "schedule", "api", "cli")
+# The package re-exports the Python API on first use (``evalkit.Evaluator``, a lazy import).
+LAZY_REEXPORTS = {"evalkit": {"evalkit.api.Evaluator"}}
 # Report reads rows only: it may import the vocabulary and the results file, nothing that judges.
 REPORT_MAY_IMPORT = ("records", "host_facts", "results_file", "report")
 # What runs inside the submission's interpreter may import only these evalkit modules.
@@ -64,7 +66,8 @@ def test_modules_stay_short(path):
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: _name(p))
 def test_imports_never_flow_from_a_later_stage(path):
-    module, imports = _name(path), _evalkit_imports(path)
+    module = _name(path)
+    imports = _evalkit_imports(path) - LAZY_REEXPORTS.get(module, set())
     stage = _stage(module)
     if module.startswith(UNTRUSTED_MAY_IMPORT) or module == "evalkit.sandbox.protocol":
         wrong = {i for i in imports if not i.startswith(UNTRUSTED_MAY_IMPORT)}

@@ -58,11 +58,29 @@ def _baselines(ctx: click.Context, param: click.Parameter, value: str) -> tuple[
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Report folder [default: reports/<submissions>-<timestamp>; with --resume, the latest one].")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
-@click.option("--jobs", type=click.IntRange(min=0), default=0, help="Parallel builds [default: min(8, cores)].")
+@click.option("--gpus", default="all", show_default=True,
+              help="GPUs to judge on, one judge each: all, a count (2), or indices (0,2).")
+@click.option("--judges", type=click.IntRange(min=1), default=1, show_default=True,
+              help="CPU judges at once (--device cpu; on a GPU, one judge per GPU of --gpus).")
+@click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where builds and judges run: this machine, or a Ray cluster (pip install 'evalkit[ray]').")
+@click.option("--ray-address", default=None, envvar="RAY_ADDRESS",
+              help="The Ray cluster to join (--backend ray) [or $RAY_ADDRESS; unset: start a local one].")
+@click.option("--jobs", type=click.IntRange(min=0), default=0,
+              help="Parallel builds [default: the cores left by the judges, at most 8].")
 @click.option("--trials", type=click.IntRange(min=1), default=None,
               help=f"Correctness trials [problem.toml, {default_text('correctness_trials')}].")
 @click.option("--timing-trials", type=click.IntRange(min=1), default=None,
-              help=f"Timed calls [problem.toml, {default_text('timing_trials')}].")
+              help=f"Timed requests at most [problem.toml, {default_text('timing_trials')}].")
+@click.option("--min-timing-trials", type=click.IntRange(min=1), default=None,
+              help=f"Timed requests before the median's precision may stop a timing "
+                   f"[problem.toml, {default_text('min_timing_trials')}].")
+@click.option("--timing-budget", "timing_budget_s", type=click.FloatRange(min=0, min_open=True), default=None,
+              help=f"Seconds of timed calls per answer before timing stops "
+                   f"[problem.toml, {default_text('timing_budget_s')}].")
+@click.option("--timing-precision", type=click.FloatRange(min=0, min_open=True), default=None,
+              help=f"Stop timing once the median's 95% interval is within this share of it "
+                   f"[problem.toml, {default_text('timing_precision')}].")
 @click.option("--warmup", type=click.IntRange(min=0), default=None,
               help=f"Warm-up calls before timing [problem.toml, {default_text('warmup_trials')}].")
 @click.option("--atol", type=click.FloatRange(min=0), default=None,

@@ -80,21 +80,28 @@ class BaselineCache:
     """Baselines persisted as JSON files: the report's own (``path``), then one shared across reports
     (``shared_path``, beside the build cache). ``remeasure`` ignores both and times again."""
 
-    def __init__(self, path: Path, shared_path: Path | None = None, remeasure: bool = False) -> None:
-        self.path, self.shared_path, self.remeasure = path, shared_path, remeasure
-        self._entries = _read(path)
+    def __init__(self, path: Path | None, shared_path: Path | None = None, remeasure: bool = False,
+                 run: str = "") -> None:
+        self.path, self.shared_path, self.remeasure, self.run = path, shared_path, remeasure, run
 
     def get_or_measure(self, ref: ReferenceProblem, kinds: tuple[str, ...],
                        judge_reference: Callable[[str], dict[str, Any]], key: str | None = None) -> dict[str, Any]:
+        """The files are read again on every call: another judge of the run (``run``, a token every judge of
+        one run shares) may have just timed this key. ``remeasure`` takes only what this run timed."""
         key = key or cache_key(ref)
-        entry = None if self.remeasure else (_complete(self._entries.get(key), kinds, failed_ok=True) or
-                                            _complete(_read(self.shared_path).get(key), kinds, failed_ok=False))
+        own = _read(self.path).get(key)
+        if self.remeasure:
+            entry = own if own and self.run and own.get("run") == self.run else None
+            entry = _complete(entry, kinds, failed_ok=True)
+        else:
+            entry = (_complete(own, kinds, failed_ok=True) or
+                     _complete(_read(self.shared_path).get(key), kinds, failed_ok=False))
         if entry is None:
-            entry = measure_baselines(ref, kinds, judge_reference, key)
+            entry = {**measure_baselines(ref, kinds, judge_reference, key), "run": self.run}
             if self.shared_path is not None:
                 _merge(self.shared_path, key, entry)
-        self._entries[key] = entry
-        _merge(self.path, key, entry)
+        if self.path is not None:
+            _merge(self.path, key, entry)
         return entry
 
 

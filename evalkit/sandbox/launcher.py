@@ -50,6 +50,7 @@ class Limits:
     output_bytes: int = 64 * 1024  # head and tail each kept from stdout and stderr
     group: str = ""  # the sandboxes of one run share it, so ``kill_group`` can end them all at once
     run_as: tuple[int, int] | None = None  # (uid, gid) a worker started by root becomes (``unprivileged_identity``)
+    cpus: tuple[int, ...] | None = None  # the cores the sandbox starts on (its judge's, or the builds'); None: any
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -145,6 +146,16 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
+def _pin(pid: int, cpus: tuple[int, ...] | None) -> None:
+    """Start the sandbox on ``cpus``: keeps it off a judge's cores. Advisory only, since a process may change its
+    own affinity: what enforces isolation while a judge times is the freeze (``freezer``) and SIGSTOP."""
+    if cpus:
+        try:
+            os.sched_setaffinity(pid, cpus)
+        except OSError as err:  # already gone, or cores this machine does not have
+            logger.debug("could not pin sandbox %d to cores %s: %s", pid, cpus, err)
+
+
 class UntrustedProcess:
     """One sandboxed worker process and the judge's end of its connection."""
 
@@ -175,6 +186,7 @@ class UntrustedProcess:
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
         )
         os.close(child_fd)
+        _pin(self._proc.pid, limits.cpus)
         self._stdout = _BoundedCapture(self._proc.stdout, limits.output_bytes)
         self._stderr = _BoundedCapture(self._proc.stderr, limits.output_bytes)
         self.killed_because = ""

@@ -27,17 +27,22 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("EVALKIT_CACHE", Path.home() / ".cache" / "evalkit"))
 
 
-@dataclass(frozen=True)
-class ScoreOptions:
-    """One ``evalkit score`` run; ``None`` means the problem's own setting (problem.toml, or its default)."""
+@dataclass(frozen=True, kw_only=True)
+class JudgeOptions:
+    """How answers are built, judged and timed, wherever they come from (``evalkit score`` or the Python API);
+    ``None`` means the problem's own setting (problem.toml, or its default)."""
 
-    submissions: Path
-    problems_dir: Path
-    out_dir: Path
     device: str = "auto"
+    gpus: str = "all"  # cuda: "all", a count "N", or a list "0,2"; one judge per GPU
+    judges: int = 1  # cpu: how many judges run at once
+    backend: str = "local"  # "local" (this machine) or "ray" (an existing Ray cluster: evalkit[ray])
+    ray_address: str | None = None  # ray.init's address; None: RAY_ADDRESS, else a local cluster
     jobs: int = 0
     trials: int | None = None
-    timing_trials: int | None = None
+    timing_trials: int | None = None  # the most timed requests; fewer when the median is known (docs/judge.md)
+    min_timing_trials: int | None = None
+    timing_budget_s: float | None = None
+    timing_precision: float | None = None
     warmup: int | None = None
     atol: float | None = None
     rtol: float | None = None
@@ -46,7 +51,6 @@ class ScoreOptions:
     seed: int | None = None
     baselines: tuple[str, ...] = BASELINE_KINDS
     remeasure_baselines: bool = False  # time the baselines again even where the shared cache holds them
-    resume: bool = False
     cache_dir: Path = field(default_factory=default_cache_dir)
     memory_gib: float | None = None
 
@@ -61,13 +65,27 @@ class ScoreOptions:
             warmup_trials=s.warmup_trials if self.warmup is None else self.warmup,
             run_timeout_s=self.timeout_s or s.run_timeout_s,
             seed=seed,
+            min_timing_trials=self.min_timing_trials or s.min_timing_trials,
+            timing_budget_s=self.timing_budget_s or s.timing_budget_s,
+            timing_precision=self.timing_precision or s.timing_precision,
         )
 
     def build_timeout(self, problem: Problem) -> float:
         return self.build_timeout_s or problem.settings.build_timeout_s
 
-    def build_jobs(self) -> int:
-        return self.jobs or max(1, min(8, (os.cpu_count() or 2)))
+    def build_jobs(self, cores: int | None = None) -> int:
+        """Parallel builds: ``jobs``, or one per core left to building (``cores``), at most 8."""
+        return self.jobs or max(1, min(8, cores or os.cpu_count() or 2))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScoreOptions(JudgeOptions):
+    """One ``evalkit score`` run: what to judge, against which problems, into which report folder."""
+
+    submissions: Path
+    problems_dir: Path
+    out_dir: Path
+    resume: bool = False
 
 
 @dataclass

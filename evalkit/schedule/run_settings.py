@@ -23,9 +23,12 @@ from evalkit.results_file import RUN_SETTINGS_FILE
 from evalkit.schedule.options import ScoreError, ScoreOptions
 
 RUN_SETTINGS_VERSION = 1
-OVERRIDES = ("atol", "rtol", "trials", "timing_trials", "warmup", "timeout_s", "build_timeout_s")
+OVERRIDES = ("atol", "rtol", "trials", "timing_trials", "min_timing_trials", "timing_budget_s", "timing_precision",
+             "warmup", "timeout_s", "build_timeout_s")
 # How each setting is named in a message: the command-line option that sets it, where there is one.
 LABELS = {"atol": "--atol", "rtol": "--rtol", "trials": "--trials", "timing_trials": "--timing-trials",
+          "min_timing_trials": "--min-timing-trials", "timing_budget_s": "--timing-budget",
+          "timing_precision": "--timing-precision",
           "warmup": "--warmup", "timeout_s": "--timeout", "build_timeout_s": "--build-timeout",
           "baselines": "--baselines", "device": "device", "gpu": "GPU", "evalkit_version": "evalkit version",
           "seed": "--seed"}

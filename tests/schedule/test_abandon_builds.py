@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.schedule import local
-from evalkit.schedule.options import ScoreOptions, default_limits
+from evalkit.schedule import engine as engine_module
+from evalkit.schedule.engine import Engine
+from evalkit.schedule.options import JudgeOptions, default_limits
+from evalkit.schedule.placement import plan
+from evalkit.schedule.station import BaselineFiles
 
 
 def test_default_limits_give_every_run_its_own_group() -> None:
@@ -29,17 +32,18 @@ def test_abandoning_builds_cancels_queued_ones_and_kills_the_running_one(tmp_pat
         killed.set()
         return 1
 
-    monkeypatch.setattr(local, "kill_group", fake_kill_group)
-    options = ScoreOptions(submissions=tmp_path, problems_dir=tmp_path, out_dir=tmp_path)
+    monkeypatch.setattr(engine_module, "kill_group", fake_kill_group)
     limits = default_limits("cpu", 1.0)
-    run = local._Run(options, {}, "cpu", 1, limits, lambda stage, counts: None)
-    pool = ThreadPoolExecutor(max_workers=1)
-    run.builds = [pool.submit(killed.wait, 60) for _ in range(6)]
+    engine = Engine({}, JudgeOptions(cache_dir=tmp_path), "cpu", 1, limits, BaselineFiles(None, None), None,
+                    plan("cpu", "all", 1, [0, 1], 0))
+    backend = engine.backend
+    backend._pool = ThreadPoolExecutor(max_workers=1)
+    backend._builds = [backend._pool.submit(killed.wait, 60) for _ in range(6)]
     time.sleep(0.2)  # the first one is running, five are queued
     start = time.monotonic()
-    run._abandon_builds(pool)
+    engine.close(abandon=True)
     assert time.monotonic() - start < 2, "waited for builds instead of killing and cancelling them"
     assert kills and set(kills) == {limits.group}
-    assert all(future.done() for future in run.builds)
-    assert sum(future.cancelled() for future in run.builds) == 5
-    assert run.builds[0].result() is True  # the running one ended once its sandbox was killed
+    assert all(future.done() for future in backend._builds)
+    assert sum(future.cancelled() for future in backend._builds) == 5
+    assert backend._builds[0].result() is True  # the running one ended once its sandbox was killed

@@ -1,0 +1,253 @@
+"""Trusted side: the engine that moves answers through the stages on one machine, for ``evalkit score`` and
+the Python API alike.
+
+triage (in this process, nothing runs) -> build (sandboxed, a pool of CPU workers on the build cores, ahead
+of judging) -> judge (one station per GPU, or N CPU stations, each on cores of its own) -> rows, yielded as
+they are decided. A station takes the built answers of the problem it has loaded first; a problem's
+baselines are timed by one station while the others wait for them (``BaselineCache`` shares them).
+
+It decides no verdict (``evalkit.judge.verdicts`` does) and writes no file but the caches: the caller
+records the rows. Every sandbox carries the run's group token (``Limits.group``), so ``close`` (and a stop
+signal, through the caller's ``kill_group``) ends them all.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Protocol
+
+from evalkit.intake.triage import Triage, triage
+from evalkit.judge import verdicts
+from evalkit.judge.builder import BuildOutcome, build
+from evalkit.records import ResultRow, Submission
+from evalkit.sandbox.freezer import BuildFreezer
+from evalkit.sandbox.launcher import Limits, kill_group
+from evalkit.schedule.judge_process import ProcessStation, StationSpec
+from evalkit.schedule.options import JudgeOptions
+from evalkit.schedule.placement import JudgeSlot, Placement
+from evalkit.schedule.station import BaselineFiles, JudgeStation
+from evalkit.sources.problems import Problem
+
+logger = logging.getLogger(__name__)
+
+BUILD_STOP_S = 5.0  # how long an interrupted run keeps killing sandboxes while its running builds end
+ROW_POLL_S = 0.5  # the caller's thread wakes this often while it waits for rows (so signals get through)
+
+
+class Station(Protocol):
+    current_problem: str | None
+
+    def prepare(self, problem_id: str) -> dict[str, Any]: ...
+    def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow: ...
+    def close(self) -> None: ...
+
+
+@dataclass
+class _Item:
+    submission: Submission
+    early: Triage
+    build: Future[BuildOutcome]
+
+
+class _ReadyQueue:
+    """Built answers waiting for a judge; a station takes one of its own problem's first, else the oldest."""
+
+    def __init__(self, items: list[_Item]) -> None:
+        self._items = list(items)
+        self._changed = threading.Condition()
+        self._stopped = False
+        for item in items:
+            item.build.add_done_callback(lambda _: self._notify())
+
+    def take(self, problem: str | None) -> _Item | None:
+        with self._changed:
+            while not self._stopped and self._items:
+                built = [item for item in self._items if item.build.done()]
+                pick = next((i for i in built if i.submission.problem == problem), built[0] if built else None)
+                if pick is not None:
+                    self._items.remove(pick)
+                    return pick
+                self._changed.wait()
+            return None
+
+    def stop(self) -> None:
+        with self._changed:
+            self._stopped = True
+            self._changed.notify_all()
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+
+class Engine:
+    """Builds and judges answers with one build pool and one station per judge slot; reuse it across calls."""
+
+    def __init__(self, problems: dict[str, Problem], options: JudgeOptions, device: str, seed: int, limits: Limits,
+                 baselines: BaselineFiles, driver: str | None, placement: Placement,
+                 progress: Callable[[str], None] | None = None, backend: Backend | None = None) -> None:
+        self.problems, self.options, self.device, self.seed, self.limits = problems, options, device, seed, limits
+        self.placement = placement
+        self.progress = progress or (lambda text: None)
+        self.freezer = BuildFreezer(limits.group)
+        self.backend = backend or LocalBackend(options.build_jobs(len(placement.build_cpus) or None))
+        self._build_limits = replace(limits, cpus=placement.build_cpus or None)
+        spec = StationSpec(problems, options, device, seed, limits, baselines, driver)
+        self.stations: list[Station] = [self.backend.station(slot, replace(spec, limits=self._judge_limits(slot)),
+                                                             len(placement.slots), self.freezer, self.progress)
+                                        for slot in placement.slots]
+        self._problem_locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self._judging = threading.Lock()  # one batch at a time: a station judges one answer at a time
+        self.prepared: set[str] = set()  # problems some station has loaded (and timed the baselines of)
+
+    def judge(self, submissions: Iterable[tuple[Submission, list[str]]]) -> Iterator[ResultRow]:
+        """Rows of ``submissions`` (each with its file's warnings) in the order they are decided."""
+        items: list[_Item] = []
+        for submission, warnings in submissions:
+            early = triage(submission.text)
+            early.warnings.extend(warnings)
+            row = verdicts.early_row(submission, early, self.device)
+            if row is not None:
+                yield row
+                continue
+            items.append(_Item(submission, early, self._start_build(submission, early)))
+        yield from self._judge_built(items)
+
+    def prepare_baselines(self, problem_ids: Iterable[str]) -> None:
+        """Time the baselines of problems no answer brought to a judge (a GPU report shows every problem's)."""
+        for problem_id in problem_ids:
+            self._prepare(self.stations[0], problem_id)
+
+    def close(self, abandon: bool = False) -> None:
+        """Stop the builds (``abandon``: kill the running ones too) and every judge station."""
+        if abandon:
+            self.backend.abandon_builds(lambda: kill_group(self.limits.group))
+        self.backend.close()
+        for station in self.stations:
+            try:
+                station.close()
+            except Exception:  # noqa: BLE001 - closing the rest matters more
+                logger.exception("closing a judge station failed")
+        self.freezer.close()
+
+    def _judge_limits(self, slot: JudgeSlot) -> Limits:
+        return replace(self.limits, cpus=slot.cpus or None)
+
+    def _start_build(self, submission: Submission, early: Triage) -> Future[BuildOutcome]:
+        problem = self.problems[submission.problem]
+        return self.backend.start_build(early.code, self.options.cache_dir / "builds", self.device,
+                                        self.options.build_timeout(problem), self._build_limits,
+                                        problem.init_inputs_or_none(), self.freezer)
+
+    def _judge_built(self, items: list[_Item]) -> Iterator[ResultRow]:
+        if not items:
+            return
+        if not self._judging.acquire(blocking=False):
+            raise RuntimeError("these judges are already judging another batch; finish (or close) it first, "
+                               "or give every answer in one batch")
+        try:
+            yield from self._judge_with_stations(items)
+        finally:
+            self._judging.release()
+
+    def _judge_with_stations(self, items: list[_Item]) -> Iterator[ResultRow]:
+        ready, rows = _ReadyQueue(items), queue.Queue()
+        threads = [threading.Thread(target=self._serve, args=(station, slot.name, ready, rows), daemon=True,
+                                    name=f"evalkit-judge-{slot.name}")
+                   for station, slot in zip(self.stations, self.placement.slots)]
+        for thread in threads:
+            thread.start()
+        try:
+            for _ in items:
+                while True:
+                    try:
+                        yield rows.get(timeout=ROW_POLL_S)
+                        break
+                    except queue.Empty:
+                        if not any(thread.is_alive() for thread in threads) and rows.empty():
+                            raise RuntimeError("every judge station stopped before all answers were judged")
+        finally:
+            ready.stop()
+
+    def _serve(self, station: Station, name: str, ready: _ReadyQueue, rows: queue.Queue) -> None:
+        while (item := ready.take(station.current_problem)) is not None:
+            row = self._judge_item(station, item)
+            row.judge = name
+            rows.put(row)
+
+    def _judge_item(self, station: Station, item: _Item) -> ResultRow:
+        submission, early = item.submission, item.early
+        self.progress(f"{submission.problem}/{submission.sample}: judging")
+        try:
+            outcome = item.build.result()
+            if station.current_problem != submission.problem:
+                self._prepare(station, submission.problem)
+            return station.judge(submission, early, outcome)
+        except Exception as err:  # noqa: BLE001 - a judge process that died, a build that raised: this row only
+            logger.exception("%s/%s: could not be judged", submission.problem, submission.sample)
+            return verdicts.judge_failed_row(submission, early, self.device, err)
+
+    def _prepare(self, station: Station, problem_id: str) -> None:
+        """Load a problem on ``station``; one station at a time per problem, so its baselines are timed once."""
+        with self._locks_guard:
+            lock = self._problem_locks.setdefault(problem_id, threading.Lock())
+        with lock:
+            station.prepare(problem_id)
+            self.prepared.add(problem_id)
+
+
+class Backend(Protocol):
+    """Where builds and judges run: this machine (``LocalBackend``) or a Ray cluster (``ray_backend``)."""
+
+    def start_build(self, code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits,
+                    init_inputs: Any, freezer: BuildFreezer) -> Future[BuildOutcome]: ...
+    def station(self, slot: JudgeSlot, spec: StationSpec, judges: int, freezer: BuildFreezer,
+                progress: Callable[[str], None]) -> Station: ...
+    def abandon_builds(self, kill: Callable[[], object]) -> None: ...
+    def close(self) -> None: ...
+
+
+class LocalBackend:
+    """Builds in a thread pool of sandboxes on this machine; one judge in this process, or one judge process
+    per slot when there are several (or its GPU is not this process's first)."""
+
+    def __init__(self, build_jobs: int) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=build_jobs, thread_name_prefix="evalkit-build")
+        self._builds: list[Future[BuildOutcome]] = []
+
+    def start_build(self, code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits,
+                    init_inputs: Any, freezer: BuildFreezer) -> Future[BuildOutcome]:
+        future = self._pool.submit(build, code, cache_root, device, timeout_s, limits, init_inputs, freezer)
+        self._builds.append(future)
+        return future
+
+    def station(self, slot: JudgeSlot, spec: StationSpec, judges: int, freezer: BuildFreezer,
+                progress: Callable[[str], None]) -> Station:
+        if judges == 1 and slot.gpu in (None, 0):
+            return JudgeStation(spec.problems, spec.options, spec.device, spec.seed, spec.limits, spec.baselines,
+                                spec.driver, quiet=freezer.timing, progress=progress)
+        return ProcessStation(slot, spec, freezer, progress=progress)
+
+    def abandon_builds(self, kill: Callable[[], object]) -> None:
+        """Cancel the builds not started; kill the sandboxes of running ones until they end (bounded)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + BUILD_STOP_S
+        while True:
+            kill()  # again each round: a build thread may have just started one
+            running = [future for future in self._builds if not future.done()]  # done(): cancelled ones too
+            if not running or time.monotonic() > deadline:
+                break
+            wait(running, timeout=0.2)
+        if running:
+            logger.warning("%d build(s) still running after %g s of killing their sandboxes",
+                           len(running), BUILD_STOP_S)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)

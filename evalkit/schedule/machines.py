@@ -1,0 +1,56 @@
+"""Trusted side: which machines a run uses: the device, its judges and cores (``placement``), and where
+builds and judges run (``engine.LocalBackend`` on this machine, or a Ray cluster through ``ray_backend``)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from evalkit.schedule.engine import Backend
+from evalkit.schedule.options import JudgeOptions, ScoreError
+from evalkit.schedule.placement import Placement, PlacementError, plan
+
+
+@dataclass
+class Machines:
+    """A run's device, judges and backend; ``environment``: the judging machine's facts when they are not this
+    machine's (a Ray cluster's GPU node), else None."""
+
+    device: str
+    placement: Placement
+    backend: Backend | None = None  # None: this machine (``LocalBackend``)
+    environment: dict[str, Any] | None = None
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("--device cuda was asked for, but torch sees no CUDA GPU on this machine "
+                           f"(torch {torch.__version__}); use --device cpu or auto")
+    return device
+
+
+def plan_judges(options: JudgeOptions, device: str) -> Placement:
+    """The run's judges on this machine (one per GPU of ``--gpus``, or ``--judges`` CPU judges) and their cores."""
+    visible = torch.cuda.device_count() if device == "cuda" else 0
+    try:
+        return plan(device, options.gpus, options.judges, sorted(os.sched_getaffinity(0)), visible)
+    except PlacementError as err:
+        raise ScoreError(str(err)) from None
+
+
+def machines(options: JudgeOptions) -> Machines:
+    """The machines ``options`` ask for; ``ScoreError`` when they cannot be had (no Ray, no such GPU)."""
+    if options.backend == "ray":
+        from evalkit.schedule.ray_backend import connect  # evalkit[ray]; imported only when asked for
+
+        return connect(options)
+    if options.ray_address:
+        raise ScoreError(f"--ray-address {options.ray_address} applies to --backend ray only; add --backend ray "
+                         f"to judge on that cluster, or drop --ray-address")
+    device = resolve_device(options.device)
+    return Machines(device, plan_judges(options, device))

@@ -1,0 +1,114 @@
+"""Several judges at once: ``--judges N`` CPU judges (each a judge process of its own) give the verdicts one
+judge gives, share the work, and a judge process that dies costs one answer's row, not the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import FIXTURES
+from evalkit.cli.main import main
+from evalkit.schedule.judge_process import JudgeProcessDied, ProcessStation, StationSpec
+from evalkit.schedule.options import JudgeOptions, default_limits
+from evalkit.schedule.placement import JudgeSlot
+from evalkit.schedule.station import BaselineFiles
+from evalkit.sources.problems import discover_problems
+
+PROBLEMS = FIXTURES / "judge_problems"
+CHOSEN = {("linear_relu", "correct_cpp"): "correct", ("linear_relu", "correct_python"): "correct",
+          ("linear_relu", "incorrect"): "incorrect", ("linear_relu", "runtime_error"): "runtime_error",
+          ("linear_relu", "crash"): "crash", ("scale_rows", "correct"): "correct",
+          ("linear_relu", "no_code"): "no_code"}
+
+
+def _answers(tmp_path: Path) -> Path:
+    root = tmp_path / "answers"
+    for problem, sample in CHOSEN:
+        source = next((FIXTURES / "judge_submissions" / "fixtures" / problem).glob(f"{sample}.*"))
+        (root / "run" / problem).mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, root / "run" / problem / source.name)
+    return root
+
+
+def test_two_cpu_judges_give_one_judges_verdicts_and_share_the_work(tmp_path: Path):
+    out = tmp_path / "report"
+    args = ["score", str(_answers(tmp_path)), "--problems", str(PROBLEMS), "--out", str(out), "--device", "cpu",
+            "--judges", "2", "--baselines", "eager", "--timeout", "8", "--timing-trials", "5", "--warmup", "1",
+            "--cache-dir", str(tmp_path / "cache"), "--seed", "1"]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert {(r["problem"], r["sample"]): r["verdict"] for r in rows} == CHOSEN
+    judged = [r for r in rows if r["verdict"] != "no_code"]
+    assert {r["judge"] for r in judged} == {"cpu:0", "cpu:1"}, "one judge did all the work"
+    assert next(r for r in rows if r["verdict"] == "no_code")["judge"] is None  # decided by triage, no judge
+    baselines = json.loads((out / "baselines.json").read_text())
+    assert sorted(entry["problem"] for entry in baselines.values()) == ["linear_relu", "scale_rows"], \
+        "a problem's baselines were timed by more than one judge"
+
+
+def test_a_judge_process_that_dies_fails_its_request_and_is_started_again(tmp_path: Path):
+    problems = discover_problems(PROBLEMS)
+    options = JudgeOptions(device="cpu", baselines=("eager",), timing_trials=5, warmup=1, cache_dir=tmp_path)
+    spec = StationSpec(problems, options, "cpu", 1, default_limits("cpu", 2.0), BaselineFiles(None, None), None)
+    station = ProcessStation(JudgeSlot("cpu:0", "cpu", None, ()), spec, freezer=None)
+    failure: list[BaseException] = []
+
+    def prepare() -> None:
+        try:
+            station.prepare("linear_relu")
+        except BaseException as err:  # noqa: BLE001 - the test inspects it
+            failure.append(err)
+
+    thread = threading.Thread(target=prepare)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while station._proc is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(station._proc.pid, signal.SIGKILL)
+    thread.join(60)
+    try:
+        assert failure and isinstance(failure[0], JudgeProcessDied), failure
+        assert "cpu:0" in str(failure[0])
+        baselines = station.prepare("linear_relu")  # a new judge process answers
+        assert "median_ms" in baselines["eager"]
+        assert station.current_problem == "linear_relu"
+    finally:
+        station.close()
+    assert station._proc is None
+
+
+@pytest.mark.cuda
+def test_a_judge_process_on_the_gpu_times_what_the_schedulers_own_judge_times(tmp_path: Path):
+    """The several-GPU path on one GPU: a judge process (CUDA_VISIBLE_DEVICES, the freeze handshake) and the
+    in-process judge time the same eager baseline within 5%."""
+    from evalkit.sandbox.freezer import BuildFreezer
+    from evalkit.schedule.station import JudgeStation
+
+    problems = discover_problems(FIXTURES / "timing_problems")
+    options = JudgeOptions(device="cuda", baselines=("eager",), timing_trials=30, cache_dir=tmp_path)
+    limits = default_limits("cuda", None, cache_dir=tmp_path)
+    spec = StationSpec(problems, options, "cuda", 1, limits, BaselineFiles(None, None), None)
+    freezer = BuildFreezer(limits.group)
+    in_process = JudgeStation(problems, options, "cuda", 1, limits, BaselineFiles(None, None), None,
+                              quiet=freezer.timing)
+    station = ProcessStation(JudgeSlot("cuda:0", "cuda", 0, ()), spec, freezer)
+    try:
+        medians = []
+        for judge in (station, in_process, station):  # no baseline cache: each judge times them anew
+            eager = judge.prepare("mid_matmul")["eager"]
+            assert "median_ms" in eager, eager
+            medians.append(eager["median_ms"])
+            judge.close()  # a judge process closed is started again by its next request
+    finally:
+        station.close()
+        freezer.close()
+    assert max(medians) / min(medians) - 1 < 0.05, medians

@@ -1,0 +1,55 @@
+"""Where judges and builds go: one judge per GPU (or N CPU judges), each on cores of its own, builds on the rest."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalkit.schedule.placement import PlacementError, parse_gpus, plan, visible_devices_entry
+
+
+def test_gpus_all_a_count_or_a_list():
+    assert parse_gpus("all", 4) == [0, 1, 2, 3]
+    assert parse_gpus("2", 4) == [0, 1]
+    assert parse_gpus("3,1", 4) == [3, 1]
+    assert parse_gpus(" ALL ", 1) == [0]
+
+
+@pytest.mark.parametrize("spec, visible, says", [
+    ("5", 4, "has 4 GPU(s)"),
+    ("0", 4, "from 1 to 4"),
+    ("0,7", 4, "no GPU 7"),
+    ("1,1", 4, "listed twice"),
+    ("first", 4, "comma-separated list"),
+    ("all", 0, "sees no CUDA GPU"),
+])
+def test_a_gpu_choice_that_names_no_gpu_says_what_to_give(spec, visible, says):
+    with pytest.raises(PlacementError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        parse_gpus(spec, visible)
+
+
+def test_each_judge_gets_cores_of_its_own_and_builds_the_rest():
+    placement = plan("cuda", "all", 1, list(range(16)), 2)
+    assert [(s.name, s.gpu, s.cpus) for s in placement.slots] == [("cuda:0", 0, (0, 1)), ("cuda:1", 1, (2, 3))]
+    assert placement.build_cpus == tuple(range(4, 16))
+    assert not set(placement.build_cpus) & {c for s in placement.slots for c in s.cpus}
+
+
+def test_cpu_judges_and_a_machine_too_small_to_pin():
+    placement = plan("cpu", "all", 3, list(range(8)), 0)
+    assert [s.name for s in placement.slots] == ["cpu:0", "cpu:1", "cpu:2"]
+    assert placement.build_cpus == (6, 7)
+    small = plan("cpu", "all", 2, [0, 1], 0)  # pinning would leave builds no core: nothing is pinned
+    assert all(s.cpus == () for s in small.slots) and small.build_cpus == ()
+
+
+def test_judges_on_a_gpu_are_chosen_with_gpus_not_judges():
+    with pytest.raises(PlacementError, match="one judge per GPU"):
+        plan("cuda", "all", 2, list(range(16)), 2)
+    with pytest.raises(PlacementError, match="at least one judge"):
+        plan("cpu", "all", 0, [0, 1], 0)
+
+
+def test_a_judge_process_sees_only_its_gpu_through_the_inherited_mapping():
+    assert visible_devices_entry(1, None) == "1"
+    assert visible_devices_entry(1, "3,5") == "5"
+    assert visible_devices_entry(0, "GPU-abc, GPU-def") == "GPU-abc"

@@ -1,0 +1,70 @@
+"""The Python API: ``Evaluator.judge`` / ``judge_many`` return results.jsonl rows, reuse one engine, hold no global
+state, turn any answer into a row, and refuse a caller's mistakes before anything is built."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, ROOT
+from evalkit import Evaluator
+from evalkit.records import ResultRow
+from evalkit.sources.problems import ProblemError
+
+PROBLEMS = FIXTURES / "judge_problems"
+ANSWERS = FIXTURES / "judge_submissions" / "fixtures" / "linear_relu"
+SETTINGS = dict(device="cpu", baselines=("eager",), timing_trials=5, warmup=1, timeout_s=8.0, seed=3)
+
+
+def _answer(name: str) -> str:
+    return next(ANSWERS.glob(f"{name}.*")).read_text()
+
+
+@pytest.fixture(scope="module")
+def evaluator(tmp_path_factory: pytest.TempPathFactory):
+    with Evaluator(problems=PROBLEMS, cache_dir=tmp_path_factory.mktemp("cache"), **SETTINGS) as ev:
+        yield ev
+
+
+def test_judge_returns_the_row_results_jsonl_would_hold(evaluator):
+    row = evaluator.judge("linear_relu", _answer("correct_cpp"), sample="mine")
+    assert row["verdict"] == "correct" and row["sample"] == "mine" and row["run"] == "api"
+    assert row["judge"] == "cpu:0" and row["timing"]["median_ms"] > 0
+    assert ResultRow.from_dict(row).to_dict() == row  # the same schema as a results.jsonl row
+    assert "eager" in row["baselines"]
+
+
+def test_judge_many_yields_rows_as_they_are_decided_and_a_crash_is_a_row(evaluator):
+    rows = list(evaluator.judge_many([("linear_relu", _answer("crash")), ("linear_relu", "no code at all"),
+                                      ("linear_relu", _answer("runtime_error"))]))
+    assert rows[0]["verdict"] == "no_code", "an answer triage decides waits for nothing"
+    assert sorted(row["verdict"] for row in rows) == ["crash", "no_code", "runtime_error"]
+    assert len({row["sample"] for row in rows}) == 3  # each named apart, to match rows to answers
+
+
+def test_a_callers_mistake_raises_before_anything_is_built(evaluator):
+    with pytest.raises(ProblemError, match="did you mean 'linear_relu'"):
+        evaluator.judge_many([("linear_relu", "x"), ("linear_reul", "x")])
+    with pytest.raises(TypeError, match="must be a str"):
+        evaluator.judge("linear_relu", b"bytes")
+
+
+def test_two_evaluators_share_nothing_and_close_cleanly(tmp_path: Path):
+    first = Evaluator(problems=PROBLEMS, cache_dir=tmp_path, **{**SETTINGS, "seed": None})
+    second = Evaluator(problems=PROBLEMS, cache_dir=tmp_path, **{**SETTINGS, "seed": None})
+    try:
+        assert first._engine.limits.group != second._engine.limits.group
+        first.close()
+        first.close()  # closing twice is harmless
+        assert second.judge("linear_relu", "nothing here")["verdict"] == "no_code"
+    finally:
+        second.close()
+
+
+def test_importing_evalkit_loads_no_torch_until_the_api_is_used():
+    code = "import sys, evalkit; assert 'torch' not in sys.modules, 'import evalkit loaded torch'; print('ok')"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
