@@ -56,16 +56,20 @@ class _Item:
 
 
 class _ReadyQueue:
-    """Built answers waiting for a judge; a station takes one of its own problem's first, else the oldest."""
+    """Built answers waiting for a judge; a station takes one of its own problem's first, else the oldest.
+    While nothing is built, an idle station is handed a problem to load ahead (``prefetch``), so the
+    baselines are timed while the builds run rather than after them."""
 
-    def __init__(self, items: list[_Item]) -> None:
+    def __init__(self, items: list[_Item], prefetch: list[str]) -> None:
         self._items = list(items)
+        self._prefetch = list(prefetch)
         self._changed = threading.Condition()
         self._stopped = False
         for item in items:
             item.build.add_done_callback(lambda _: self._notify())
 
-    def take(self, problem: str | None) -> _Item | None:
+    def take(self, problem: str | None) -> _Item | str | None:
+        """A built answer, else a problem id to load ahead, else (nothing left) None; waits meanwhile."""
         with self._changed:
             while not self._stopped and self._items:
                 built = [item for item in self._items if item.build.done()]
@@ -73,6 +77,8 @@ class _ReadyQueue:
                 if pick is not None:
                     self._items.remove(pick)
                     return pick
+                if self._prefetch:
+                    return self._prefetch.pop(0)
                 self._changed.wait()
             return None
 
@@ -158,7 +164,9 @@ class Engine:
             self._judging.release()
 
     def _judge_with_stations(self, items: list[_Item]) -> Iterator[ResultRow]:
-        ready, rows = _ReadyQueue(items), queue.Queue()
+        ahead = [] if not self.options.baselines else \
+            list(dict.fromkeys(i.submission.problem for i in items if i.submission.problem not in self.prepared))
+        ready, rows = _ReadyQueue(items, ahead), queue.Queue()
         threads = [threading.Thread(target=self._serve, args=(station, slot.name, ready, rows), daemon=True,
                                     name=f"evalkit-judge-{slot.name}")
                    for station, slot in zip(self.stations, self.placement.slots)]
@@ -178,6 +186,9 @@ class Engine:
 
     def _serve(self, station: Station, name: str, ready: _ReadyQueue, rows: queue.Queue) -> None:
         while (item := ready.take(station.current_problem)) is not None:
+            if isinstance(item, str):
+                self._prefetch(station, item)
+                continue
             row = self._judge_item(station, item)
             row.judge = name
             rows.put(row)
@@ -193,6 +204,12 @@ class Engine:
         except Exception as err:  # noqa: BLE001 - a judge process that died, a build that raised: this row only
             logger.exception("%s/%s: could not be judged", submission.problem, submission.sample)
             return verdicts.judge_failed_row(submission, early, self.device, err)
+
+    def _prefetch(self, station: Station, problem_id: str) -> None:
+        try:
+            self._prepare(station, problem_id)
+        except Exception:  # noqa: BLE001 - the answers of this problem will meet the same failure as rows
+            logger.exception("%s: loading the problem ahead of its answers failed", problem_id)
 
     def _prepare(self, station: Station, problem_id: str) -> None:
         """Load a problem on ``station``; one station at a time per problem, so its baselines are timed once."""
