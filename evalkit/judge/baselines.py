@@ -53,12 +53,16 @@ def device_name(device: str) -> str:
 
 
 def cache_key(ref: ReferenceProblem, timing: str = "", driver: str | None = None) -> str:
+    return baseline_key(ref.problem.sha256, ref.device, timing, driver)
+
+
+def baseline_key(problem_sha256: str, device: str, timing: str = "", driver: str | None = None) -> str:
     """What a baseline's time depends on: the device and its driver, torch, evalkit (its timing protocol),
     the problem's content, and ``timing`` (the settings that shape the measurement)."""
     from evalkit import __version__
 
-    return (f"{device_name(ref.device)}|driver {driver}|torch {torch.__version__}|evalkit {__version__}|"
-            f"{ref.problem.sha256}|{timing}")
+    return (f"{device_name(device)}|driver {driver}|torch {torch.__version__}|evalkit {__version__}|"
+            f"{problem_sha256}|{timing}")
 
 
 def measure_baselines(ref: ReferenceProblem, kinds: tuple[str, ...],
@@ -84,11 +88,10 @@ class BaselineCache:
                  run: str = "") -> None:
         self.path, self.shared_path, self.remeasure, self.run = path, shared_path, remeasure, run
 
-    def get_or_measure(self, ref: ReferenceProblem, kinds: tuple[str, ...],
-                       judge_reference: Callable[[str], dict[str, Any]], key: str | None = None) -> dict[str, Any]:
-        """The files are read again on every call: another judge of the run (``run``, a token every judge of
-        one run shares) may have just timed this key. ``remeasure`` takes only what this run timed."""
-        key = key or cache_key(ref)
+    def lookup(self, key: str, kinds: tuple[str, ...]) -> dict[str, Any] | None:
+        """The entry for ``key`` holding every kind, if one may be used (and then it is recorded in the report).
+        The files are read again on every call: another judge of the run (``run``, a token every judge of one
+        run shares) may have just timed this key. ``remeasure`` takes only what this run timed."""
         own = _read(self.path).get(key)
         if self.remeasure:
             entry = own if own and self.run and own.get("run") == self.run else None
@@ -96,10 +99,19 @@ class BaselineCache:
         else:
             entry = (_complete(own, kinds, failed_ok=True) or
                      _complete(_read(self.shared_path).get(key), kinds, failed_ok=False))
-        if entry is None:
-            entry = {**measure_baselines(ref, kinds, judge_reference, key), "run": self.run}
-            if self.shared_path is not None:
-                _merge(self.shared_path, key, entry)
+        if entry is not None and self.path is not None:
+            _merge(self.path, key, entry)
+        return entry
+
+    def get_or_measure(self, ref: ReferenceProblem, kinds: tuple[str, ...],
+                       judge_reference: Callable[[str], dict[str, Any]], key: str | None = None) -> dict[str, Any]:
+        key = key or cache_key(ref)
+        entry = self.lookup(key, kinds)
+        if entry is not None:
+            return entry
+        entry = {**measure_baselines(ref, kinds, judge_reference, key), "run": self.run}
+        if self.shared_path is not None:
+            _merge(self.shared_path, key, entry)
         if self.path is not None:
             _merge(self.path, key, entry)
         return entry

@@ -12,6 +12,7 @@ that answer's row.
 
 from __future__ import annotations
 
+import gc
 import logging
 import shutil
 import tempfile
@@ -20,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import torch
 from evalkit.intake.triage import Triage
 from evalkit.judge import verdicts
-from evalkit.judge.baselines import BaselineCache, cache_key
+from evalkit.judge.baselines import BaselineCache, baseline_key
 from evalkit.judge.builder import BuildOutcome, build_env
 from evalkit.judge.reference import ReferenceProblem
 from evalkit.judge.submission_judge import Judge
@@ -38,11 +40,11 @@ Quiet = Callable[[], AbstractContextManager[Any]]
 
 @dataclass
 class _ProblemContext:
-    """One problem ready to judge: its judge and baselines, or why it cannot be judged."""
+    """One problem: its baselines (None until known), and its judge once an answer needs it (or why not)."""
 
     problem: Problem
-    judge: Judge | None
-    baselines: dict[str, Any]
+    baselines: dict[str, Any] | None = None
+    judge: Judge | None = None
     setup_error: str = ""
 
 
@@ -77,48 +79,65 @@ class JudgeStation:
         return self._context.problem.id if self._context else None
 
     def prepare(self, problem_id: str) -> dict[str, Any]:
-        """Load ``problem_id`` (freeing the one loaded before) and time its baselines; returns them."""
-        if self._context is None or self._context.problem.id != problem_id:
-            self._context = None  # free the previous problem's tensors before loading the next
-            self._context = self._load(self.problems[problem_id])
-        return self._context.baselines
+        """Make ``problem_id`` the current problem (freeing the one before) and return its baselines: from the
+        cache when it holds them (nothing is loaded), else timed now."""
+        context = self._switch_to(problem_id)
+        if context.baselines is None:
+            kinds = self.options.baselines
+            settings = self.options.judge_settings(context.problem, self.seed)
+            key = baseline_key(context.problem.sha256, self.device, settings.timing_key(), self.driver)
+            context.baselines = (self._cache.lookup(key, kinds) if kinds else {})
+            if context.baselines is None:
+                self._progress(f"{problem_id}: timing PyTorch baselines")
+                judge = self._judge_of(context)
+                context.baselines = self._cache.get_or_measure(judge.ref, kinds, judge.judge_reference, key) \
+                    if judge is not None else {}
+        return context.baselines
 
     def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
         """The row of one built answer; never raises for anything the answer does."""
         try:
+            failed = verdicts.build_failed_row(submission, early, outcome, self.device)
+            if failed is not None:
+                return failed  # needs neither the reference nor the baselines
             self.prepare(submission.problem)
-            assert self._context is not None
-            return self._judge_one(submission, early, outcome, self._context)
+            return self._judge_one(submission, early, outcome, self._switch_to(submission.problem))
         except Exception as err:  # noqa: BLE001 - a hostile answer may find a way to upset the judge itself
             logger.exception("%s/%s: the judge failed on this answer", submission.problem, submission.sample)
             return verdicts.judge_failed_row(submission, early, self.device, err)
+        finally:
+            _release_cached_memory(self.device)  # what this judge no longer uses, the next worker may need
 
     def close(self) -> None:
         self._context = None
+        _release_cached_memory(self.device)
 
-    def _load(self, problem: Problem) -> _ProblemContext:
-        settings = self.options.judge_settings(problem, self.seed)
-        try:
-            ref = ReferenceProblem(problem, self.device, init_seed=self.seed)
-            judge = Judge(ref, settings, self.limits, quiet=self._quiet)
-        except Exception as err:  # noqa: BLE001 - a broken problem is reported on every row, the run goes on
-            logger.error("%s: the reference cannot be run: %s", problem.id, err)
-            where = problem.reference_path
-            return _ProblemContext(problem, None, {}, setup_error=f"the reference of problem '{problem.id}' ({where}) "
-                                                                  f"failed on this device: {type(err).__name__}: {err}")
-        kinds = self.options.baselines
-        if kinds:
-            self._progress(f"{problem.id}: timing PyTorch baselines")
-        key = cache_key(ref, settings.timing_key(), self.driver)
-        baselines = self._cache.get_or_measure(ref, kinds, judge.judge_reference, key) if kinds else {}
-        return _ProblemContext(problem, judge, baselines)
+    def _switch_to(self, problem_id: str) -> _ProblemContext:
+        if self._context is None or self._context.problem.id != problem_id:
+            self._context = None  # free the previous problem's tensors before loading the next
+            gc.collect()  # tensors held in reference cycles (a traceback's frames) go now, not at some later GC
+            _release_cached_memory(self.device)
+            self._context = _ProblemContext(self.problems[problem_id])
+        return self._context
+
+    def _judge_of(self, context: _ProblemContext) -> Judge | None:
+        """The problem's judge, loaded on first need; None (and ``setup_error`` set) when the reference fails."""
+        if context.judge is None and not context.setup_error:
+            problem = context.problem
+            try:
+                ref = ReferenceProblem(problem, self.device, init_seed=self.seed)
+                context.judge = Judge(ref, self.options.judge_settings(problem, self.seed), self.limits,
+                                      quiet=self._quiet)
+            except Exception as err:  # noqa: BLE001 - a broken problem is reported on every row, the run goes on
+                logger.error("%s: the reference cannot be run: %s", problem.id, err)
+                context.setup_error = (f"the reference of problem '{problem.id}' ({problem.reference_path}) "
+                                       f"failed on this device: {type(err).__name__}: {err}")
+        return context.judge
 
     def _judge_one(self, submission: Submission, early: Triage, outcome: BuildOutcome,
                    context: _ProblemContext) -> ResultRow:
-        failed = verdicts.build_failed_row(submission, early, outcome, self.device)
-        if failed is not None:
-            return failed
-        if context.judge is None:
+        judge = self._judge_of(context)
+        if judge is None:
             return verdicts.unavailable_row(submission, early, outcome, self.device, context.setup_error)
         build_dir = Path(outcome.extension_dir).parent  # the build stage already chose it
         workdir = Path(tempfile.mkdtemp(prefix="evalkit-judge-"))
@@ -126,13 +145,20 @@ class JudgeStation:
             code_path = workdir / "submission.py"
             code_path.write_text(early.code)
             env = {**build_env(build_dir, self.device), **_pinned(self.limits)}
-            judgement = context.judge.judge(code_path, workdir, env)
+            judgement = judge.judge(code_path, workdir, env)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         settings = context.problem.settings
         row = verdicts.built_row(submission, early, outcome, self.device)
-        return verdicts.judged_row(row, judgement, early, context.baselines, (settings.flops, settings.min_bytes),
+        return verdicts.judged_row(row, judgement, early, context.baselines or {}, (settings.flops, settings.min_bytes),
                                    build_dir / "extensions")
+
+
+def _release_cached_memory(device: str) -> None:
+    """Hand the GPU memory torch's allocator keeps cached back to the device: the judge's workers are other
+    processes, and a large problem's float64 reference leaves tens of GiB cached that they could not use."""
+    if device == "cuda" and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 def _pinned(limits: Limits) -> dict[str, str]:
