@@ -8,16 +8,17 @@ same code builds nothing.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import shutil
 import sys
 import tempfile
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -70,18 +71,33 @@ def build(code: str, cache_root: Path, device: str, timeout_s: float, limits: Li
 
     With a ``freezer``, the sandbox is held while a judge times (and its time limit paused meanwhile)."""
     build_dir = cache_root / build_key(code, device)
-    record = build_dir / BUILD_RECORD
-    if record.exists():
-        try:
-            return BuildOutcome(**{**json.loads(record.read_text()), "cached": True,
-                                   "extension_dir": str(build_dir / "extensions")})
-        except (OSError, ValueError, TypeError):
-            pass  # a damaged record: build again
     build_dir.mkdir(parents=True, exist_ok=True)
-    outcome = _run_build(code, build_dir, device, timeout_s, limits, init_inputs, freezer)
-    if outcome.status in ("ok", "compile_error"):
-        record.write_text(json.dumps(outcome.to_dict()))
-    return outcome
+    with _only_builder(build_dir):  # the same code twice: the second waits, then finds the first's record
+        record = build_dir / BUILD_RECORD
+        if record.exists():
+            try:
+                return BuildOutcome(**{**json.loads(record.read_text()), "cached": True,
+                                       "extension_dir": str(build_dir / "extensions")})
+            except (OSError, ValueError, TypeError):
+                pass  # a damaged record: build again
+        for stale in (build_dir / "extensions").glob("*/lock"):
+            stale.unlink(missing_ok=True)  # left by a build killed mid-compile: torch would wait on it forever
+        outcome = _run_build(code, build_dir, device, timeout_s, limits, init_inputs, freezer)
+        if outcome.status in ("ok", "compile_error"):
+            record.write_text(json.dumps(outcome.to_dict()))
+        return outcome
+
+
+@contextmanager
+def _only_builder(build_dir: Path) -> Iterator[None]:
+    """Hold the build folder's lock (released by the kernel if this process dies): while it is held, no other
+    evalkit build of this code runs, so a torch ``lock`` file found there is stale."""
+    with open(build_dir / ".evalkit-build-lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _run_build(code: str, build_dir: Path, device: str, timeout_s: float, limits: Limits,
