@@ -113,8 +113,10 @@ class Engine:
         self._judging = threading.Lock()  # one batch at a time: a station judges one answer at a time
         self.prepared: set[str] = set()  # problems some station has loaded (and timed the baselines of)
 
-    def judge(self, submissions: Iterable[tuple[Submission, list[str]]]) -> Iterator[ResultRow]:
-        """Rows of ``submissions`` (each with its file's warnings) in the order they are decided."""
+    def judge(self, submissions: Iterable[tuple[Submission, list[str]]],
+              also_prepare: Iterable[str] = ()) -> Iterator[ResultRow]:
+        """Rows of ``submissions`` (each with its file's warnings) in the order they are decided. Problems of
+        ``also_prepare`` get their baselines while the builds run, even if no answer of theirs is built."""
         items: list[_Item] = []
         for submission, warnings in submissions:
             early = triage(submission.text)
@@ -124,7 +126,7 @@ class Engine:
                 yield row
                 continue
             items.append(_Item(submission, early, self._start_build(submission, early)))
-        yield from self._judge_built(items)
+        yield from self._judge_built(items, list(also_prepare))
 
     def prepare_baselines(self, problem_ids: Iterable[str]) -> None:
         """Time the baselines of problems no answer brought to a judge (a GPU report shows every problem's)."""
@@ -152,20 +154,20 @@ class Engine:
                                         self.options.build_timeout(problem), self._build_limits,
                                         problem.init_inputs_or_none(), self.freezer)
 
-    def _judge_built(self, items: list[_Item]) -> Iterator[ResultRow]:
+    def _judge_built(self, items: list[_Item], also_prepare: list[str]) -> Iterator[ResultRow]:
         if not items:
             return
         if not self._judging.acquire(blocking=False):
             raise RuntimeError("these judges are already judging another batch; finish (or close) it first, "
                                "or give every answer in one batch")
         try:
-            yield from self._judge_with_stations(items)
+            yield from self._judge_with_stations(items, also_prepare)
         finally:
             self._judging.release()
 
-    def _judge_with_stations(self, items: list[_Item]) -> Iterator[ResultRow]:
+    def _judge_with_stations(self, items: list[_Item], also_prepare: list[str]) -> Iterator[ResultRow]:
         ahead = [] if not self.options.baselines else \
-            list(dict.fromkeys(i.submission.problem for i in items if i.submission.problem not in self.prepared))
+            [p for p in dict.fromkeys([i.submission.problem for i in items] + also_prepare) if p not in self.prepared]
         ready, rows = _ReadyQueue(items, ahead), queue.Queue()
         threads = [threading.Thread(target=self._serve, args=(station, slot.name, ready, rows), daemon=True,
                                     name=f"evalkit-judge-{slot.name}")

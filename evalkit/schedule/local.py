@@ -109,7 +109,7 @@ def _record_environment(path: Path, limits: Limits, facts: dict[str, Any] | None
     """The machine this report is judged on and who its sandboxes run as (kept from the first run)."""
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        facts = {**(facts or environment()), "sandbox_user": sandbox_user(limits.run_as)}
+        facts = {"sandbox_user": sandbox_user(limits.run_as), **(facts or environment())}
         path.write_text(json.dumps(facts, indent=2) + "\n")
 
 
@@ -163,10 +163,11 @@ class _Run:
                         progress=lambda text: self.report(text, Counter()), backend=self.where.backend)
         abandon = True
         try:
-            for row in engine.judge((s, file_warnings.get(s.path, [])) for s in todo):
+            # On a GPU every problem gets its baselines, even with no submission judged: timed while builds run.
+            every = sorted({s.problem for s in todo}) if self.device == "cuda" else []
+            for row in engine.judge(((s, file_warnings.get(s.path, [])) for s in todo), also_prepare=every):
                 record(row)
-            if self.device == "cuda":  # on a GPU every problem gets its baselines, even with no submission judged
-                engine.prepare_baselines(sorted({s.problem for s in todo} - engine.prepared))
+            engine.prepare_baselines(sorted(set(every) - engine.prepared))
             abandon = False
         finally:
             engine.close(abandon=abandon)
