@@ -92,15 +92,15 @@ class BaselineCache:
         """The entry for ``key`` holding every kind, if one may be used (and then it is recorded in the report).
         The files are read again on every call: another judge of the run (``run``, a token every judge of one
         run shares) may have just timed this key. ``remeasure`` takes only what this run timed."""
-        own = _read(self.path).get(key)
+        own = read_entries(self.path).get(key)
         if self.remeasure:
             entry = own if own and self.run and own.get("run") == self.run else None
             entry = _complete(entry, kinds, failed_ok=True)
         else:
             entry = (_complete(own, kinds, failed_ok=True) or
-                     _complete(_read(self.shared_path).get(key), kinds, failed_ok=False))
+                     _complete(read_entries(self.shared_path).get(key), kinds, failed_ok=False))
         if entry is not None and self.path is not None:
-            _merge(self.path, key, entry)
+            merge_entry(self.path, key, entry)
         return entry
 
     def get_or_measure(self, ref: ReferenceProblem, kinds: tuple[str, ...],
@@ -111,9 +111,9 @@ class BaselineCache:
             return entry
         entry = {**measure_baselines(ref, kinds, judge_reference, key), "run": self.run}
         if self.shared_path is not None:
-            _merge(self.shared_path, key, entry)
+            merge_entry(self.shared_path, key, entry)
         if self.path is not None:
-            _merge(self.path, key, entry)
+            merge_entry(self.path, key, entry)
         return entry
 
 
@@ -125,7 +125,7 @@ def _complete(entry: dict[str, Any] | None, kinds: tuple[str, ...], failed_ok: b
     return None
 
 
-def _read(path: Path | None) -> dict[str, Any]:
+def read_entries(path: Path | None) -> dict[str, Any]:
     if path is None or not path.exists():
         return {}
     try:
@@ -135,9 +135,9 @@ def _read(path: Path | None) -> dict[str, Any]:
         return {}
 
 
-def _merge(path: Path, key: str, entry: dict[str, Any]) -> None:
+def merge_entry(path: Path, key: str, entry: dict[str, Any]) -> None:
     """Add one entry to the JSON file at ``path``, written atomically (another run may share the file)."""
-    entries = _read(path)
+    entries = read_entries(path)
     entries[key] = entry
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")

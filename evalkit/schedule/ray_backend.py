@@ -1,0 +1,378 @@
+"""Trusted side: builds and judges on a Ray cluster (``--backend ray``; ``pip install 'evalkit[ray]'``).
+
+Imported only when a run asks for Ray (``machines.machines``); nothing else in evalkit imports ``ray``.
+The scheduler (``engine.Engine``) stays on this machine, the driver: it triages, writes the rows and the
+report, and hands the rest to the cluster through Ray's own facilities:
+
+- a build is a task holding one CPU (``num_cpus=1``); its ``ObjectRef.future()`` is the engine's future;
+- a judge is an actor (a worker process of its own) holding one GPU (``num_gpus=1``: Ray sets its
+  ``CUDA_VISIBLE_DEVICES``), or one CPU; one per judge slot. An actor that dies fails the request it served
+  (that answer's ``judge_failed`` row) and a new one serves the next request.
+
+What a node cannot share with this machine: the build cache must be at the same ``--cache-dir`` path on every
+node (checked on connecting, and by a judge before it loads a build); a judge gets the problems' files from
+the driver, which writes the report's ``baselines.json`` from what the judge returns; the sandbox user and
+the CUDA arch are the cluster's. Builds are not frozen while a judge times (``BuildFreezer`` reaches this
+machine's processes only): ``docs/ray.md`` says what that means for timings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import platform
+import shutil
+import signal
+import tempfile
+import threading
+import uuid
+from concurrent.futures import Future
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from evalkit import __version__
+from evalkit.intake.triage import Triage
+from evalkit.judge import builder
+from evalkit.judge.baselines import merge_entry, read_entries
+from evalkit.judge.builder import BuildOutcome
+from evalkit.judge.environment import environment
+from evalkit.records import ResultRow, Submission
+from evalkit.sandbox.freezer import BuildFreezer
+from evalkit.sandbox.identity import sandbox_user, unprivileged_identity
+from evalkit.sandbox.launcher import Limits, kill_group
+from evalkit.schedule.judge_process import StationSpec
+from evalkit.schedule.machines import Machines
+from evalkit.schedule.options import JudgeOptions, ScoreError
+from evalkit.schedule.placement import JudgeSlot, Placement
+from evalkit.schedule.station import JudgeStation
+from evalkit.sources.problems import REFERENCE_FILE, TOML_FILE, Problem
+
+logger = logging.getLogger(__name__)
+
+PROBE_WAIT_S = 300.0  # how long connecting waits for a GPU (or CPU) of the cluster to describe the judging node
+STOP_WAIT_S = 15.0  # how long closing waits for an actor to stop cleanly, and for the sandbox sweep of the nodes
+
+
+class JudgeActorDied(RuntimeError):
+    """A judge's Ray actor ended (it crashed, was killed, or its node was lost) while serving a request."""
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ScoreError("--backend ray needs Ray, which is not installed here: pip install 'evalkit[ray]' "
+                         "(or drop --backend ray to judge on this machine)") from None
+    return ray
+
+
+def connect(options: JudgeOptions) -> Machines:
+    """Join the cluster at ``options.ray_address`` (None: $RAY_ADDRESS, else a new local one) unless this process
+    is connected already (the caller's ``ray.init``); the device and judges follow the cluster's resources."""
+    ray = _ray()
+    owned = not ray.is_initialized()
+    if owned:
+        _init(ray, options)
+    try:
+        return _connected(ray, options, owned)
+    except BaseException:
+        if owned:
+            ray.shutdown()
+        raise
+
+
+def _init(ray: Any, options: JudgeOptions) -> None:
+    """``ray.init``, quietly, keeping this process's SIGTERM handling (Ray's would exit without clean-up).
+    A local cluster gets a CPU more than the judges, so builds run beside them as they do locally."""
+    address = options.ray_address or os.environ.get("RAY_ADDRESS") or "local"
+    local = {"num_cpus": max(os.cpu_count() or 1, options.judges + 1)} if address == "local" else {}
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING,
+                 log_to_driver=logging.getLogger("evalkit").isEnabledFor(logging.INFO), **local)
+    except (ConnectionError, ValueError, RuntimeError) as err:
+        raise ScoreError(f"could not join the Ray cluster at {address}: {err}") from None
+    finally:
+        if main and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _connected(ray: Any, options: JudgeOptions, owned: bool) -> Machines:
+    resources = ray.cluster_resources()
+    gpus, cpus = int(resources.get("GPU", 0)), int(resources.get("CPU", 0))
+    if options.device == "cuda" and gpus < 1:
+        raise ScoreError(f"--device cuda was asked for, but the Ray cluster has no GPU ({cpus} CPUs); start its "
+                         f"GPU nodes with `ray start ... --num-gpus=N`, or use --device cpu")
+    device = "cuda" if gpus and options.device in ("auto", "cuda") else "cpu"
+    if device == "cuda":
+        slots = [JudgeSlot(f"ray-gpu:{i}", "cuda", None, ()) for i in range(_gpu_count(options, gpus))]
+    elif options.judges >= cpus:
+        raise ScoreError(f"--judges {options.judges}: the Ray cluster has {cpus} CPU(s); each CPU judge holds one "
+                         f"and the builds need at least one more: give fewer --judges, or the cluster more CPUs")
+    else:
+        slots = [JudgeSlot(f"ray-cpu:{i}", "cpu", None, ()) for i in range(options.judges)]
+    if cpus < 1:
+        raise ScoreError("the Ray cluster has no CPU to build on: start a node with `ray start --num-cpus=N`")
+    facts = _probe(ray, options, device)
+    return Machines(device, Placement(tuple(slots), ()), RayBackend(facts.get("gpu_capability") or "", owned),
+                    environment=facts)
+
+
+def _gpu_count(options: JudgeOptions, gpus: int) -> int:
+    """``--gpus`` on a cluster: all, or a count; Ray picks which GPUs."""
+    text = options.gpus.strip().lower()
+    if options.judges != 1:
+        raise ScoreError(f"--judges {options.judges}: on GPUs there is one judge per GPU; choose how many with "
+                         f"--gpus (all, or a count)")
+    if text != "all" and not text.isdigit():
+        raise ScoreError(f"--gpus {options.gpus}: on a Ray cluster Ray assigns the GPUs, so indices mean nothing "
+                         f"there; give all, or a count of GPUs to claim (one judge each)")
+    if text != "all" and not 1 <= int(text) <= gpus:
+        raise ScoreError(f"--gpus {options.gpus}: the Ray cluster has {gpus} GPU(s); give a count from 1 to {gpus}")
+    return gpus if text == "all" else int(text)
+
+
+def _probe(ray: Any, options: JudgeOptions, device: str) -> dict[str, Any]:
+    """The judging node's facts (``environment()``, from a task on a GPU, or a CPU), once it is known to run
+    this machine's evalkit and torch and to see its ``--cache-dir``."""
+    options.cache_dir.mkdir(parents=True, exist_ok=True)
+    marker = options.cache_dir / f".ray-check-{uuid.uuid4().hex}"
+    marker.write_text("evalkit: do the Ray nodes share this cache?\n")
+    claim = {"num_gpus": 1, "num_cpus": 0} if device == "cuda" else {"num_cpus": 1}
+    ref = ray.remote(**claim, max_calls=1, max_retries=0)(_node_facts).remote(str(marker))
+    try:
+        facts, seen, node = ray.get(ref, timeout=PROBE_WAIT_S)
+    except ray.exceptions.GetTimeoutError:
+        ray.cancel(ref, force=True)
+        raise ScoreError(f"no {device.upper()} of the Ray cluster became free within {PROBE_WAIT_S:g} s "
+                         f"(`ray status` shows what holds them)") from None
+    finally:
+        marker.unlink(missing_ok=True)
+    if not seen:
+        raise ScoreError(f"--cache-dir {options.cache_dir} is not shared with the Ray node {node}: builds and "
+                         f"judges run on any node and find the build cache there, so give a --cache-dir on a "
+                         f"filesystem every node mounts at the same path (docs/ray.md)")
+    ours = {"evalkit_version": __version__, "torch": torch.__version__}
+    wrong = {key: (facts.get(key), value) for key, value in ours.items() if facts.get(key) != value}
+    if wrong:
+        raise ScoreError(f"the Ray node {node} runs other versions than this machine ({wrong}, the node's "
+                         f"first): install the same evalkit and torch on every node")
+    return facts
+
+
+def _node_facts(marker: str) -> tuple[dict[str, Any], bool, str]:
+    """(a task) this node's ``environment()`` and sandbox user, whether it sees ``marker``, and its name."""
+    facts = {**environment(), "sandbox_user": sandbox_user(_node_identity())}
+    return facts, Path(marker).exists(), platform.node()
+
+
+@functools.lru_cache(maxsize=None)
+def _node_identity() -> tuple[int, int] | None:
+    """Who sandboxes run as on this node (the driver's choice need not hold here); once per worker process."""
+    return unprivileged_identity()
+
+
+def _build_task(code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits, init_inputs: Any,
+                arch: str) -> BuildOutcome:
+    """(a task) one build, frozen by nothing; for the CUDA arch of the cluster's judges, not of this node."""
+    original = builder.arch_list  # a build task holds no GPU: torch must not be asked for one's capability
+    builder.arch_list = lambda target: arch if target == "cuda" else ""
+    try:
+        return builder.build(code, cache_root, device, timeout_s, replace(limits, run_as=_node_identity()),
+                             init_inputs, None)
+    finally:
+        builder.arch_list = original
+
+
+def _kill_sandboxes(group: str) -> int:
+    """(a task) SIGKILL every sandbox of the run's ``group`` on this node."""
+    return kill_group(group)
+
+
+class _JudgeActor:
+    """(an actor: a worker process per judge) a ``JudgeStation`` on this node's GPU, or a CPU."""
+
+    def __init__(self, spec: StationSpec, files: dict[str, dict[str, bytes]], arch: str) -> None:
+        if spec.device == "cuda" and builder.arch_list("cuda") != arch:
+            raise RuntimeError(f"this judge's GPU has compute capability {builder.arch_list('cuda')}, the run builds "
+                               f"for {arch}: a Ray run needs GPUs of one kind")
+        self.workdir = Path(tempfile.mkdtemp(prefix="evalkit-ray-judge-"))
+        problems = {pid: _local_problem(problem, files[pid], self.workdir / str(n))
+                    for n, (pid, problem) in enumerate(spec.problems.items())}
+        self.report = self.workdir / "baselines.json"  # the report's entries, as the driver sends them
+        baselines = replace(spec.baselines, report=self.report if spec.baselines.report else None)
+        self.station = JudgeStation(problems, spec.options, spec.device, spec.seed,
+                                    replace(spec.limits, run_as=_node_identity()), baselines, spec.driver)
+
+    def prepare(self, problem_id: str, report_entries: dict[str, Any]) -> dict[str, Any]:
+        for key, entry in report_entries.items():
+            merge_entry(self.report, key, entry)
+        return self.station.prepare(problem_id)
+
+    def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
+        built = Path(outcome.extension_dir).parent
+        if outcome.status in ("ok", "import_failed") and not built.is_dir():
+            raise FileNotFoundError(f"the build of this answer ({built}) is not on the Ray node {platform.node()} "
+                                    f"that judges it: --cache-dir must be on a filesystem every node mounts at "
+                                    f"the same path")
+        return self.station.judge(submission, early, outcome)
+
+    def stop(self) -> None:
+        self.station.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _local_problem(problem: Problem, files: dict[str, bytes], folder: Path) -> Problem:
+    """``problem`` where this node holds the driver's files at the same path, else a copy of them in ``folder``."""
+    try:
+        if all((problem.path / name).read_bytes() == data for name, data in files.items()):
+            return problem
+    except OSError:
+        pass
+    folder.mkdir(parents=True)
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    return replace(problem, path=folder)
+
+
+class RayStation:
+    """The scheduler's handle on one judge actor: the ``Station`` of ``engine``; requests block until answered."""
+
+    _report_lock = threading.Lock()  # the judges' threads write the report's baselines.json one at a time
+
+    def __init__(self, backend: "RayBackend", slot: JudgeSlot, spec: StationSpec) -> None:
+        self.backend, self.slot, self.spec = backend, slot, spec
+        self.current_problem: str | None = None
+        self._actor: Any = None
+        self._busy = False  # a request in flight (an idle actor is stopped cleanly, even when abandoning)
+
+    def prepare(self, problem_id: str) -> dict[str, Any]:
+        report = self.spec.baselines.report
+        entries = {k: v for k, v in read_entries(report).items() if v.get("problem") == problem_id} if report else {}
+        baselines = self._call("prepare", problem_id, entries)
+        if report is not None and baselines.get("key"):
+            with self._report_lock:
+                merge_entry(report, baselines["key"], baselines)
+        self.current_problem = problem_id
+        return baselines
+
+    def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
+        row = self._call("judge", submission, early, outcome)
+        self.current_problem = submission.problem
+        return row
+
+    def close(self, hard: bool = False) -> None:
+        actor, self._actor = self._actor, None
+        if actor is None:
+            return
+        with contextlib.suppress(Exception):  # it is killed below either way
+            if not (hard and self._busy):
+                _ray().get(actor.stop.remote(), timeout=STOP_WAIT_S)
+        with contextlib.suppress(Exception):  # already gone, or the cluster is
+            _ray().kill(actor)
+
+    def _call(self, method: str, *args: Any) -> Any:
+        ray = _ray()
+        if self._actor is None:
+            self.current_problem = None
+            self._actor = self.backend.start_judge(self.slot, self.spec)
+        self._busy = True
+        try:
+            return ray.get(getattr(self._actor, method).remote(*args))
+        except ray.exceptions.RayActorError as err:
+            self._actor, self.current_problem = None, None
+            raise JudgeActorDied(f"judge {self.slot.name} (a Ray actor) ended: {err}") from None
+        except ray.exceptions.RayTaskError as err:  # the judge's own exception, without Ray's wrapping
+            raise (err.cause if isinstance(err.cause, Exception) else RuntimeError(str(err))) from None
+        finally:
+            self._busy = False
+
+
+class RayBackend:
+    """The engine's ``Backend`` on a Ray cluster: builds as CPU tasks, one judge actor per slot."""
+
+    def __init__(self, arch: str, owns_ray: bool) -> None:
+        self.arch, self.owns_ray = arch, owns_ray  # owns_ray: this process started (or joined) Ray for the run
+        self._builds: list[tuple[Any, Future[BuildOutcome]]] = []
+        self._stations: list[RayStation] = []
+        self._groups: set[str] = set()
+        self._abandoned = self._closed = False
+        self._build_fn: Any = None
+        self._judge_cls: Any = None
+
+    def start_build(self, code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits,
+                    init_inputs: Any, freezer: BuildFreezer) -> Future[BuildOutcome]:
+        """A build task on any node with a free CPU (``freezer`` is this machine's: the task has none)."""
+        if self._build_fn is None:
+            self._build_fn = _ray().remote(num_cpus=1, max_retries=1)(_build_task)
+        self._groups.add(limits.group)
+        ref = self._build_fn.remote(code, cache_root, device, timeout_s, limits, init_inputs, self.arch)
+        self._builds = [(r, f) for r, f in self._builds if not f.done()] + [(ref, ref.future())]
+        return self._builds[-1][1]
+
+    def station(self, slot: JudgeSlot, spec: StationSpec, judges: int, freezer: BuildFreezer,
+                progress: Callable[[str], None]) -> RayStation:
+        self._groups.add(spec.limits.group)
+        self._stations.append(RayStation(self, slot, spec))
+        return self._stations[-1]
+
+    def start_judge(self, slot: JudgeSlot, spec: StationSpec) -> Any:
+        """A new judge actor: one GPU (Ray sets its CUDA_VISIBLE_DEVICES), or one CPU."""
+        if self._closed:
+            raise RuntimeError(f"judge {slot.name}: these judges are closed")
+        if self._judge_cls is None:
+            self._judge_cls = _ray().remote(_JudgeActor)
+        claim = {"num_gpus": 1, "num_cpus": 0} if slot.device == "cuda" else {"num_cpus": 1}
+        files = {pid: {name: (p.path / name).read_bytes() for name in (REFERENCE_FILE, TOML_FILE)
+                       if (p.path / name).is_file()} for pid, p in spec.problems.items()}
+        return self._judge_cls.options(**claim, max_restarts=0).remote(spec, files, self.arch)
+
+    def abandon_builds(self, kill: Callable[[], object]) -> None:
+        """Cancel every unfinished build (a running one's worker is killed) and kill the run's sandboxes."""
+        self._abandoned = True
+        for ref, _ in self._builds:
+            with contextlib.suppress(Exception):  # finished meanwhile, or the cluster is gone
+                _ray().cancel(ref, force=True)
+        kill()
+        self._sweep()
+
+    def close(self) -> None:
+        """Stop every judge actor (a busy one is killed after ``abandon_builds``); shut Ray down only where this
+        process started it for the run (a cluster it joined keeps running)."""
+        self._closed, gone = True, self._cluster_gone()
+        for handle in self._stations:
+            handle.close(hard=self._abandoned or gone)
+        if self._abandoned and not gone:
+            self._sweep()  # the sandboxes of the judges just killed
+        if self.owns_ray and _ray().is_initialized():
+            _ray().shutdown()
+
+    def _cluster_gone(self) -> bool:
+        """Whether the local cluster this process started has died (a SIGTERM to the whole process group reaches
+        it): then nothing may wait on it, since Ray ends this process a minute after its GCS is gone."""
+        try:
+            node = _ray()._private.worker._global_node  # no public API tells whether our own cluster lives
+            return self.owns_ray and node is not None and not node.remaining_processes_alive()
+        except Exception:  # noqa: BLE001 - Ray's internals moved: take it as alive
+            return False
+
+    def _sweep(self) -> None:
+        """Kill the run's sandboxes on every live node (a killed Ray worker leaves its sandbox running)."""
+        ray = _ray()
+        if not ray.is_initialized() or not self._groups or self._cluster_gone():
+            return
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        try:
+            sweep = ray.remote(num_cpus=0, max_retries=0)(_kill_sandboxes)
+            refs = [sweep.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
+                    .remote(group) for node in ray.nodes() if node.get("Alive") for group in self._groups]
+            ray.get(refs, timeout=STOP_WAIT_S)
+        except Exception:  # noqa: BLE001 - a node gone meanwhile; the others were swept
+            logger.warning("could not kill the run's sandboxes on every Ray node", exc_info=True)
