@@ -9,7 +9,8 @@ tuples (both ends are evalkit's own code; no submission code runs in either):
                          build_outcome) | ("exit",)
     judge -> scheduler:  ("hold",) / ("release",): the judge begins / ends a measurement; the scheduler
                          freezes the builds (``BuildFreezer.timing``) and answers ("held",) / ("released",)
-                         ("progress", text) | ("done", value) | ("failed", message)
+                         ("progress", text) | ("failed", message) | ("done", value): the baselines for
+                         "prepare"; for "judge", the row and the problem the judge now has loaded
 
 A judge process that dies turns the answer it was judging into a ``judge_failed`` row and is started again.
 """
@@ -77,8 +78,7 @@ class ProcessStation:
         return baselines
 
     def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
-        row = self._request(("judge", submission, early, outcome))
-        self.current_problem = submission.problem
+        row, self.current_problem = self._request(("judge", submission, early, outcome))
         return row
 
     def close(self) -> None:
@@ -202,7 +202,10 @@ def serve(fd: int) -> int:
             station.close()
             return 0
         try:
-            value = station.prepare(message[1]) if message[0] == "prepare" else station.judge(*message[1:])
+            if message[0] == "prepare":
+                value = station.prepare(message[1])
+            else:  # the row, and the problem now loaded (a build that failed loads none)
+                value = (station.judge(*message[1:]), station.current_problem)
         except Exception as err:  # noqa: BLE001 - reported to the scheduler, which records the answer's row
             logger.exception("judge process: %s failed", message[0])
             channel.send(("failed", f"{type(err).__name__}: {err}"))

@@ -215,13 +215,14 @@ class _JudgeActor:
             merge_entry(self.report, key, entry)
         return self.station.prepare(problem_id)
 
-    def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
+    def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> tuple[ResultRow, str | None]:
+        """The row, and the problem the station now has loaded (a build that failed loads none)."""
         built = Path(outcome.extension_dir).parent
         if outcome.status in ("ok", "import_failed") and not built.is_dir():
             raise FileNotFoundError(f"the build of this answer ({built}) is not on the Ray node {platform.node()} "
                                     f"that judges it: --cache-dir must be on a filesystem every node mounts at "
                                     f"the same path")
-        return self.station.judge(submission, early, outcome)
+        return self.station.judge(submission, early, outcome), self.station.current_problem
 
     def stop(self) -> None:
         self.station.close()
@@ -263,8 +264,7 @@ class RayStation:
         return baselines
 
     def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
-        row = self._call("judge", submission, early, outcome)
-        self.current_problem = submission.problem
+        row, self.current_problem = self._call("judge", submission, early, outcome)
         return row
 
     def close(self, hard: bool = False) -> None:
