@@ -191,8 +191,6 @@ class _Run:
         judgement = Judgement(Finding.PASSED, "", correctness=correctness)
         if reduced_precision(correctness):
             judgement.flags.append(Flag.REDUCED_PRECISION.value)
-        if self.ref.device == "cuda" and observe_kernels:
-            judgement.flags.extend(self._observe_kernels(code_path, correctness))
         judgement.warnings.extend(_confinement_warnings(ready))
         if ready.weights == "seeded":
             judgement.warnings.append("ModelNew's parameters differ from Model's in names or shapes: "
@@ -202,6 +200,11 @@ class _Run:
             with self.judge.quiet(), collector_paused():
                 judgement.timing = self._time(judgement.flags, overhead)
             stages["timing_s"] = time.monotonic() - start
+        if self.ref.device == "cuda" and observe_kernels:
+            # After the timing, so an answer is timed after exactly the steps its baselines were (they are never
+            # profiled): profiled first, honest copies of the reference read 3-11% above their baselines on the
+            # H200, by the worker's own events too (a worker that has run CUPTI may launch more slowly).
+            judgement.flags.extend(self._observe_kernels(code_path, correctness))
         judgement.reason = _correct_reason(correctness, judgement.timing)
         return judgement
 
