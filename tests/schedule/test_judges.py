@@ -7,8 +7,6 @@ import json
 import os
 import shutil
 import signal
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from evalkit.schedule.options import JudgeOptions, default_limits
 from evalkit.schedule.placement import JudgeSlot
 from evalkit.schedule.station import BaselineFiles
 from evalkit.sources.problems import discover_problems
+from station_helpers import cpu_station_spec, prepare_in_background, wait_until
 
 PROBLEMS = FIXTURES / "judge_problems"
 CHOSEN = {("linear_relu", "correct_cpp"): "correct", ("linear_relu", "correct_python"): "correct",
@@ -56,23 +55,9 @@ def test_two_cpu_judges_give_one_judges_verdicts_and_share_the_work(tmp_path: Pa
 
 
 def test_a_judge_process_that_dies_fails_its_request_and_is_started_again(tmp_path: Path):
-    problems = discover_problems(PROBLEMS)
-    options = JudgeOptions(device="cpu", baselines=("eager",), timing_trials=5, warmup=1, cache_dir=tmp_path)
-    spec = StationSpec(problems, options, "cpu", 1, default_limits("cpu", 2.0), BaselineFiles(None, None), None)
-    station = ProcessStation(JudgeSlot("cpu:0", "cpu", None, ()), spec, freezer=None)
-    failure: list[BaseException] = []
-
-    def prepare() -> None:
-        try:
-            station.prepare("linear_relu")
-        except BaseException as err:  # noqa: BLE001 - the test inspects it
-            failure.append(err)
-
-    thread = threading.Thread(target=prepare)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while station._proc is None and time.monotonic() < deadline:
-        time.sleep(0.01)
+    station = ProcessStation(JudgeSlot("cpu:0", "cpu", None, ()), cpu_station_spec(tmp_path), freezer=None)
+    thread, failure = prepare_in_background(station, "linear_relu")
+    wait_until(lambda: station._proc is not None)
     os.kill(station._proc.pid, signal.SIGKILL)
     thread.join(60)
     try:

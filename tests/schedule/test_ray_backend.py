@@ -8,7 +8,6 @@ import importlib.util
 import json
 import shutil
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from click.testing import CliRunner
 from conftest import FIXTURES
 from evalkit.cli.main import main
 from evalkit.schedule.options import JudgeOptions, ScoreError
+from station_helpers import cpu_station_spec, prepare_in_background, wait_until
 
 PROBLEMS = FIXTURES / "judge_problems"
 ANSWERS = FIXTURES / "judge_submissions" / "fixtures"
@@ -123,31 +123,14 @@ def test_a_judge_actor_that_dies_fails_its_request_and_a_new_one_serves_the_next
     from evalkit.intake.triage import triage
     from evalkit.judge.builder import BuildOutcome
     from evalkit.records import Submission
-    from evalkit.schedule.judge_process import StationSpec
-    from evalkit.schedule.options import default_limits
     from evalkit.schedule.placement import JudgeSlot
     from evalkit.schedule.ray_backend import JudgeActorDied, RayBackend
-    from evalkit.schedule.station import BaselineFiles
-    from evalkit.sources.problems import discover_problems
 
-    options = JudgeOptions(device="cpu", baselines=("eager",), timing_trials=10, warmup=1, cache_dir=cache)
-    spec = StationSpec(discover_problems(PROBLEMS), options, "cpu", 1, default_limits("cpu", 2.0),
-                       BaselineFiles(None, None), None)
     backend = RayBackend("", owns_ray=False)
+    spec = cpu_station_spec(cache, timing_trials=10)
     station = backend.station(JudgeSlot("ray-cpu:0", "cpu", None, ()), spec, 1, None, lambda text: None)
-    failure: list[BaseException] = []
-
-    def prepare() -> None:
-        try:
-            station.prepare("linear_relu")
-        except BaseException as err:  # noqa: BLE001 - the test inspects it
-            failure.append(err)
-
-    thread = threading.Thread(target=prepare)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while station._actor is None and time.monotonic() < deadline:
-        time.sleep(0.01)
+    thread, failure = prepare_in_background(station, "linear_relu")
+    wait_until(lambda: station._actor is not None)
     time.sleep(0.5)
     cluster.kill(station._actor)
     thread.join(60)

@@ -1,0 +1,46 @@
+"""Helpers for tests that start a judge station (a judge process, or a Ray actor) and kill it mid-request."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from conftest import FIXTURES
+
+JUDGE_PROBLEMS = FIXTURES / "judge_problems"
+
+
+def cpu_station_spec(cache: Path, timing_trials: int = 5) -> Any:
+    """A ``StationSpec`` of the fixture problems, judged on CPU with eager baselines only, no baseline files."""
+    from evalkit.schedule.judge_process import StationSpec
+    from evalkit.schedule.options import JudgeOptions, default_limits
+    from evalkit.schedule.station import BaselineFiles
+    from evalkit.sources.problems import discover_problems
+
+    options = JudgeOptions(device="cpu", baselines=("eager",), timing_trials=timing_trials, warmup=1,
+                           cache_dir=cache)
+    return StationSpec(discover_problems(JUDGE_PROBLEMS), options, "cpu", 1, default_limits("cpu", 2.0),
+                       BaselineFiles(None, None), None)
+
+
+def prepare_in_background(station: Any, problem: str) -> tuple[threading.Thread, list[BaseException]]:
+    """Start ``station.prepare(problem)`` in a thread; what it raises lands in the returned list."""
+    failure: list[BaseException] = []
+
+    def prepare() -> None:
+        try:
+            station.prepare(problem)
+        except BaseException as err:  # noqa: BLE001 - the test inspects it
+            failure.append(err)
+
+    thread = threading.Thread(target=prepare)
+    thread.start()
+    return thread, failure
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
