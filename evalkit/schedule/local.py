@@ -28,7 +28,7 @@ from evalkit.results_file import BASELINES_FILE, ENVIRONMENT_FILE, RESULTS_FILE,
 from evalkit.sandbox.identity import sandbox_user
 from evalkit.sandbox.launcher import Limits, kill_group
 from evalkit.schedule import preflight, run_settings
-from evalkit.schedule.engine import Engine
+from evalkit.schedule.evaluator import Evaluator
 from evalkit.schedule.interrupt import Interrupted, interruptible
 from evalkit.schedule.machines import Machines, machines, resolve_device
 from evalkit.schedule.options import ScoreOptions, ScoreOutcome, default_cache_dir, default_limits
@@ -113,16 +113,6 @@ def _record_environment(path: Path, limits: Limits, facts: dict[str, Any] | None
         path.write_text(json.dumps(facts, indent=2) + "\n")
 
 
-def with_origin(row: ResultRow, problem: Problem | None) -> ResultRow:
-    """Set ``row``'s ``problem_level`` and ``kernelbench`` origin from its problem, so the report scores it per
-    level and exports it to KernelBench's ``eval_results.json`` (both stay None for a problem that records none)."""
-    if problem is not None:
-        row.problem_level = problem.level
-        origin = problem.kernelbench
-        row.kernelbench = {"level": origin.level, "number": origin.number} if origin is not None else None
-    return row
-
-
 def _recorded_driver(path: Path) -> str | None:
     try:
         return json.loads(path.read_text()).get("driver")
@@ -144,7 +134,6 @@ class _Run:
         """Record a row for every unreadable file and every submission of ``todo``, counting them in ``outcome``."""
         with ResultsWriter(self.options.out_dir / RESULTS_FILE) as writer:
             def record(row: ResultRow) -> None:
-                with_origin(row, self.problems.get(row.problem))
                 writer.write(row.to_dict())
                 outcome.counts[row.verdict] += 1
                 outcome.judged += 1
@@ -158,16 +147,14 @@ class _Run:
         options = self.options
         baselines = BaselineFiles(options.out_dir / BASELINES_FILE, options.cache_dir / BASELINES_FILE,
                                   remeasure=options.remeasure_baselines, run=self.limits.group)
-        engine = Engine(self.problems, options, self.device, self.seed, self.limits, baselines,
-                        _recorded_driver(options.out_dir / ENVIRONMENT_FILE), self.where.placement,
-                        progress=lambda text: self.report(text, Counter()), backend=self.where.backend)
-        abandon = True
+        evaluator = Evaluator.for_report(self.problems, options, self.where, self.seed, self.limits, baselines,
+                                         _recorded_driver(options.out_dir / ENVIRONMENT_FILE),
+                                         progress=lambda text: self.report(text, Counter()))
         try:
             # On a GPU every problem gets its baselines, even with no submission judged: timed while builds run.
             every = sorted({s.problem for s in todo}) if self.device == "cuda" else []
-            for row in engine.judge(((s, file_warnings.get(s.path, [])) for s in todo), also_prepare=every):
+            for row in evaluator.judge_submissions(((s, file_warnings.get(s.path, [])) for s in todo), every):
                 record(row)
-            engine.prepare_baselines(sorted(set(every) - engine.prepared))
-            abandon = False
+            evaluator.prepare_baselines(every)
         finally:
-            engine.close(abandon=abandon)
+            evaluator.close()

@@ -1,0 +1,148 @@
+"""Trusted side: the Python API (``from evalkit import Evaluator``), for training loops and notebooks that want a
+verdict without a report folder; ``evalkit score`` is a client of it too (``local.score``).
+
+    from evalkit import Evaluator
+    with Evaluator(problems="problems/", device="auto") as ev:
+        row = ev.judge("alexnet_conv1", answer_text)        # the same dict as a results.jsonl row
+        for row in ev.judge_many(pairs):                     # (problem_id, text) pairs; rows as they complete
+            ...
+
+An ``Evaluator`` drives the engine (``evalkit.schedule.engine``): the sandbox, the judges (one per GPU, or
+``judges=N`` on CPU), the build cache and the baseline cache, kept across calls. It holds
+no global state and installs no signal handler; ``close()`` (or leaving the ``with`` block) ends every
+sandbox it started. Whatever an answer does, it comes back as a row (``verdict`` says what happened); only
+a caller's own mistake raises (an unknown problem id, a bad setting).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import uuid
+import weakref
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from evalkit.records import ResultRow, Submission
+from evalkit.sandbox.launcher import Limits
+from evalkit.schedule.machines import Machines
+from evalkit.schedule.options import JudgeOptions
+from evalkit.schedule.station import BaselineFiles
+from evalkit.sources.problems import Problem
+
+logger = logging.getLogger(__name__)
+
+API_RUN = "api"  # the ``run`` field of the API's rows
+
+
+class Evaluator:
+    """Judges answers to the problems under ``problems``; reuse one across calls (builds, baselines and judges
+    are kept). Keyword settings are those of ``evalkit score`` (``evalkit.schedule.options.JudgeOptions``:
+    ``gpus``, ``judges``, ``jobs``, ``trials``, ``timing_trials``, ``timing_budget_s``, ``atol``, ``rtol``,
+    ``timeout_s``, ``baselines``, ``cache_dir``, ``seed`` ...)."""
+
+    def __init__(self, problems: str | Path = "problems", device: str = "auto", **settings: Any) -> None:
+        from evalkit.schedule.machines import machines
+        from evalkit.schedule.options import default_limits
+        from evalkit.schedule.station import BaselineFiles
+        from evalkit.sources.problems import discover_problems
+
+        if isinstance(settings.get("baselines"), list):
+            settings["baselines"] = tuple(settings["baselines"])
+        if settings.get("cache_dir") is not None:
+            settings["cache_dir"] = Path(settings["cache_dir"])
+        options = JudgeOptions(device=device, **{k: v for k, v in settings.items() if v is not None})
+        where = machines(options)
+        seed = options.seed if options.seed is not None else uuid.uuid4().int % 2**31
+        limits = default_limits(where.device, options.memory_gib, cache_dir=options.cache_dir)
+        baselines = BaselineFiles(None, options.cache_dir / "baselines.json", remeasure=options.remeasure_baselines,
+                                  run=limits.group)
+        self._start(discover_problems(Path(problems)), options, where, seed, limits, baselines, None)
+
+    @classmethod
+    def for_report(cls, problems: dict[str, Problem], options: JudgeOptions, where: Machines, seed: int,
+                   limits: Limits, baselines: BaselineFiles, driver: str | None,
+                   progress: Callable[[str], None] | None = None) -> "Evaluator":
+        """The evaluator of one ``evalkit score`` run, whose settings, seed and machines it has already fixed."""
+        evaluator = cls.__new__(cls)
+        evaluator._start(problems, options, where, seed, limits, baselines, driver, progress)
+        return evaluator
+
+    def _start(self, problems: dict[str, Problem], options: JudgeOptions, where: Machines, seed: int,
+               limits: Limits, baselines: BaselineFiles, driver: str | None,
+               progress: Callable[[str], None] | None = None) -> None:
+        from evalkit.judge.environment import environment
+        from evalkit.schedule.engine import Engine
+
+        self.options, self.problems, self.device, self.seed = options, problems, where.device, seed
+        if driver is None:
+            driver = (where.environment or environment()).get("driver")
+        self._engine = Engine(problems, options, where.device, seed, limits, baselines, driver, where.placement,
+                              progress=progress, backend=where.backend)
+        self._finalizer = weakref.finalize(self, _shut_down, self._engine)
+        self._samples = itertools.count()
+
+    def judge(self, problem_id: str, text: str, *, sample: str | None = None) -> dict[str, Any]:
+        """The row of one answer to ``problem_id`` (a dict, as in ``results.jsonl``)."""
+        return next(iter(self.judge_many([(problem_id, text, sample)] if sample else [(problem_id, text)])))
+
+    def judge_many(self, pairs: Iterable[tuple[str, str] | tuple[str, str, str]]) -> Iterator[dict[str, Any]]:
+        """Rows of (problem_id, text) or (problem_id, text, sample) answers, in the order they are decided (match
+        them by ``sample``: "api-N" in the order given, unless named). Every problem id is checked here, before
+        anything is built. One batch at a time per evaluator: consume (or close) one before starting another."""
+        submissions = [self._submission(*pair) for pair in pairs]
+        return self._rows(submissions)
+
+    def judge_submissions(self, submissions: Iterable[tuple[Submission, list[str]]],
+                          also_prepare: Iterable[str] = ()) -> Iterator[ResultRow]:
+        """Rows (``ResultRow``) of already named submissions, each with its file's warnings, as they are decided;
+        the problems of ``also_prepare`` get their baselines meanwhile (``evalkit score`` on a GPU)."""
+        for row in self._engine.judge(submissions, also_prepare):
+            yield with_origin(row, self.problems.get(row.problem))
+
+    def prepare_baselines(self, problem_ids: Iterable[str]) -> None:
+        """Time (or read from the cache) the baselines of problems no answer brought to a judge."""
+        self._engine.prepare_baselines(sorted(set(problem_ids) - self._engine.prepared))
+
+    def _rows(self, submissions: list[Submission]) -> Iterator[dict[str, Any]]:
+        for row in self.judge_submissions((submission, []) for submission in submissions):
+            yield row.to_dict()
+
+    def close(self) -> None:
+        """End every sandbox and judge process this evaluator started (also done on leaving ``with``)."""
+        self._finalizer()
+
+    def __enter__(self) -> "Evaluator":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _submission(self, problem_id: str, text: str, sample: str | None = None) -> Submission:
+        from evalkit.sources.problems import unknown_problem
+
+        if problem_id not in self.problems:
+            raise unknown_problem(problem_id, self.problems)
+        if not isinstance(text, str):
+            raise TypeError(f"the answer to {problem_id!r} must be a str, not {type(text).__name__}")
+        name = sample or f"api-{next(self._samples)}"
+        return Submission(run=API_RUN, problem=problem_id, sample=name, path=f"<api:{name}>", text=text)
+
+
+def with_origin(row: ResultRow, problem: Problem | None) -> ResultRow:
+    """Set ``row``'s ``problem_level`` and ``kernelbench`` origin from its problem, so the report scores it per
+    level and exports it to KernelBench's ``eval_results.json`` (both stay None for a problem that records none)."""
+    if problem is not None:
+        row.problem_level = problem.level
+        origin = problem.kernelbench
+        row.kernelbench = {"level": origin.level, "number": origin.number} if origin is not None else None
+    return row
+
+
+def _shut_down(engine: Any) -> None:
+    from evalkit.sandbox.launcher import kill_group
+
+    try:
+        engine.close(abandon=True)
+    finally:
+        kill_group(engine.limits.group)
