@@ -303,7 +303,7 @@ def rescore_suite(run: Runner, figures: dict[str, Any], cache: Path | None) -> N
                           "judge_s": sum(map(judge_s, again.rows)), "verdicts": verdicts(again.rows), **times}
 
 
-def shown(path: Path) -> str:
+def repo_relative(path: Path) -> str:
     """A path as a record shows it: relative to the repository when inside it (no machine's own paths)."""
     try:
         return str(Path(path).resolve().relative_to(ROOT))
@@ -315,7 +315,8 @@ def corpus_suite(run: Runner, figures: dict[str, Any]) -> None:
     args = run.args
     where = run.reports / "corpus"
     manifest = make_corpus(where, args.problems, args.device, args.answers, args.seed, args.cache_hits)
-    print(f"corpus: {args.answers} answers over {len(manifest['problems'])} problems ({shown(args.problems)}), "
+    where_shown = repo_relative(args.problems)
+    print(f"corpus: {args.answers} answers over {len(manifest['problems'])} problems ({where_shown}), "
           f"{args.device} flavour: {manifest['counts']}", flush=True)
     scored = run.score(where / RUN_NAME, "corpus_report", run.cache("corpus"), args.problems)
     category = {e["sample"]: e["category"] for e in manifest["entries"]}
@@ -445,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     reports.mkdir(parents=True, exist_ok=True)
     run = Runner(args, work, reports)
     figures: dict[str, Any] = {"device": args.device, "jobs": args.jobs, "cores": os.cpu_count(),
-                               "problems": shown(args.problems), "extra": args.extra, "timeout": args.timeout,
+                               "problems": repo_relative(args.problems), "extra": args.extra, "timeout": args.timeout,
                                "started": datetime.now().isoformat(timespec="seconds")}
     print(f"throughput: device {args.device}, --jobs {args.jobs} of {os.cpu_count()} cores, suites "
           f"{','.join(s for s in ('seeds', 'rescore', 'corpus') if s in args.suites)}"
