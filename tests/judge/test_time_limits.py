@@ -56,7 +56,9 @@ def test_a_hang_costs_the_derived_limit_not_minutes(tmp_path, monkeypatch):
     rows = {r["sample"]: r for r in map(json.loads, (tmp_path / "out" / "results.jsonl").read_text().splitlines())}
     assert rows["hang"]["verdict"] == "timeout"
     # the first request's limit: FIRST_CALL_S, or SLOWDOWN_ALLOWED x the reference's time for each of its calls
-    assert re.search(r"exceeded its [34](\.\d+)? s limit", rows["hang"]["reason"]), rows["hang"]["reason"]
+    # (about 3 s here; more on a loaded machine, where the reference itself measures slower), never LOAD_S's 30
+    limit = re.search(r"exceeded its (\d+(?:\.\d+)?) s limit", rows["hang"]["reason"])
+    assert limit and 3.0 <= float(limit.group(1)) < 20.0, rows["hang"]["reason"]
     assert rows["ok"]["verdict"] == "correct"
     assert elapsed < 60
 
