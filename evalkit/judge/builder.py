@@ -81,7 +81,8 @@ def build(code: str, cache_root: Path, device: str, timeout_s: float, limits: Li
             except (OSError, ValueError, TypeError):
                 pass  # a damaged record: build again
         for stale in (build_dir / "extensions").glob("*/lock"):
-            stale.unlink(missing_ok=True)  # left by a build killed mid-compile: torch would wait on it forever
+            if not stale.parent.is_symlink():  # a build may plant a link to another folder: never follow it
+                stale.unlink(missing_ok=True)  # left by a build killed mid-compile: torch would wait on it forever
         outcome = _run_build(code, build_dir, device, timeout_s, limits, init_inputs, freezer)
         if outcome.status in ("ok", "compile_error"):
             record.write_text(json.dumps(outcome.to_dict()))

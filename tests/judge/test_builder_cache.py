@@ -31,3 +31,30 @@ def test_the_same_code_twice_at_once_is_built_once(tmp_path: Path):
         outcomes = list(pool.map(lambda _: build(CODE, tmp_path, "cpu", 240, limits), range(2)))
     assert [o.status for o in outcomes] == ["ok", "ok"]
     assert sorted(o.cached for o in outcomes) == [False, True]
+
+
+def test_a_hostile_build_can_neither_poison_the_shared_baselines_nor_aim_the_lock_cleanup_elsewhere(tmp_path):
+    """A build imports the answer: it may try to rewrite the baseline cache beside the builds, or plant a link
+    named like an extension folder so that the next build's stale-lock cleanup deletes a file elsewhere."""
+    cache = tmp_path / "cache"
+    (cache / "baselines.json").parent.mkdir(parents=True)
+    (cache / "baselines.json").write_text("{}")
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "lock").write_text("not evalkit's")
+    hostile = f'''import os, pathlib
+extensions = pathlib.Path(os.environ["TORCH_EXTENSIONS_DIR"])
+for target in (extensions.parents[1] / "baselines.json", extensions.parent / ".evalkit-build-lock"):
+    try:
+        target.write_text('{{"poisoned": true}}')
+    except OSError:
+        pass
+extensions.mkdir(parents=True, exist_ok=True)
+os.symlink({str(victim)!r}, extensions / "planted")
+raise RuntimeError("fail the build, so that the next build of this code cleans up again")
+'''
+    limits = default_limits("cpu", 2.0)
+    assert build(hostile, cache / "builds", "cpu", 120, limits).status != "ok"
+    build(hostile, cache / "builds", "cpu", 120, limits)  # its cleanup meets the planted link
+    assert (cache / "baselines.json").read_text() == "{}"
+    assert (victim / "lock").read_text() == "not evalkit's"
