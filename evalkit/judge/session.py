@@ -106,11 +106,15 @@ class Session:
 
     def load(self) -> protocol.ReadyClaim:
         """Have the worker import the submission and construct ModelNew."""
+        return self._exchange(Op.LOAD, protocol.ReadyClaim, "load", self.limits.load_s)
+
+    def _exchange(self, op: str, claim_type: type[Any], stage: str, limit_s: float) -> Any:
+        """One untimed request: wake the worker, ask, take its ``claim_type`` reply, freeze it again."""
         self.worker.thaw()
-        self.worker.send(protocol.simple_request(Op.LOAD))
-        ready = self.expect(protocol.ReadyClaim, "load", self.limits.load_s)
+        self.worker.send(protocol.simple_request(op))
+        claim = self.expect(claim_type, stage, limit_s)
         self.worker.freeze()
-        return ready
+        return claim
 
     def observe(self, originals: list[list[Any]], op: str = Op.CALL) -> tuple[float, Any]:
         """One request (or calibration ping) on ``originals``, one set of inputs per call of the batch:
@@ -154,11 +158,7 @@ class Session:
             torch.cuda.synchronize()
 
     def profile(self) -> protocol.ProfiledClaim:
-        self.worker.thaw()
-        self.worker.send(protocol.simple_request(Op.PROFILE))
-        claim = self.expect(protocol.ProfiledClaim, "profile", self.limits.first_call_s)
-        self.worker.freeze()
-        return claim
+        return self._exchange(Op.PROFILE, protocol.ProfiledClaim, "profile", self.limits.first_call_s)
 
     def expect(self, claim_type: type[Any], stage: str, limit_s: float) -> Any:
         """The next reply within ``limit_s``, if it is a ``claim_type``; else ``Stop`` with what it was."""
