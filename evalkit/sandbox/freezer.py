@@ -62,6 +62,12 @@ class _Cgroup:
         (self.path / "cgroup.procs").write_text(f"{pid}\n")
 
     def set_frozen(self, frozen: bool) -> None:
+        try:
+            self._set_frozen(frozen)
+        except FileNotFoundError:  # removed by the run's clean-up while a judge still held the freeze
+            logger.debug("cgroup %s is gone: nothing left to %s", self.path, "freeze" if frozen else "thaw")
+
+    def _set_frozen(self, frozen: bool) -> None:
         if self.kind == "cgroup2":
             (self.path / "cgroup.freeze").write_text("1\n" if frozen else "0\n")
             self._wait_for("frozen 1" if frozen else "frozen 0", "cgroup.events")

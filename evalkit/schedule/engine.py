@@ -37,6 +37,7 @@ from evalkit.sources.problems import Problem
 logger = logging.getLogger(__name__)
 
 BUILD_STOP_S = 5.0  # how long an interrupted run keeps killing sandboxes while its running builds end
+JUDGE_STOP_S = 30.0  # how long close() waits for judge threads to leave their answer (their sandboxes are killed)
 ROW_POLL_S = 0.5  # the caller's thread wakes this often while it waits for rows (so signals get through)
 
 
@@ -111,6 +112,7 @@ class Engine:
         self._problem_locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._judging = threading.Lock()  # one batch at a time: a station judges one answer at a time
+        self._judge_threads: list[threading.Thread] = []
         self.prepared: set[str] = set()  # problems some station has loaded (and timed the baselines of)
 
     def judge(self, submissions: Iterable[tuple[Submission, list[str]]],
@@ -137,6 +139,7 @@ class Engine:
         """Stop the builds (``abandon``: kill the running ones too) and every judge station."""
         if abandon:
             self.backend.abandon_builds(lambda: kill_group(self.limits.group))
+        self._wait_for_judges()
         self.backend.close()
         for station in self.stations:
             try:
@@ -144,6 +147,16 @@ class Engine:
             except Exception:  # noqa: BLE001 - closing the rest matters more
                 logger.exception("closing a judge station failed")
         self.freezer.close()
+
+    def _wait_for_judges(self) -> None:
+        """Let each judge thread leave the answer it holds before its station and the freezer go: a thread
+        still timing would thaw a cgroup already removed, or outlive the interpreter (an abort at exit)."""
+        deadline = time.monotonic() + JUDGE_STOP_S
+        for thread in self._judge_threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        alive = [thread.name for thread in self._judge_threads if thread.is_alive()]
+        if alive:
+            logger.warning("judge thread(s) %s still busy after %g s; closing without them", alive, JUDGE_STOP_S)
 
     def _judge_limits(self, slot: JudgeSlot) -> Limits:
         return replace(self.limits, cpus=slot.cpus or None)
@@ -172,6 +185,7 @@ class Engine:
         threads = [threading.Thread(target=self._serve, args=(station, slot.name, ready, rows), daemon=True,
                                     name=f"evalkit-judge-{slot.name}")
                    for station, slot in zip(self.stations, self.placement.slots)]
+        self._judge_threads = threads
         for thread in threads:
             thread.start()
         try:
