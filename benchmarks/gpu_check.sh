@@ -83,5 +83,5 @@ if [ "$stage" = curated ]; then
   cp "$run_dir/curated"/results.jsonl "$OUT/curated_results.jsonl"; cp "$run_dir/curated"/summary.json "$OUT/curated_summary.json"; cp "$run_dir/curated"/baselines.json "$OUT/curated_baselines.json"
 fi
 if [ "$stage" = load ]; then
-  python3 benchmarks/timing_under_load.py --rounds 1 --builds 16 2>&1 | tee "$OUT/timing_under_load.log"
+  python3 benchmarks/timing_under_load.py --rounds 2 --builds 16 2>&1 | tee "$OUT/timing_under_load.log"
 fi
