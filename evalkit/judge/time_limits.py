@@ -5,11 +5,18 @@ each later call. The limits come from the reference's eager time on this device,
 before any submission runs, so a hang costs at most ``max(LOAD_S, FIRST_CALL_S)`` on problems whose
 reference runs in milliseconds, while a correct answer up to ``SLOWDOWN_ALLOWED`` times slower than
 eager is never cut off. ``--timeout`` or ``run_timeout_s`` in problem.toml set every step's limit instead.
+
+The first call gets longer (``JIT_FIRST_CALL_S``) only when the answer may compile then: its code names a
+JIT (Triton, torch.compile, ...) or it uses ``load_inline`` that the build stage did not build (built
+lazily, in ``forward``). Reading the code for this is safe: a shorter limit can only cost the answer
+itself, so hiding a JIT from the judge gains nothing.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,7 +26,11 @@ from evalkit.judge.timing import L2Flusher, TimingStats, measure
 from evalkit.sandbox.clock import Clock
 
 LOAD_S = 60.0  # start Python and torch, load a cached extension, construct ModelNew
-FIRST_CALL_S = 60.0  # lazy CUDA/cuDNN start-up and any compilation done on the first call
+FIRST_CALL_S = 20.0  # lazy CUDA module loading, cuDNN/cuBLAS start-up: an answer with nothing left to compile
+JIT_FIRST_CALL_S = 60.0  # an answer that may compile on its first call (a JIT, a load_inline left to forward)
+# A JIT named in the code (comments too: "compile the extension" is not one, "torch.compile" is).
+_NAMES_A_JIT = re.compile(r"triton|torch\.compile|_dynamo|inductor|torch\.jit|\bjit\b|nvrtc|cupy|numba|cuda\.core|"
+                          r"\btvm\b|\bjax\b|tilelang|cutlass\.cute", re.IGNORECASE)
 CALL_FLOOR_S = 10.0  # a later call, however fast the reference (host jitter, a loaded machine)
 SLOWDOWN_ALLOWED = 1000.0  # a call may be this many times slower than the reference's eager time
 REFERENCE_CALLS = 3
@@ -31,20 +42,37 @@ class TimeLimits:
     first_call_s: float
     call_s: float
     per_call_s: float = 0.0  # SLOWDOWN_ALLOWED x the reference's time: what each call of a request adds
+    jit_first_call_s: float | None = None  # the first call's limit for an answer that may compile then
 
     @classmethod
     def derived(cls, reference_ms: float) -> "TimeLimits":
         per_call = SLOWDOWN_ALLOWED * reference_ms / 1e3
         call = max(CALL_FLOOR_S, per_call)
-        return cls(load_s=LOAD_S, first_call_s=max(FIRST_CALL_S, call), call_s=call, per_call_s=per_call)
+        return cls(load_s=LOAD_S, first_call_s=max(FIRST_CALL_S, call), call_s=call, per_call_s=per_call,
+                   jit_first_call_s=max(JIT_FIRST_CALL_S, call))
 
     @classmethod
     def fixed(cls, seconds: float) -> "TimeLimits":
         return cls(load_s=seconds, first_call_s=seconds, call_s=seconds)
 
+    def for_answer(self, compiles_on_first_call: bool) -> "TimeLimits":
+        """These limits for one answer: the longer first call when it may compile then."""
+        if compiles_on_first_call and self.jit_first_call_s is not None:
+            return replace(self, first_call_s=max(self.first_call_s, self.jit_first_call_s))
+        return self
+
     def request_s(self, calls: int, first: bool) -> float:
         """The limit of one request that runs forward ``calls`` times: the floors do not multiply."""
         return max(self.first_call_s if first else self.call_s, self.per_call_s * calls)
+
+
+def compiles_on_first_call(code: str, extensions_dir: Path) -> bool:
+    """Whether an answer may compile when first called: its code names a JIT, or it calls ``load_inline`` (or
+    ``load``) while the build stage built no extension (so it builds in ``forward``)."""
+    if _NAMES_A_JIT.search(code):
+        return True
+    builds_extension = "load_inline" in code or "cpp_extension" in code
+    return builds_extension and not any(extensions_dir.glob("*/*.so"))
 
 
 def reference_ms(ref: ReferenceProblem, seed: int) -> float:

@@ -28,6 +28,7 @@ from evalkit.judge.baselines import BaselineCache, baseline_key
 from evalkit.judge.builder import BuildOutcome, build_env
 from evalkit.judge.reference import ReferenceProblem
 from evalkit.judge.submission_judge import Judge
+from evalkit.judge.time_limits import compiles_on_first_call
 from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.launcher import Limits
 from evalkit.schedule.options import JudgeOptions
@@ -145,7 +146,8 @@ class JudgeStation:
             code_path = workdir / "submission.py"
             code_path.write_text(early.code)
             env = {**build_env(build_dir, self.device), **_pinned(self.limits)}
-            judgement = judge.judge(code_path, workdir, env)
+            judgement = judge.judge(code_path, workdir, env,
+                                    compiles_on_first_call(early.code, build_dir / "extensions"))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         settings = context.problem.settings
