@@ -226,9 +226,14 @@ def verdicts(rows: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def _stamp(row: dict[str, Any]) -> float | None:
+    return _when(row.get("judged_at"))
+
+
+def _when(text: Any) -> float | None:
+    """An ISO time stamp (as rows and baselines write them) in seconds since the epoch; None if it is not one."""
     try:
-        return datetime.fromisoformat(row["judged_at"].replace("Z", "+00:00")).timestamp()
-    except (KeyError, TypeError, ValueError):
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except (AttributeError, TypeError, ValueError):
         return None
 
 
@@ -238,6 +243,21 @@ def timeline(scored: Scored) -> dict[str, float | None]:
     if not stamps:
         return {"to_first_row_s": None, "after_last_row_s": None}
     return {"to_first_row_s": stamps[0] - scored.started, "after_last_row_s": scored.finished - stamps[-1]}
+
+
+def baselines_s(report: Path, started: float) -> float:
+    """The judge's seconds on baselines this run timed (each kind's ``judge_s`` in the report's baselines.json;
+    entries measured before the run started came from the cache and cost nothing)."""
+    try:
+        entries = json.loads((report / "baselines.json").read_text())
+    except (OSError, ValueError):
+        return 0.0
+    total = 0.0
+    for entry in entries.values():
+        measured = _when(entry.get("measured_at"))
+        if measured is not None and measured >= int(started):
+            total += sum(kind.get("judge_s", 0.0) for kind in entry.values() if isinstance(kind, dict))
+    return total
 
 
 def target(figures: dict[str, Any], name: str, value: float | None) -> str:
@@ -268,8 +288,9 @@ def seeds_suite(run: Runner, figures: dict[str, Any]) -> Path:
     builds = [fresh_build_s(r) for r in seeds.rows if fresh_build_s(r) > 0]
     ratio = seeds.wall_s / build if build > 0 else None
     shown_builds = f"builds of {', '.join(f'{b:.0f}' for b in sorted(builds))} s" if builds else "nothing built"
+    baselines = baselines_s(run.reports / "seeds_cold", seeds.started)
     print(f"seeds: five seeds cold: {seeds.wall_s:.1f} s wall; {shown_builds}, judging "
-          f"{sum(map(judge_s, seeds.rows)):.1f} s; "
+          f"{sum(map(judge_s, seeds.rows)):.1f} s, baselines {baselines:.1f} s; "
           f"verdicts {verdicts(seeds.rows)}", flush=True)
     times = timeline(seeds)
     print(f"seeds: start to first row {_fmt(times['to_first_row_s'])} s; last row to exit "
@@ -279,7 +300,8 @@ def seeds_suite(run: Runner, figures: dict[str, Any]) -> Path:
           f"{target(figures, 'seeds_vs_one_build', ratio)}", flush=True)
     figures["seeds"] = {"lone_build_s": build, "lone_run_wall_s": one.wall_s, "lone_verdict": one.rows[0]["verdict"],
                         "seeds_wall_s": seeds.wall_s, "seeds_build_s": builds,
-                        "seeds_judge_s": sum(map(judge_s, seeds.rows)), "seeds_verdicts": verdicts(seeds.rows),
+                        "seeds_judge_s": sum(map(judge_s, seeds.rows)), "seeds_baselines_s": baselines,
+                        "seeds_verdicts": verdicts(seeds.rows),
                         "ratio": ratio, **{f"seeds_{k}": v for k, v in times.items()}}
     return cache
 
@@ -352,10 +374,12 @@ def corpus_suite(run: Runner, figures: dict[str, Any]) -> None:
     timeouts = sum(map(timed_out_s, rows))
     print(f"corpus: builds {builds:.1f} s on --jobs {args.jobs} ({sum(1 for r in rows if fresh_build_s(r))} built, "
           f"{cached} cached) -> build-limited wall {build_limited:.1f} s")
+    baselines = baselines_s(run.reports / "corpus_report", scored.started)
     print(f"corpus: judging {judging:.1f} s, one answer at a time ({timeouts:.1f} s of it timed-out stages, at their "
-          f"limits); the rest of the wall, {scored.wall_s - judging:.1f} s, the judge waited for builds, timed the "
-          f"baselines, started and wrote the report (start to first row {_fmt(times['to_first_row_s'])} s, "
-          f"last row to exit {_fmt(times['after_last_row_s'])} s)")
+          f"limits), and {baselines:.1f} s timing baselines; the rest of the wall, "
+          f"{scored.wall_s - judging - baselines:.1f} s, the judge waited for builds, started and wrote the report "
+          f"(start to first row {_fmt(times['to_first_row_s'])} s, last row to exit "
+          f"{_fmt(times['after_last_row_s'])} s)")
     shown = f"{ratio:.2f}x" if ratio is not None else "n/a (nothing was built)"
     print(f"corpus: wall / build-limited wall = {shown} (target <= {TARGETS['corpus_vs_build_limited']:.2f}x): "
           f"{target(figures, 'corpus_vs_build_limited', ratio)}", flush=True)
@@ -367,7 +391,7 @@ def corpus_suite(run: Runner, figures: dict[str, Any]) -> None:
         "answers": len(rows), "problems": manifest["problems"], "wall_s": scored.wall_s, "answers_per_hour": rate,
         "jobs": args.jobs, "verdicts": verdicts(rows), "stage_seconds": dict(stages), "build_s": builds,
         "builds_fresh": sum(1 for r in rows if fresh_build_s(r)), "builds_cached": cached, "judge_s": judging,
-        "timed_out_s": timeouts,
+        "timed_out_s": timeouts, "baselines_s": baselines,
         "build_limited_wall_s": build_limited, "ratio": ratio, **timeline(scored), "unexpected": unexpected,
         "per_category": {k: {**v, "verdicts": dict(v["verdicts"]), "expected": EXPECTED[k]} for k, v in per.items()},
     }

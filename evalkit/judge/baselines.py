@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -71,10 +72,12 @@ def measure_baselines(ref: ReferenceProblem, kinds: tuple[str, ...],
     result: dict[str, Any] = {"key": key, "problem": ref.problem.id, "device_name": device_name(ref.device),
                               "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
     for kind in kinds:
+        start = time.monotonic()
         try:
             result[kind] = judge_reference(kind)
         except Exception as err:  # noqa: BLE001 - a baseline failing must not stop the run
             result[kind] = {"error": f"{type(err).__name__}: {err}"[:500]}
+        result[kind]["judge_s"] = time.monotonic() - start  # what it cost the judge (torch.compile: mostly compiling)
         if "error" in result[kind]:
             logger.warning("%s: %s baseline failed: %s", ref.problem.id, kind, result[kind]["error"])
     return result

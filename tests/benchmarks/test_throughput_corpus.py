@@ -108,3 +108,4 @@ def test_each_category_gets_its_verdict_when_scored(tmp_path):
     assert corpus["unexpected"] == [] and corpus["timed_out_s"] == 20
     assert corpus["answers_per_hour"] > 0 and corpus["build_limited_wall_s"] == pytest.approx(corpus["build_s"] / 2)
     assert "answers/hour" in result.stdout and "build-limited wall" in result.stdout
+    assert corpus["baselines_s"] > 0  # the fresh cache's eager baselines, timed in this run

@@ -36,6 +36,7 @@ def test_a_new_report_reuses_the_shared_baselines(tmp_path: Path, ref):
     b = BaselineCache(tmp_path / "b" / "baselines.json", shared).get_or_measure(ref, ("eager",), second)
     assert first.calls == ["eager"] and second.calls == []
     assert a == b and (tmp_path / "b" / "baselines.json").exists()  # the report keeps what it used
+    assert a["eager"]["judge_s"] >= 0  # what timing it cost the judge, for "where did the time go"
 
 
 def test_remeasure_times_again_and_other_settings_never_share(tmp_path: Path, ref):
