@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from evalkit.host_facts import report_host_facts
+
+MODULE_VERSION_FILE = Path("/sys/module/nvidia/version")
+DRIVER_VERSION_FILE = Path("/proc/driver/nvidia/version")
+_VERSION = re.compile(r"\d+\.\d+(?:\.\d+)?")
+_PROC_DRIVER = re.compile(r"Kernel Module\b[^\n]*?\s(\d+\.\d+(?:\.\d+)?)\s")
 
 
 def environment() -> dict[str, Any]:
@@ -24,6 +31,29 @@ def environment() -> dict[str, Any]:
 
 
 def _driver_version() -> str | None:
+    """The NVIDIA driver's version: from the kernel module's own files (instant; NVIDIA's advice is
+    ``/sys/module/nvidia/version``), else from nvidia-smi (which can take seconds to start)."""
+    for path, parse in ((MODULE_VERSION_FILE, _bare_version), (DRIVER_VERSION_FILE, driver_from_proc)):
+        try:
+            found = parse(path.read_text())
+        except OSError:
+            continue
+        if found:
+            return found
+    return _driver_from_nvidia_smi()
+
+
+def _bare_version(text: str) -> str | None:
+    return text.strip() if _VERSION.fullmatch(text.strip()) else None
+
+
+def driver_from_proc(text: str) -> str | None:
+    """The version in ``/proc/driver/nvidia/version`` ("NVRM version: NVIDIA UNIX ... Kernel Module  580.159.04 ...")."""
+    match = _PROC_DRIVER.search(text)
+    return match.group(1) if match else None
+
+
+def _driver_from_nvidia_smi() -> str | None:
     try:
         import subprocess
 
