@@ -59,7 +59,12 @@ def arch_list(device: str) -> str:
 
 
 def build_env(build_dir: Path, device: str) -> dict[str, str]:
-    env = {"TORCH_EXTENSIONS_DIR": str(build_dir / "extensions"), "MAX_JOBS": "4"}
+    return {"TORCH_EXTENSIONS_DIR": str(build_dir / "extensions"), **extension_env(device)}
+
+
+def extension_env(device: str) -> dict[str, str]:
+    """What torch's extension builder reads besides the folder: the same for every answer on ``device``."""
+    env = {"MAX_JOBS": "4"}
     if arch_list(device):
         env["TORCH_CUDA_ARCH_LIST"] = arch_list(device)
     return env

@@ -112,12 +112,10 @@ class Judge:
         error = {"max_abs_err": result.max_abs_err, "max_rel_err": result.max_rel_err, "rel_l2_err": result.rel_l2_err}
         return specs, templates, error
 
-    def judge(self, code_path: Path, workdir: Path, env: dict[str, str],
-              compiles_on_first_call: bool = True) -> Judgement:
-        """Judge the code at ``code_path`` in a fresh sandboxed worker (the first call's limit is the longer one
-        unless the caller knows the answer has nothing to compile then: ``time_limits.compiles_on_first_call``)."""
-        return self.judge_with(UntrustedProcess(workdir, self.limits, env), code_path,
-                               limits=self.time_limits.for_answer(compiles_on_first_call))
+    def judge(self, worker: WorkerChannel, code_path: Path, compiles_on_first_call: bool = True) -> Judgement:
+        """Judge the code at ``code_path`` in ``worker``, a fresh sandboxed one (the first call's limit is the longer
+        one unless the caller knows the answer has nothing to compile then: ``time_limits.compiles_on_first_call``)."""
+        return self.judge_with(worker, code_path, limits=self.time_limits.for_answer(compiles_on_first_call))
 
     def judge_reference(self, kind: str) -> dict[str, Any]:
         """A baseline: the reference written as a submission (``kind`` eager or compile) and judged like one.

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evalkit.sandbox.identity import hand_over, reachable_by, scrubbed_env
-from evalkit.sandbox.protocol import MAX_REPLY_BYTES, Claim, Op, ProtocolViolation, decode_reply, simple_request
+from evalkit.sandbox.protocol import (ARMED_FILE, MAX_REPLY_BYTES, Claim, Op, ProtocolViolation, decode_reply,
+                                      simple_request)
 from evalkit.sandbox.shared_buffers import send_fds
 
 logger = logging.getLogger(__name__)
@@ -146,6 +147,14 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
+def _process_state(pid: int) -> str:
+    """The state letter of ``pid`` in /proc ("R", "S", "T" stopped, ...); "" when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
 def _pin(pid: int, cpus: tuple[int, ...] | None) -> None:
     """Start the sandbox on ``cpus``: keeps it off a judge's cores. Advisory only, since a process may change its
     own affinity: what enforces isolation while a judge times is the freeze (``freezer``) and SIGSTOP."""
@@ -168,19 +177,15 @@ class UntrustedProcess:
         self._hold: Callable[[], None] = freezer.wait_while_frozen if freezer else (lambda: None)
         self.marker = f"{MARKER_VARIABLE}={limits.group}.{uuid.uuid4().hex}"
         env_extra = env_extra or {}
-        folders = [workdir] + ([Path(env_extra["TORCH_EXTENSIONS_DIR"])] if env_extra.get("TORCH_EXTENSIONS_DIR") else [])
+        # The extension folder may also be chosen after the start (a worker started ahead: ``sandbox.spare``).
+        self.extensions_dir: Path | None = \
+            Path(env_extra["TORCH_EXTENSIONS_DIR"]) if env_extra.get("TORCH_EXTENSIONS_DIR") else None
         self.run_as = limits.run_as
-        if self.run_as and not all(reachable_by(folder, self.run_as) for folder in folders):
-            logger.warning("the sandbox user cannot reach %s (a parent folder is closed to it): this worker "
-                           "runs as uid 0 without capabilities; choose a --cache-dir it can reach", folders)
-            self.run_as = None
-        for folder in folders:
-            hand_over(folder, self.run_as)
         parent_sock, child_sock = socket.socketpair()
         self._conn = Connection(parent_sock.detach())
         child_fd = child_sock.detach()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "evalkit.sandbox.untrusted.worker", str(child_fd)],
+            [sys.executable, "-m", "evalkit.sandbox.untrusted.worker", str(child_fd), str(os.getpid())],
             cwd=workdir, env=scrubbed_env({**env_extra, **dict([self.marker.split("=", 1)])}, workdir),
             pass_fds=(child_fd,),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
@@ -198,12 +203,40 @@ class UntrustedProcess:
         return self._proc.pid
 
     def send(self, message: dict[str, Any]) -> None:
-        if message.get("op") == Op.SETUP:  # the identity this worker can run as: the launcher's to decide
-            message = {**message, "limits": {**message["limits"], "run_as": self.run_as}}
+        if message.get("op") == Op.SETUP:
+            message = self._hand_over(message)
         try:
             self._conn.send(message)
         except (BrokenPipeError, ConnectionResetError, OSError) as err:
             raise self._gone(f"could not send to the worker ({err})") from err
+
+    def _hand_over(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The setup request completed with what is the launcher's to decide: the worker's folders become the
+        sandbox user's (only now: until its answer comes, a worker started ahead owns nothing another sandbox
+        could reach), its extension folder, and the identity it runs as."""
+        folders = [self.workdir] + ([self.extensions_dir] if self.extensions_dir else [])
+        if self.run_as and not all(reachable_by(folder, self.run_as) for folder in folders):
+            logger.warning("the sandbox user cannot reach %s (a parent folder is closed to it): this worker "
+                           "runs as uid 0 without capabilities; choose a --cache-dir it can reach", folders)
+            self.run_as = None
+        for folder in folders:
+            hand_over(folder, self.run_as)
+        extensions = {"extensions_dir": str(self.extensions_dir)} if self.extensions_dir else {}
+        return {**message, **extensions, "limits": {**message["limits"], "run_as": self.run_as}}
+
+    def armed(self, wait_s: float) -> bool:
+        """Whether the worker has armed its parent-death signal (waiting up to ``wait_s`` for it): only then may it
+        be stopped with no risk of outliving a judge that dies meanwhile."""
+        deadline = time.monotonic() + wait_s
+        while not (self.workdir / ARMED_FILE).exists():
+            if not self.alive() or time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
+
+    def alive(self) -> bool:
+        """Whether the process still runs and was not killed (a started-ahead worker can be, by the run's clean-up)."""
+        return self._proc.poll() is None and not self.killed_because
 
     def send_fds(self, fds: list[int]) -> None:
         """Hand the worker file descriptors (the judge's anonymous buffers), right after the request naming them."""
@@ -279,9 +312,13 @@ class UntrustedProcess:
             message += f" (exit code {code})"
         return WorkerGone("timeout" if self.killed_because.startswith("timeout") else "crash", message)
 
-    def freeze(self) -> None:
-        """Stop the worker's process group (between calls: nothing it started runs on while the judge works)."""
+    def freeze(self, settle_s: float = 0.0) -> None:
+        """Stop the worker's process group (between calls: nothing it started runs on while the judge works);
+        with ``settle_s``, wait up to that long until the worker shows as stopped (a signal lands a moment later)."""
         self._signal_group(signal.SIGSTOP)
+        deadline = time.monotonic() + settle_s
+        while settle_s and _process_state(self._proc.pid) not in ("T", "t", "Z", "") and time.monotonic() < deadline:
+            time.sleep(0.0005)
 
     def thaw(self) -> None:
         self._signal_group(signal.SIGCONT)

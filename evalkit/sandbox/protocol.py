@@ -25,6 +25,9 @@ MAX_TEXT = 64 * 1024
 MAX_NAME = 400
 MAX_ITEMS = 200
 MAX_FRAMES = 12
+# Created in the worker's folder once it has armed its parent-death signal, before it reads any request: from
+# then on the judge may stop it (SIGSTOP) without risking a stopped orphan should the judge die.
+ARMED_FILE = ".evalkit-armed"
 MAX_DIMS = 16
 
 

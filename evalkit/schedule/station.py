@@ -3,7 +3,8 @@
 A station turns a built answer into its row: it loads the problem (the float64 reference and the judge),
 times the PyTorch baselines once per problem (through ``BaselineCache``), runs the sandboxed worker through
 ``evalkit.judge``, and maps the judgement to a ``ResultRow`` (``evalkit.judge.verdicts``). It holds one
-problem at a time, so a GPU never carries two problems' tensors.
+problem at a time, so a GPU never carries two problems' tensors. Each answer's worker was started while
+the answer before it was judged (``evalkit.sandbox.spare``), and is stopped whenever this judge measures.
 
 It runs in the scheduler's own process (one judge) or in a judge process of its own (``judge_process``,
 several judges); either way it never raises for an answer: whatever goes wrong judging one answer becomes
@@ -14,23 +15,22 @@ from __future__ import annotations
 
 import gc
 import logging
-import shutil
-import tempfile
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 from evalkit.intake.triage import Triage
 from evalkit.judge import verdicts
 from evalkit.judge.baselines import BaselineCache, baseline_key
-from evalkit.judge.builder import BuildOutcome, build_env
+from evalkit.judge.builder import BuildOutcome, extension_env
 from evalkit.judge.reference import ReferenceProblem
 from evalkit.judge.submission_judge import Judge
 from evalkit.judge.time_limits import compiles_on_first_call
 from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.launcher import Limits
+from evalkit.sandbox.spare import SpareWorker, discard
 from evalkit.schedule.options import JudgeOptions
 from evalkit.sources.problems import Problem
 
@@ -71,7 +71,8 @@ class JudgeStation:
         self.problems, self.options, self.device, self.seed, self.limits = problems, options, device, seed, limits
         self.driver = driver
         self._cache = baselines.open()
-        self._quiet = quiet
+        self._builds_frozen = quiet or nullcontext
+        self._spare = SpareWorker(limits, {**extension_env(device), **_pinned(limits)})
         self._progress = progress or (lambda text: None)
         self._context: _ProblemContext | None = None
 
@@ -110,8 +111,15 @@ class JudgeStation:
             _release_cached_memory(self.device)  # what this judge no longer uses, the next worker may need
 
     def close(self) -> None:
+        self._spare.close()
         self._context = None
         _release_cached_memory(self.device)
+
+    @contextmanager
+    def _quiet(self) -> Iterator[None]:
+        """Around every measurement: the builds frozen, and this judge's own spare worker stopped too."""
+        with self._builds_frozen(), self._spare.parked():
+            yield
 
     def _switch_to(self, problem_id: str) -> _ProblemContext:
         if self._context is None or self._context.problem.id != problem_id:
@@ -141,15 +149,13 @@ class JudgeStation:
         if judge is None:
             return verdicts.unavailable_row(submission, early, outcome, self.device, context.setup_error)
         build_dir = Path(outcome.extension_dir).parent  # the build stage already chose it
-        workdir = Path(tempfile.mkdtemp(prefix="evalkit-judge-"))
+        worker = self._spare.take(build_dir / "extensions")
         try:
-            code_path = workdir / "submission.py"
+            code_path = worker.workdir / "submission.py"
             code_path.write_text(early.code)
-            env = {**build_env(build_dir, self.device), **_pinned(self.limits)}
-            judgement = judge.judge(code_path, workdir, env,
-                                    compiles_on_first_call(early.code, build_dir / "extensions"))
+            judgement = judge.judge(worker, code_path, compiles_on_first_call(early.code, build_dir / "extensions"))
         finally:
-            shutil.rmtree(workdir, ignore_errors=True)
+            discard(worker)  # closed already, unless the judge failed before reaching it
         settings = context.problem.settings
         row = verdicts.built_row(submission, early, outcome, self.device)
         return verdicts.judged_row(row, judgement, early, context.baselines or {}, (settings.flops, settings.min_bytes),

@@ -39,10 +39,15 @@ def drop_privileges(run_as: tuple[int, int] | None, judge_pid: int) -> str:
         done = f"uid {uid}"
     elif os.geteuid() == 0:
         done = "uid 0 without capabilities" if _drop_capabilities(libc) else "uid 0 WITH capabilities"
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    die_with_judge(judge_pid)  # again: a change of user cleared it
+    return done
+
+
+def die_with_judge(judge_pid: int) -> None:
+    """Arm the parent-death signal (SIGKILL), and exit at once if the judge is already gone."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != judge_pid:  # the judge died before the death signal was armed
         os._exit(1)
-    return done
 
 
 def _drop_capabilities(libc: ctypes.CDLL) -> bool:

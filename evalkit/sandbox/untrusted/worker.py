@@ -21,6 +21,7 @@ from evalkit.sandbox import protocol
 from evalkit.sandbox.protocol import Op
 
 SUBMISSION_MODULE = "submission"
+PRELOADED = ("torch", "torch.profiler", "evalkit.sandbox.clock", "evalkit.sandbox.shared_buffers")
 
 
 def _apply_limits(limits: dict[str, Any]) -> None:
@@ -280,6 +281,8 @@ def serve(conn: Connection) -> None:
 
     mappings: list[Any] = []  # the judge's CPU buffers stay mapped for the worker's life
     setup = receive_setup(conn, mappings)
+    if setup.get("extensions_dir"):  # chosen when the answer was: a worker may have started before it
+        os.environ["TORCH_EXTENSIONS_DIR"] = setup["extensions_dir"]
     run_as = setup["limits"].get("run_as")
     setup["privileges"] = drop_privileges(tuple(run_as) if run_as else None, setup["judge_pid"])
     _apply_limits(setup["limits"])
@@ -330,9 +333,22 @@ def _serve_requests(conn: Connection, harness: Harness) -> None:
             harness.reply(harness.profile())
 
 
+def _preload() -> None:
+    """Import what every request needs (torch above all: seconds) before the setup arrives, so a worker started
+    ahead of its answer (``evalkit.sandbox.spare``) is ready when the answer is. No submission code has run."""
+    for name in PRELOADED:
+        importlib.import_module(name)
+
+
 def main() -> None:
+    """``worker FD JUDGE_PID``: serve the judge on the socket ``FD``."""
+    from evalkit.sandbox.untrusted.privileges import die_with_judge
+
     conn = Connection(int(sys.argv[1]))
     try:
+        die_with_judge(int(sys.argv[2]))  # a worker started ahead may wait long for its answer: never orphaned
+        open(protocol.ARMED_FILE, "w").close()  # in its own folder (the cwd), still the judge's
+        _preload()
         serve(conn)
     except (EOFError, BrokenPipeError, ConnectionResetError):
         pass  # the judge went away or closed the connection: nothing left to do

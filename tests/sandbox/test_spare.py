@@ -1,0 +1,105 @@
+"""SpareWorker: the next answer's worker is started ahead, stays stopped while the judge measures, owns nothing
+until its answer comes, and never outlives the judge (not even a stopped one, nor one whose starting thread
+ended)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from evalkit.sandbox.launcher import Limits, sandbox_members
+from evalkit.sandbox.spare import SpareWorker, discard
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _limits() -> Limits:
+    return Limits(group=f"test-spare-{uuid.uuid4().hex[:8]}")
+
+
+def test_the_next_answer_gets_the_worker_started_during_this_one(tmp_path):
+    spares = SpareWorker(_limits(), {})
+    try:
+        first = spares.take(tmp_path / "a")
+        spare = spares._next
+        assert spare is not None and spare.alive() and spare.pid != first.pid
+        second = spares.take(tmp_path / "b")
+        assert second is spare and second.extensions_dir == tmp_path / "b"
+        discard(first)
+        discard(second)
+    finally:
+        spares.close()
+    assert not spare.alive()
+
+
+def test_the_spare_is_stopped_while_the_judge_measures():
+    spares = SpareWorker(_limits(), {})
+    try:
+        discard(spares.take(None))
+        spare = spares._next
+        with spares.parked():
+            assert _state(spare.pid) == "T"
+        time.sleep(0.05)
+        assert _state(spare.pid) != "T"
+    finally:
+        spares.close()
+
+
+def test_a_spares_folder_stays_the_judges_until_its_answer_comes():
+    # Another sandbox (the answer judged meanwhile) must not plant files where the next answer will run.
+    spares = SpareWorker(_limits(), {})
+    try:
+        discard(spares.take(None))
+        mode = spares._next.workdir.stat()
+        assert mode.st_uid == os.getuid() and not mode.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    finally:
+        spares.close()
+
+
+def test_a_spare_outlives_the_judge_thread_that_asked_for_it():
+    # A worker dies with the thread that started it (parent-death signal); judge threads end with each batch.
+    spares = SpareWorker(_limits(), {})
+    try:
+        thread = threading.Thread(target=lambda: discard(spares.take(None)))
+        thread.start()
+        thread.join()
+        spare = spares._next
+        time.sleep(1.0)
+        assert spare.alive()
+    finally:
+        spares.close()
+
+
+def test_a_judge_killed_while_its_spare_is_stopped_leaves_no_process(tmp_path):
+    group = f"test-spare-{uuid.uuid4().hex[:8]}"
+    script = textwrap.dedent(f"""
+        import sys, time
+        from evalkit.sandbox.launcher import Limits
+        from evalkit.sandbox.spare import SpareWorker
+        spares = SpareWorker(Limits(group={group!r}), {{}})
+        spares.take(None)  # the worker for this answer, and a spare started at once
+        with spares.parked():  # stopped (once armed) while "measuring"; the judge dies meanwhile
+            print("parked", flush=True)
+            time.sleep(60)
+    """)
+    judge = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                             cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert judge.stdout.readline().strip() == "parked"
+        assert sandbox_members(-1, f"EVALKIT_SANDBOX_ID={group}.")  # the two workers are there
+    finally:
+        judge.kill()
+        judge.wait()
+    deadline = time.monotonic() + 5
+    while sandbox_members(-1, f"EVALKIT_SANDBOX_ID={group}.") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not sandbox_members(-1, f"EVALKIT_SANDBOX_ID={group}."), "a worker outlived its judge"
