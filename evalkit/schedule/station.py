@@ -92,7 +92,7 @@ class JudgeStation:
             if context.baselines is None:
                 self._progress(f"{problem_id}: timing PyTorch baselines")
                 judge = self._judge_of(context)
-                context.baselines = self._cache.get_or_measure(judge.ref, kinds, judge.judge_reference, key) \
+                context.baselines = self._cache.get_or_measure(judge.ref, kinds, self._baseline_of(judge), key) \
                     if judge is not None else {}
         return context.baselines
 
@@ -114,6 +114,16 @@ class JudgeStation:
         self._spare.close()
         self._context = None
         _release_cached_memory(self.device)
+
+    def _baseline_of(self, judge: Judge) -> Callable[[str], dict[str, Any]]:
+        """Time one baseline kind in a worker started ahead, like an answer's."""
+        def judged(kind: str) -> dict[str, Any]:
+            worker = self._spare.take(None)
+            try:
+                return judge.judge_reference(kind, worker)
+            finally:
+                discard(worker)
+        return judged
 
     @contextmanager
     def _quiet(self) -> Iterator[None]:
