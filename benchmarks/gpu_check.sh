@@ -2,7 +2,7 @@
 # Run on a GPU machine, from the repository root, with evalkit's dependencies installed (python3 -m pip install
 # -e . keeps a CUDA torch already there): bash benchmarks/gpu_check.sh STAGE (see docs/gpu-runs/README.md).
 # Stages: seeds, cuda-tests, isolation, all (those three), curated (evalkit score problems/: the curated
-# solutions), load (benchmarks/timing_under_load.py).
+# solutions), load (benchmarks/timing_under_load.py), throughput (benchmarks/throughput.py, every suite).
 # Everything worth keeping is written under $OUT (default /tmp/out).
 set -uo pipefail
 # .whl/ is optional (ignored by git): a GPU machine with no package registry may carry the wheels it lacks
@@ -84,4 +84,7 @@ if [ "$stage" = curated ]; then
 fi
 if [ "$stage" = load ]; then
   python3 benchmarks/timing_under_load.py --rounds 2 --builds 16 2>&1 | tee "$OUT/timing_under_load.log"
+fi
+if [ "$stage" = throughput ]; then
+  python3 benchmarks/throughput.py --suite all --keep "$run_dir/throughput" --json "$OUT/throughput_figures.json" 2>&1 | tee "$OUT/throughput.log"
 fi
