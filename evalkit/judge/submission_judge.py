@@ -14,9 +14,7 @@ import logging
 import math
 import random
 import secrets
-import shutil
 import statistics
-import tempfile
 import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
@@ -117,22 +115,18 @@ class Judge:
         one unless the caller knows the answer has nothing to compile then: ``time_limits.compiles_on_first_call``)."""
         return self.judge_with(worker, code_path, limits=self.time_limits.for_answer(compiles_on_first_call))
 
-    def judge_reference(self, kind: str, worker: UntrustedProcess | None = None) -> dict[str, Any]:
+    def judge_reference(self, kind: str, worker: UntrustedProcess) -> dict[str, Any]:
         """A baseline: the reference written as a submission (``kind`` eager or compile) and judged like one, in
-        ``worker`` (a fresh sandboxed one; started here when None). Returns its timing record, or
+        ``worker`` (a fresh sandboxed one, whose folder the caller removes). Returns its timing record, or
         ``{"error": why}``. torch.compile's caches go where every worker's temporary files do: its own folder."""
-        worker = worker or UntrustedProcess(Path(tempfile.mkdtemp(prefix=f"evalkit-baseline-{kind}-")), self.limits)
-        try:
-            code_path = worker.workdir / "submission.py"
-            code_path.write_text(reference_as_submission(self.ref.problem.reference_path.read_text(), kind))
-            settings = replace(self.settings, time_submissions=True,
-                               warmup_trials=max(self.settings.warmup_trials, 3 if kind == "compile" else 1))
-            limits = self.time_limits.for_answer(compiles_on_first_call=True)  # trusted code: the generous limit
-            if kind == "compile":
-                limits = replace(limits, first_call_s=max(limits.first_call_s, COMPILE_FIRST_CALL_S))
-            judgement = self.judge_with(worker, code_path, settings=settings, limits=limits, observe_kernels=False)
-        finally:
-            shutil.rmtree(worker.workdir, ignore_errors=True)
+        code_path = worker.workdir / "submission.py"
+        code_path.write_text(reference_as_submission(self.ref.problem.reference_path.read_text(), kind))
+        settings = replace(self.settings, time_submissions=True,
+                           warmup_trials=max(self.settings.warmup_trials, 3 if kind == "compile" else 1))
+        limits = self.time_limits.for_answer(compiles_on_first_call=True)  # trusted code: the generous limit
+        if kind == "compile":
+            limits = replace(limits, first_call_s=max(limits.first_call_s, COMPILE_FIRST_CALL_S))
+        judgement = self.judge_with(worker, code_path, settings=settings, limits=limits, observe_kernels=False)
         if judgement.finding is not Finding.PASSED or not judgement.timing:
             return {"error": f"the reference judged as a submission: {judgement.reason}"[:500]}
         return {**judgement.timing, "flags": judgement.flags}

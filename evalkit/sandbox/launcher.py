@@ -127,7 +127,7 @@ def sandbox_members(sid: int, marker: str) -> list[int]:
         if not entry.name.isdigit():
             continue
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            fields = _stat_fields(entry)
             if fields[0] == "Z":
                 continue
             if int(fields[3]) == sid or needle in (entry / "environ").read_bytes():
@@ -147,10 +147,15 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
+def _stat_fields(proc_entry: Path) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first), which may hold spaces and ")"."""
+    return (proc_entry / "stat").read_text().rsplit(")", 1)[1].split()
+
+
 def _process_state(pid: int) -> str:
     """The state letter of ``pid`` in /proc ("R", "S", "T" stopped, ...); "" when it is gone."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return _stat_fields(Path(f"/proc/{pid}"))[0]
     except (OSError, IndexError):
         return ""
 

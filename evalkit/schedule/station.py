@@ -122,7 +122,7 @@ class JudgeStation:
             try:
                 return judge.judge_reference(kind, worker)
             finally:
-                discard(worker)
+                discard(worker)  # closed already, unless the judge failed before reaching it
         return judged
 
     @contextmanager
