@@ -12,6 +12,7 @@ import textwrap
 import threading
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 from evalkit.sandbox.launcher import Limits, sandbox_members
@@ -55,12 +56,19 @@ def test_the_spare_is_stopped_while_the_judge_measures():
 
 
 def test_a_spares_folder_stays_the_judges_until_its_answer_comes():
-    # Another sandbox (the answer judged meanwhile) must not plant files where the next answer will run.
-    spares = SpareWorker(_limits(), {})
+    # Another sandbox (the answer judged meanwhile, running as the sandbox user) must not plant files where
+    # the next answer will run: the folder is handed over with the setup request, not when the worker starts.
+    sandbox_user = (65534, 65534) if os.geteuid() == 0 else None
+    spares = SpareWorker(replace(_limits(), run_as=sandbox_user), {})
     try:
         discard(spares.take(None))
-        mode = spares._next.workdir.stat()
+        spare = spares._next
+        mode = spare.workdir.stat()
         assert mode.st_uid == os.getuid() and not mode.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        setup = spare._hand_over({"op": "setup", "limits": {}})
+        assert setup["limits"]["run_as"] == sandbox_user
+        if sandbox_user is not None:
+            assert spare.workdir.stat().st_uid == sandbox_user[0]  # its answer has come: now it is the sandbox's
     finally:
         spares.close()
 

@@ -47,3 +47,24 @@ def test_abandoning_builds_cancels_queued_ones_and_kills_the_running_one(tmp_pat
     assert all(future.done() for future in backend._builds)
     assert sum(future.cancelled() for future in backend._builds) == 5
     assert backend._builds[0].result() is True  # the running one ended once its sandbox was killed
+
+
+def test_closing_waits_for_a_busy_judge_thread_before_closing_its_station(tmp_path: Path) -> None:
+    # A stop signal closes the engine while a judge thread may still hold an answer (and the freeze): its
+    # station and the freezer must outlast it (closed under it, the thaw raised and the interpreter aborted).
+    engine = Engine({}, JudgeOptions(cache_dir=tmp_path), "cpu", 1, default_limits("cpu", 1.0),
+                    BaselineFiles(None, None), None, plan("cpu", "all", 1, [0, 1], 0))
+    finished = threading.Event()
+    closed_while_busy: list[bool] = []
+
+    class Station:
+        current_problem = None
+
+        def close(self) -> None:
+            closed_while_busy.append(not finished.is_set())
+
+    judge = threading.Thread(target=lambda: (time.sleep(0.5), finished.set()))
+    engine.stations, engine._judge_threads = [Station()], [judge]
+    judge.start()
+    engine.close(abandon=True)
+    assert closed_while_busy == [False]
