@@ -157,14 +157,29 @@ def main() -> int:
     parser.add_argument("--verdict", type=Path, metavar="FILE",
                         help="judge a series printed by an earlier run (its last line, JSON) and run nothing")
     args = parser.parse_args()
-    if args.verdict is not None:
-        series = json.loads(args.verdict.read_text().strip().splitlines()[-1])["series"]
-    else:
-        series = measure(args)
-    met, lines = verdict(series)
+    series = read_series(args.verdict, parser) if args.verdict is not None else measure(args)
+    try:
+        met, lines = verdict(series)
+    except ValueError as err:
+        parser.error(f"{args.verdict or 'the series measured'}: {err}")
     print("\n".join(lines))
     print(json.dumps({"series": series}))
     return 0 if met else 1
+
+
+def read_series(path: Path, parser: argparse.ArgumentParser) -> list[dict]:
+    """The series in the last line of a log this script printed (``{"series": [...]}``); a clear error otherwise."""
+    try:
+        lines = path.read_text().strip().splitlines()
+        series = json.loads(lines[-1])["series"] if lines else None
+    except OSError as err:
+        parser.error(f"--verdict {path}: cannot read it ({err.strerror})")
+    except (ValueError, KeyError, TypeError):
+        series = None
+    if not isinstance(series, list) or not all(isinstance(r, dict) and {"kind", *MEASURES} <= r.keys() for r in series):
+        parser.error(f"--verdict {path}: its last line is not the JSON series this script prints "
+                     '({"series": [{"kind": "quiet", "answer": ms, "eager": ms}, ...]}); give the log of a run')
+    return series
 
 
 def measure(args: argparse.Namespace) -> list[dict]:

@@ -57,3 +57,19 @@ def test_verdict_reads_a_printed_series_and_sets_the_exit_code(tmp_path):
     done = subprocess.run([sys.executable, str(SCRIPT), "--verdict", str(log)], capture_output=True, text=True)
     assert done.returncode == 1, done.stdout + done.stderr  # the H200's first series: loaded 3.2% below its bracket
     assert "at most 3.16%" in done.stdout
+
+
+@pytest.mark.parametrize("content, says", [
+    (None, "cannot read it"),
+    ("", "not the JSON series"),
+    ("quiet: 1.0 ms\n", "not the JSON series"),
+    ('{"series": [{"kind": "quiet"}]}\n', "not the JSON series"),
+    ('{"series": [{"kind": "loaded", "answer": 1.0, "eager": 2.0}]}\n', "no quiet run"),
+])
+def test_a_file_that_holds_no_series_gets_a_usage_error_naming_it(tmp_path, content, says):
+    log = tmp_path / "log.txt"
+    if content is not None:
+        log.write_text(content)
+    done = subprocess.run([sys.executable, str(SCRIPT), "--verdict", str(log)], capture_output=True, text=True)
+    assert done.returncode == 2 and says in done.stderr and str(log) in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
