@@ -44,9 +44,10 @@ class BuildOutcome:
         return asdict(self)
 
 
-def build_key(code: str, device: str) -> str:
-    """Everything that changes the compiled result: code, torch, Python, target device and arch."""
-    arch = arch_list(device)
+def build_key(code: str, device: str, arch: str | None = None) -> str:
+    """Everything that changes the compiled result: code, torch, Python, target device and arch (this machine's
+    GPU's unless given)."""
+    arch = arch_list(device) if arch is None else arch
     material = "\0".join([code, torch.__version__, sys.version, device, arch])
     return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
@@ -58,24 +59,24 @@ def arch_list(device: str) -> str:
     return ""
 
 
-def build_env(build_dir: Path, device: str) -> dict[str, str]:
-    return {"TORCH_EXTENSIONS_DIR": str(build_dir / "extensions"), **extension_env(device)}
+def build_env(build_dir: Path, device: str, arch: str | None = None) -> dict[str, str]:
+    return {"TORCH_EXTENSIONS_DIR": str(build_dir / "extensions"), **extension_env(device, arch)}
 
 
-def extension_env(device: str) -> dict[str, str]:
+def extension_env(device: str, arch: str | None = None) -> dict[str, str]:
     """What torch's extension builder reads besides the folder: the same for every answer on ``device``."""
-    env = {"MAX_JOBS": "4"}
-    if arch_list(device):
-        env["TORCH_CUDA_ARCH_LIST"] = arch_list(device)
-    return env
+    arch = arch_list(device) if arch is None else arch
+    return {"MAX_JOBS": "4", **({"TORCH_CUDA_ARCH_LIST": arch} if arch else {})}
 
 
 def build(code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits,
-          init_inputs: list[Any] | None = None, freezer: BuildFreezer | None = None) -> BuildOutcome:
+          init_inputs: list[Any] | None = None, freezer: BuildFreezer | None = None,
+          arch: str | None = None) -> BuildOutcome:
     """Build (import) ``code`` in a sandbox with no GPU visible, or return the cached outcome.
 
-    With a ``freezer``, the sandbox is held while a judge times (and its time limit paused meanwhile)."""
-    build_dir = cache_root / build_key(code, device)
+    With a ``freezer``, the sandbox is held while a judge times (and its time limit paused meanwhile). ``arch``:
+    the CUDA arch to build for, when it is not this machine's GPU's (a Ray build task holds no GPU)."""
+    build_dir = cache_root / build_key(code, device, arch)
     build_dir.mkdir(parents=True, exist_ok=True)
     with _only_builder(build_dir):  # the same code twice: the second waits, then finds the first's record
         record = build_dir / BUILD_RECORD
@@ -88,7 +89,7 @@ def build(code: str, cache_root: Path, device: str, timeout_s: float, limits: Li
         for stale in (build_dir / "extensions").glob("*/lock"):
             if not stale.parent.is_symlink():  # a build may plant a link to another folder: never follow it
                 stale.unlink(missing_ok=True)  # left by a build killed mid-compile: torch would wait on it forever
-        outcome = _run_build(code, build_dir, device, timeout_s, limits, init_inputs, freezer)
+        outcome = _run_build(code, build_dir, device, timeout_s, limits, init_inputs, freezer, arch)
         if outcome.status in ("ok", "compile_error"):
             record.write_text(json.dumps(outcome.to_dict()))
         return outcome
@@ -107,12 +108,12 @@ def _only_builder(build_dir: Path) -> Iterator[None]:
 
 
 def _run_build(code: str, build_dir: Path, device: str, timeout_s: float, limits: Limits,
-               init_inputs: list[Any] | None, freezer: BuildFreezer | None) -> BuildOutcome:
+               init_inputs: list[Any] | None, freezer: BuildFreezer | None, arch: str | None) -> BuildOutcome:
     start = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="evalkit-build-"))
     code_path = workdir / "submission.py"
     code_path.write_text(code)
-    env = {**build_env(build_dir, device), "CUDA_VISIBLE_DEVICES": ""}
+    env = {**build_env(build_dir, device, arch), "CUDA_VISIBLE_DEVICES": ""}
     with freezer.launching() if freezer else nullcontext():
         worker = UntrustedProcess(workdir, limits, env, freezer=freezer)
         if freezer:

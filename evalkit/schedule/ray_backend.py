@@ -180,14 +180,10 @@ def _node_identity() -> tuple[int, int] | None:
 
 def _build_task(code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits, init_inputs: Any,
                 arch: str) -> BuildOutcome:
-    """(a task) one build, frozen by nothing; for the CUDA arch of the cluster's judges, not of this node."""
-    original = builder.arch_list  # a build task holds no GPU: torch must not be asked for one's capability
-    builder.arch_list = lambda target: arch if target == "cuda" else ""
-    try:
-        return builder.build(code, cache_root, device, timeout_s, replace(limits, run_as=_node_identity()),
-                             init_inputs, None)
-    finally:
-        builder.arch_list = original
+    """(a task) one build, frozen by nothing; for the CUDA arch of the cluster's judges (a build task holds no GPU:
+    torch must not be asked for one's capability)."""
+    return builder.build(code, cache_root, device, timeout_s, replace(limits, run_as=_node_identity()),
+                         init_inputs, None, arch=arch if device == "cuda" else "")
 
 
 def _kill_sandboxes(group: str) -> int:
