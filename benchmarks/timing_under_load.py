@@ -2,8 +2,9 @@
 
 An honest answer (a problem's curated solution) and the eager baseline are judged on a quiet machine, then
 again in a new report while a pool of real CUDA builds compiles and a hostile build spins every core
-(builds import submissions, so a build is untrusted code that runs beside judging). evalkit freezes
-every build while it times, so the medians should not move.
+(builds import submissions, so a build is untrusted code that runs beside judging). evalkit keeps every
+build off a timing (on a GPU, by confining builds to their own cores, which they cannot undo; elsewhere by
+freezing them: each loaded run prints which), so the medians should not move.
 
     python3 benchmarks/timing_under_load.py [--problem alexnet_conv1] [--builds 16] [--rounds 3]
     python3 benchmarks/timing_under_load.py --verdict FILE   # the criterion again, on a series printed before
@@ -204,8 +205,11 @@ def measure(args: argparse.Namespace) -> list[dict]:
             _write_load(loaded / "bench" / args.problem, honest_code, reference, round_, args.builds)
             rows, seconds = score(loaded, work / f"loaded_report{round_}", cache, args.timing_trials)
             builds = [r["stage_seconds"].get("build_s", 0.0) for s, r in rows.items() if s.startswith("c_load")]
+            isolation = json.loads((work / f"loaded_report{round_}" / "environment.json").read_text()).get(
+                "build_isolation", "not recorded")
             print(f"         {len(builds)} builds beside it, {statistics.median(builds):.0f} s each (median); "
-                  f"run {seconds:.0f} s; verdicts {sorted({r['verdict'] for r in rows.values()})}", flush=True)
+                  f"run {seconds:.0f} s; verdicts {sorted({r['verdict'] for r in rows.values()})}; "
+                  f"builds kept off by {isolation}", flush=True)
             series.append({"kind": "loaded", **figures(rows, "loaded")})
     finally:
         shutil.rmtree(work, ignore_errors=True)

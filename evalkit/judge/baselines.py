@@ -9,13 +9,16 @@ problem hash) in the report folder, so a resumed run does not time them again.
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
+import hashlib
 import json
 import logging
 import os
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -95,37 +98,59 @@ class BaselineCache:
         """The entry for ``key`` holding every kind, if one may be used (and then it is recorded in the report).
         The files are read again on every call: another judge of the run (``run``, a token every judge of one
         run shares) may have just timed this key. ``remeasure`` takes only what this run timed."""
-        own = read_entries(self.path).get(key)
-        if self.remeasure:
-            entry = own if own and self.run and own.get("run") == self.run else None
-            entry = _complete(entry, kinds, failed_ok=True)
-        else:
-            entry = (_complete(own, kinds, failed_ok=True) or
-                     _complete(read_entries(self.shared_path).get(key), kinds, failed_ok=False))
-        if entry is not None and self.path is not None:
+        entry = self._usable(key)
+        if not all(kind in entry for kind in kinds):
+            return None
+        if self.path is not None:
             merge_entry(self.path, key, entry)
         return entry
 
     def get_or_measure(self, ref: ReferenceProblem, kinds: tuple[str, ...],
                        judge_reference: Callable[[str], dict[str, Any]], key: str | None = None) -> dict[str, Any]:
+        """The entry for ``key`` with every one of ``kinds``: those already known are kept, the rest timed now
+        (a problem's kinds may be timed at different moments: ahead of its answers, or when one is correct)."""
         key = key or cache_key(ref)
-        entry = self.lookup(key, kinds)
-        if entry is not None:
+        with self._measuring(key):  # another judge (or run) timing this key: wait, then use what it timed
+            known = self._usable(key)
+            missing = tuple(kind for kind in kinds if kind not in known)
+            if not missing:
+                return self.lookup(key, kinds) or known
+            entry = {**known, **measure_baselines(ref, missing, judge_reference, key), "run": self.run}
+            for path in (self.shared_path, self.path):
+                if path is not None:
+                    merge_entry(path, key, entry)
             return entry
-        entry = {**measure_baselines(ref, kinds, judge_reference, key), "run": self.run}
-        if self.shared_path is not None:
-            merge_entry(self.shared_path, key, entry)
-        if self.path is not None:
-            merge_entry(self.path, key, entry)
-        return entry
+
+    @contextmanager
+    def _measuring(self, key: str) -> Iterator[None]:
+        """One measurement of ``key`` at a time across processes sharing the cache (a lock file per key, released
+        by the kernel if the holder dies), so two judges of a problem compare with the same baselines."""
+        home = self.shared_path or self.path
+        if home is None:
+            yield
+            return
+        locks = home.parent / "baseline-locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        with open(locks / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _usable(self, key: str) -> dict[str, Any]:
+        """What may be used for ``key``: this report's own entry (failed kinds too, so a resumed run compares
+        with what its earlier rows were compared with), over the shared cache's kinds that did not fail; with
+        ``remeasure``, only what this run timed itself."""
+        own = read_entries(self.path).get(key) or {}
+        if self.remeasure:
+            return dict(own) if self.run and own.get("run") == self.run else {}
+        shared = read_entries(self.shared_path).get(key) or {}
+        return {**{name: value for name, value in shared.items() if not _failed(value)}, **own}
 
 
-def _complete(entry: dict[str, Any] | None, kinds: tuple[str, ...], failed_ok: bool) -> dict[str, Any] | None:
-    """``entry`` when it holds every kind (a failed one counts only where ``failed_ok``: within one report,
-    so a resumed run compares with what its earlier rows were compared with)."""
-    if entry and all(kind in entry and (failed_ok or "error" not in entry[kind]) for kind in kinds):
-        return entry
-    return None
+def _failed(value: Any) -> bool:
+    return isinstance(value, dict) and "error" in value
 
 
 def read_entries(path: Path | None) -> dict[str, Any]:

@@ -291,18 +291,23 @@ def per_problem(rows: list[Row], problems: list[str], levels: dict[str, int] | N
 
 
 def baselines_by_problem(rows: list[Row]) -> dict[str, dict[str, Any]]:
-    """The first baselines record seen for each problem (every row of a problem shares it)."""
-    found: dict[str, dict[str, Any]] = {}
+    """Each problem's fullest baselines record (a problem's kinds may be timed at different moments, so a row
+    judged early can hold fewer of them than a later one)."""
+    by_problem: dict[str, list[Row]] = {}
     for row in rows:
-        pid = str(row.get("problem", ""))
-        if pid not in found and isinstance(row.get("baselines"), dict):
-            found[pid] = row["baselines"]
-    return found
+        by_problem.setdefault(str(row.get("problem", "")), []).append(row)
+    return {pid: record for pid, mine in by_problem.items() if (record := _fullest_baselines(mine))}
 
 
 def baseline_medians(rows: list[Row]) -> dict[str, float | None]:
-    record = next((r["baselines"] for r in rows if isinstance(r.get("baselines"), dict)), {})
+    record = _fullest_baselines(rows)
     return {f"{b}_ms": _median(record.get(b)) for b in BASELINES}
+
+
+def _fullest_baselines(rows: list[Row]) -> dict[str, Any]:
+    """The first of the rows' baselines records that holds the most kinds; {} when none has one."""
+    records = [r["baselines"] for r in rows if isinstance(r.get("baselines"), dict)]
+    return max(records, key=lambda record: sum(kind in record for kind in BASELINES), default={})
 
 
 def _median(entry: Any) -> float | None:

@@ -1,10 +1,17 @@
 """Trusted side: keeping build sandboxes off the machine while a judge times.
 
 Builds import submissions, so a build is untrusted code; left running beside a timing it can slow the
-judge's calls or the baselines (or spin every core on purpose). ``BuildFreezer.timing()`` stops every
-build sandbox for as long as any judge is timing, and holds back new builds until it ends.
+judge's calls or the baselines (or spin every core on purpose). ``BuildFreezer.timing()`` keeps them off
+the measurement for as long as any judge is timing, in one of two ways (``isolation`` says which):
 
-How a sandbox is stopped, best first (``mechanism`` says which one a run used):
+- **partition** (``partition(cpus)``, chosen by the engine for GPU judges): the run's build cgroup is
+  confined to the build cores by the kernel (cgroup v2 ``cpuset.cpus``), which no process inside can undo,
+  and the builds cannot open or drive the GPU (their Landlock rules, ``evalkit.sandbox.untrusted.worker``).
+  Builds then keep running while a judge times on its own cores and its own GPU.
+- **freeze**, everywhere else: every build sandbox is stopped for the duration, and new builds are held
+  back until it ends.
+
+How a sandbox is frozen, best first (``mechanism`` says which one a run used):
 
 - ``cgroup2`` / ``cgroup1``: each build sandbox is put in one freezer cgroup of the run before it runs any
   code, and the cgroup is frozen as a whole. A process cannot leave its cgroup: that needs a write to
@@ -80,9 +87,32 @@ class _Cgroup:
         while state not in (self.path / file).read_text() and time.monotonic() < deadline:
             time.sleep(0.001)
 
+    def confine(self, cpus: tuple[int, ...]) -> bool:
+        """Keep every process of this cgroup on ``cpus`` (cgroup v2 cpuset); True when the kernel enforces
+        exactly that set."""
+        if self.kind != "cgroup2":
+            return False
+        try:
+            (self.path / "cpuset.cpus").write_text(",".join(map(str, sorted(cpus))) + "\n")
+            effective = parse_cpu_list((self.path / "cpuset.cpus.effective").read_text())
+        except OSError as err:  # no cpuset controller delegated here, or cores outside the parent's set
+            logger.debug("cgroup %s: cannot confine to cores %s: %s", self.path, cpus, err)
+            return False
+        return effective == set(cpus)
+
     def remove(self) -> None:
         self.set_frozen(False)
         _remove(self.path)
+
+
+def parse_cpu_list(text: str) -> set[int]:
+    """The cores of a kernel CPU list (``0-3,8,10-11``)."""
+    cores: set[int] = set()
+    for part in text.strip().split(","):
+        if part:
+            low, _, high = part.partition("-")
+            cores.update(range(int(low), int(high or low) + 1))
+    return cores
 
 
 def _remove(path: Path) -> None:
@@ -104,12 +134,26 @@ class BuildFreezer:
         self._stopped: list[int] = []
         self._frozen_since: float | None = None
         self._paused_total_s = 0.0
+        self.partitioned = False
+
+    @property
+    def isolation(self) -> str:
+        """How builds are kept off a timing: ``partition (cpuset)`` or ``freeze (<mechanism>)``."""
+        return "partition (cpuset)" if self.partitioned else f"freeze ({self.mechanism})"
+
+    def partition(self, cpus: tuple[int, ...]) -> bool:
+        """Confine every build to ``cpus`` in a way no build can undo, so that a timing need not freeze them.
+        Call it before any build starts; False (and builds are frozen as before) where the kernel cannot."""
+        if self._cgroup is not None and cpus and self._cgroup.confine(cpus):
+            self.partitioned = True
+        return self.partitioned
 
     @contextmanager
     def launching(self) -> Iterator[None]:
-        """Hold a new build back while any judge is timing (call it around starting the sandbox)."""
+        """Hold a new build back while any judge is timing, unless builds are partitioned off (call it around
+        starting the sandbox)."""
         with self._lock:
-            self._lock.wait_for(lambda: self._timers == 0)
+            self._lock.wait_for(lambda: self._timers == 0 or self.partitioned)
             yield
 
     def register(self, pid: int, marker: str) -> None:
@@ -129,7 +173,9 @@ class BuildFreezer:
 
     @contextmanager
     def timing(self) -> Iterator[None]:
-        """Every build sandbox stopped for the duration; nested or concurrent uses share one freeze."""
+        """Every build sandbox kept off the measurement for the duration: stopped, or (partitioned) confined to
+        its cores, where only a sandbox that could not be put in the cgroup is stopped. Nested or concurrent
+        uses share one freeze."""
         with self._lock:
             self._timers += 1
             if self._timers == 1:
@@ -144,8 +190,8 @@ class BuildFreezer:
                     self._lock.notify_all()
 
     def wait_while_frozen(self) -> None:
-        """Block the calling thread (a build's watcher in the judge's process) while builds are frozen, so it
-        takes no CPU, and no interpreter lock, from the judge that is timing."""
+        """Block the calling thread (a build's watcher in the judge's process) while any judge times, so it
+        takes no CPU, and no interpreter lock, from that judge (partitioned builds run on meanwhile)."""
         with self._lock:
             self._lock.wait_for(lambda: self._timers == 0)
 
@@ -160,14 +206,16 @@ class BuildFreezer:
             self._cgroup.remove()
 
     def _freeze(self) -> None:
+        self._stopped = self._members()  # only sandboxes outside the cgroup, when there is one
+        if self.partitioned and not self._stopped:
+            return  # nothing to stop, and no build's time limit to pause
         self._frozen_since = time.monotonic()
-        if self._cgroup is not None:
+        if self._cgroup is not None and not self.partitioned:
             self._cgroup.set_frozen(True)
-        self._stopped = self._members()
         _signal_all(self._stopped, signal.SIGSTOP)
 
     def _thaw(self) -> None:
-        if self._cgroup is not None:
+        if self._cgroup is not None and not self.partitioned:
             self._cgroup.set_frozen(False)
         _signal_all(self._stopped, signal.SIGCONT)
         self._stopped = []

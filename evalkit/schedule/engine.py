@@ -28,6 +28,7 @@ from evalkit.judge.builder import BuildOutcome, build
 from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.launcher import Limits, kill_group
+from evalkit.sandbox.untrusted.landlock import LANDLOCK_ABI_FOR_DEVICES, abi_version
 from evalkit.schedule.judge_process import ProcessStation, StationSpec
 from evalkit.schedule.options import JudgeOptions
 from evalkit.schedule.placement import JudgeSlot, Placement
@@ -44,7 +45,7 @@ ROW_POLL_S = 0.5  # the caller's thread wakes this often while it waits for rows
 class Station(Protocol):
     current_problem: str | None
 
-    def prepare(self, problem_id: str) -> dict[str, Any]: ...
+    def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]: ...
     def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow: ...
     def close(self) -> None: ...
 
@@ -58,10 +59,10 @@ class _Item:
 
 class _ReadyQueue:
     """Built answers waiting for a judge; a station takes one of its own problem's first, else the oldest.
-    While nothing is built, an idle station is handed a problem to load ahead (``prefetch``), so the
-    baselines are timed while the builds run rather than after them."""
+    While nothing is built, an idle station is handed one baseline to time ahead (``prefetch``: a problem and
+    a kind, so a built answer waits for one baseline at most), for a problem with an answer still building."""
 
-    def __init__(self, items: list[_Item], prefetch: list[str]) -> None:
+    def __init__(self, items: list[_Item], prefetch: list[tuple[str, str]]) -> None:
         self._items = list(items)
         self._prefetch = list(prefetch)
         self._changed = threading.Condition()
@@ -69,8 +70,8 @@ class _ReadyQueue:
         for item in items:
             item.build.add_done_callback(lambda _: self._notify())
 
-    def take(self, problem: str | None) -> _Item | str | None:
-        """A built answer, else a problem id to load ahead, else (nothing left) None; waits meanwhile."""
+    def take(self, problem: str | None) -> _Item | tuple[str, str] | None:
+        """A built answer, else a (problem, baseline kind) to time ahead, else (nothing left) None; waits meanwhile."""
         with self._changed:
             while not self._stopped and self._items:
                 built = [item for item in self._items if item.build.done()]
@@ -78,8 +79,11 @@ class _ReadyQueue:
                 if pick is not None:
                     self._items.remove(pick)
                     return pick
-                if self._prefetch:
-                    return self._prefetch.pop(0)
+                waiting = {item.submission.problem for item in self._items}  # builds still running
+                while self._prefetch:
+                    ahead = self._prefetch.pop(0)
+                    if ahead[0] in waiting:
+                        return ahead
                 self._changed.wait()
             return None
 
@@ -103,6 +107,7 @@ class Engine:
         self.placement = placement
         self.progress = progress or (lambda text: None)
         self.freezer = BuildFreezer(limits.group)
+        partition_builds(self.freezer, device, placement.build_cpus)
         self.backend = backend or LocalBackend(options.build_jobs(len(placement.build_cpus) or None))
         self._build_limits = replace(limits, cpus=placement.build_cpus or None)
         spec = StationSpec(problems, options, device, seed, limits, baselines, driver)
@@ -113,12 +118,10 @@ class Engine:
         self._locks_guard = threading.Lock()
         self._judging = threading.Lock()  # one batch at a time: a station judges one answer at a time
         self._judge_threads: list[threading.Thread] = []
-        self.prepared: set[str] = set()  # problems some station has loaded (and timed the baselines of)
+        self.prepared: set[str] = set()  # problems whose every baseline some station has timed (or found)
 
-    def judge(self, submissions: Iterable[tuple[Submission, list[str]]],
-              also_prepare: Iterable[str] = ()) -> Iterator[ResultRow]:
-        """Rows of ``submissions`` (each with its file's warnings) in the order they are decided. Problems of
-        ``also_prepare`` get their baselines while the builds run, even if no answer of theirs is built."""
+    def judge(self, submissions: Iterable[tuple[Submission, list[str]]]) -> Iterator[ResultRow]:
+        """Rows of ``submissions`` (each with its file's warnings) in the order they are decided."""
         items: list[_Item] = []
         for submission, warnings in submissions:
             early = triage(submission.text)
@@ -128,10 +131,10 @@ class Engine:
                 yield row
                 continue
             items.append(_Item(submission, early, self._start_build(submission, early)))
-        yield from self._judge_built(items, list(also_prepare))
+        yield from self._judge_built(items)
 
     def prepare_baselines(self, problem_ids: Iterable[str]) -> None:
-        """Time the baselines of problems no answer brought to a judge (a GPU report shows every problem's)."""
+        """Time (or find cached) the baselines of ``problem_ids`` now, whether or not an answer needs them."""
         for problem_id in problem_ids:
             self._prepare(self.stations[0], problem_id)
 
@@ -167,20 +170,20 @@ class Engine:
                                         self.options.build_timeout(problem), self._build_limits,
                                         problem.init_inputs_or_none(), self.freezer)
 
-    def _judge_built(self, items: list[_Item], also_prepare: list[str]) -> Iterator[ResultRow]:
+    def _judge_built(self, items: list[_Item]) -> Iterator[ResultRow]:
         if not items:
             return
         if not self._judging.acquire(blocking=False):
             raise RuntimeError("these judges are already judging another batch; finish (or close) it first, "
                                "or give every answer in one batch")
         try:
-            yield from self._judge_with_stations(items, also_prepare)
+            yield from self._judge_with_stations(items)
         finally:
             self._judging.release()
 
-    def _judge_with_stations(self, items: list[_Item], also_prepare: list[str]) -> Iterator[ResultRow]:
-        ahead = [] if not self.options.baselines else \
-            [p for p in dict.fromkeys([i.submission.problem for i in items] + also_prepare) if p not in self.prepared]
+    def _judge_with_stations(self, items: list[_Item]) -> Iterator[ResultRow]:
+        problems = [p for p in dict.fromkeys(i.submission.problem for i in items) if p not in self.prepared]
+        ahead = [(problem, kind) for kind in self.options.baselines for problem in problems]  # every eager first
         ready, rows = _ReadyQueue(items, ahead), queue.Queue()
         threads = [threading.Thread(target=self._serve, args=(station, slot.name, ready, rows), daemon=True,
                                     name=f"evalkit-judge-{slot.name}")
@@ -202,10 +205,12 @@ class Engine:
 
     def _serve(self, station: Station, name: str, ready: _ReadyQueue, rows: queue.Queue) -> None:
         while (item := ready.take(station.current_problem)) is not None:
-            if isinstance(item, str):
-                self._prefetch(station, item)
+            if isinstance(item, tuple):
+                self._prefetch(station, *item)
                 continue
             row = self._judge_item(station, item)
+            if row.timing:
+                self.prepared.add(row.problem)  # a timed answer's problem has every baseline by now
             row.judge = name
             rows.put(row)
 
@@ -215,25 +220,36 @@ class Engine:
         try:
             outcome = item.build.result()
             if outcome.status == "ok" and station.current_problem != submission.problem:
-                self._prepare(station, submission.problem)  # a build that failed needs no problem loaded
+                self._prepare(station, submission.problem, kinds=())  # a build that failed needs no problem loaded
             return station.judge(submission, early, outcome)
         except Exception as err:  # noqa: BLE001 - a judge process that died, a build that raised: this row only
             logger.exception("%s/%s: could not be judged", submission.problem, submission.sample)
             return verdicts.judge_failed_row(submission, early, self.device, err)
 
-    def _prefetch(self, station: Station, problem_id: str) -> None:
+    def _prefetch(self, station: Station, problem_id: str, kind: str) -> None:
         try:
-            self._prepare(station, problem_id)
+            self._prepare(station, problem_id, kinds=(kind,))
         except Exception:  # noqa: BLE001 - the answers of this problem will meet the same failure as rows
-            logger.exception("%s: loading the problem ahead of its answers failed", problem_id)
+            logger.exception("%s: timing its %s baseline ahead of its answers failed", problem_id, kind)
 
-    def _prepare(self, station: Station, problem_id: str) -> None:
-        """Load a problem on ``station``; one station at a time per problem, so its baselines are timed once."""
+    def _prepare(self, station: Station, problem_id: str, kinds: tuple[str, ...] | None = None) -> None:
+        """Load a problem on ``station``, with the baselines of ``kinds`` (default: all); one station at a time per
+        problem (the baseline cache also makes a judge wait while another times the same baseline)."""
         with self._locks_guard:
             lock = self._problem_locks.setdefault(problem_id, threading.Lock())
         with lock:
-            station.prepare(problem_id)
-            self.prepared.add(problem_id)
+            station.prepare(problem_id, kinds)
+            if kinds is None:
+                self.prepared.add(problem_id)
+
+
+def partition_builds(freezer: BuildFreezer, device: str, build_cpus: tuple[int, ...]) -> None:
+    """Let builds run on while a GPU judge times, where the kernel keeps them off its cores (a cpuset) and off its
+    GPU (Landlock ABI 5+ denies them the device files and their ioctls). A CPU judge's timed work shares the
+    memory system with the builds, so there they are always frozen (``evalkit.sandbox.freezer``)."""
+    if device == "cuda" and build_cpus and abi_version() >= LANDLOCK_ABI_FOR_DEVICES:
+        freezer.partition(build_cpus)
+    logger.info("builds are kept off timings by %s", freezer.isolation)
 
 
 class Backend(Protocol):

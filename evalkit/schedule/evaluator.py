@@ -82,6 +82,11 @@ class Evaluator:
         self._finalizer = weakref.finalize(self, _shut_down, self._engine)
         self._samples = itertools.count()
 
+    @property
+    def build_isolation(self) -> str:
+        """How builds are kept off timings here: ``partition (cpuset)``, or ``freeze (...)`` (docs/judge.md)."""
+        return self._engine.freezer.isolation
+
     def judge(self, problem_id: str, text: str, *, sample: str | None = None) -> dict[str, Any]:
         """The row of one answer to ``problem_id`` (a dict, as in ``results.jsonl``)."""
         return next(iter(self.judge_many([(problem_id, text, sample)] if sample else [(problem_id, text)])))
@@ -93,15 +98,14 @@ class Evaluator:
         submissions = [self._submission(*pair) for pair in pairs]
         return self._rows(submissions)
 
-    def judge_submissions(self, submissions: Iterable[tuple[Submission, list[str]]],
-                          also_prepare: Iterable[str] = ()) -> Iterator[ResultRow]:
-        """Rows (``ResultRow``) of already named submissions, each with its file's warnings, as they are decided;
-        the problems of ``also_prepare`` get their baselines meanwhile (``evalkit score`` on a GPU)."""
-        for row in self._engine.judge(submissions, also_prepare):
+    def judge_submissions(self, submissions: Iterable[tuple[Submission, list[str]]]) -> Iterator[ResultRow]:
+        """Rows (``ResultRow``) of already named submissions, each with its file's warnings, as they are decided."""
+        for row in self._engine.judge(submissions):
             yield with_origin(row, self.problems.get(row.problem))
 
     def prepare_baselines(self, problem_ids: Iterable[str]) -> None:
-        """Time (or read from the cache) the baselines of problems no answer brought to a judge."""
+        """Time (or read from the cache) the baselines of ``problem_ids`` now. Judging times a problem's baselines
+        only once an answer of it is correct and timed (ahead of it, while the judge waits for builds)."""
         self._engine.prepare_baselines(sorted(set(problem_ids) - self._engine.prepared))
 
     def _rows(self, submissions: list[Submission]) -> Iterator[dict[str, Any]]:

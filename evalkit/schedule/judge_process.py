@@ -5,7 +5,7 @@ The scheduler starts ``python -m evalkit.schedule.judge_process FD`` with ``CUDA
 the judge's GPU and its affinity set to the judge's cores, and talks to it over a socket pair of pickled
 tuples (both ends are evalkit's own code; no submission code runs in either):
 
-    scheduler -> judge:  ("start", StationSpec) | ("prepare", problem_id) | ("judge", submission, triage,
+    scheduler -> judge:  ("start", StationSpec) | ("prepare", problem_id, kinds) | ("judge", submission, triage,
                          build_outcome) | ("exit",)
     judge -> scheduler:  ("hold",) / ("release",): the judge begins / ends a measurement; the scheduler
                          freezes the builds (``BuildFreezer.timing``) and answers ("held",) / ("released",)
@@ -72,8 +72,8 @@ class ProcessStation:
         self._proc: subprocess.Popen | None = None
         self._conn: Connection | None = None
 
-    def prepare(self, problem_id: str) -> dict[str, Any]:
-        baselines = self._request(("prepare", problem_id))
+    def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
+        baselines = self._request(("prepare", problem_id, kinds))
         self.current_problem = problem_id
         return baselines
 
@@ -203,7 +203,7 @@ def serve(fd: int) -> int:
             return 0
         try:
             if message[0] == "prepare":
-                value = station.prepare(message[1])
+                value = station.prepare(message[1], message[2])
             else:  # the row, and the problem now loaded (a build that failed loads none)
                 value = (station.judge(*message[1:]), station.current_problem)
         except Exception as err:  # noqa: BLE001 - reported to the scheduler, which records the answer's row

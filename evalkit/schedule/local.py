@@ -113,6 +113,16 @@ def _record_environment(path: Path, limits: Limits, facts: dict[str, Any] | None
         path.write_text(json.dumps(facts, indent=2) + "\n")
 
 
+def _note_environment(path: Path, name: str, value: Any) -> None:
+    """Add one fact the judges only know once started, unless the report (resumed) already holds it."""
+    try:
+        facts = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(facts, dict) and name not in facts:
+        path.write_text(json.dumps({**facts, name: value}, indent=2) + "\n")
+
+
 def _recorded_driver(path: Path) -> str | None:
     try:
         return json.loads(path.read_text()).get("driver")
@@ -150,11 +160,9 @@ class _Run:
         evaluator = Evaluator.for_report(self.problems, options, self.where, self.seed, self.limits, baselines,
                                          _recorded_driver(options.out_dir / ENVIRONMENT_FILE),
                                          progress=lambda text: self.report(text, Counter()))
+        _note_environment(options.out_dir / ENVIRONMENT_FILE, "build_isolation", evaluator.build_isolation)
         try:
-            # On a GPU every problem gets its baselines, even with no submission judged: timed while builds run.
-            every = sorted({s.problem for s in todo}) if self.device == "cuda" else []
-            for row in evaluator.judge_submissions(((s, file_warnings.get(s.path, [])) for s in todo), every):
+            for row in evaluator.judge_submissions((s, file_warnings.get(s.path, [])) for s in todo):
                 record(row)
-            evaluator.prepare_baselines(every)
         finally:
             evaluator.close()

@@ -206,19 +206,23 @@ class _JudgeActor:
         self.station = JudgeStation(problems, spec.options, spec.device, spec.seed,
                                     replace(spec.limits, run_as=_node_identity()), baselines, spec.driver)
 
-    def prepare(self, problem_id: str, report_entries: dict[str, Any]) -> dict[str, Any]:
+    def prepare(self, problem_id: str, kinds: tuple[str, ...] | None,
+                report_entries: dict[str, Any]) -> dict[str, Any]:
         for key, entry in report_entries.items():
             merge_entry(self.report, key, entry)
-        return self.station.prepare(problem_id)
+        return self.station.prepare(problem_id, kinds)
 
-    def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> tuple[ResultRow, str | None]:
-        """The row, and the problem the station now has loaded (a build that failed loads none)."""
+    def judge(self, submission: Submission, early: Triage,
+              outcome: BuildOutcome) -> tuple[ResultRow, str | None, dict[str, Any]]:
+        """The row, the problem the station now has loaded (a build that failed loads none), and that problem's
+        baselines known so far (the driver records them in the report: a timed answer may have timed them)."""
         built = Path(outcome.extension_dir).parent
         if outcome.status in ("ok", "import_failed") and not built.is_dir():
             raise FileNotFoundError(f"the build of this answer ({built}) is not on the Ray node {platform.node()} "
                                     f"that judges it: --cache-dir must be on a filesystem every node mounts at "
                                     f"the same path")
-        return self.station.judge(submission, early, outcome), self.station.current_problem
+        row = self.station.judge(submission, early, outcome)
+        return row, self.station.current_problem, self.station.current_baselines
 
     def stop(self) -> None:
         self.station.close()
@@ -249,19 +253,25 @@ class RayStation:
         self._actor: Any = None
         self._busy = False  # a request in flight (an idle actor is stopped cleanly, even when abandoning)
 
-    def prepare(self, problem_id: str) -> dict[str, Any]:
+    def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
         report = self.spec.baselines.report
         entries = {k: v for k, v in read_entries(report).items() if v.get("problem") == problem_id} if report else {}
-        baselines = self._call("prepare", problem_id, entries)
-        if report is not None and baselines.get("key"):
-            with self._report_lock:
-                merge_entry(report, baselines["key"], baselines)
+        baselines = self._call("prepare", problem_id, kinds, entries)
+        self._record(baselines)
         self.current_problem = problem_id
         return baselines
 
     def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
-        row, self.current_problem = self._call("judge", submission, early, outcome)
+        row, self.current_problem, baselines = self._call("judge", submission, early, outcome)
+        self._record(baselines)
         return row
+
+    def _record(self, baselines: dict[str, Any]) -> None:
+        """Baselines the actor timed (or found), into this report's ``baselines.json`` on the driver."""
+        report = self.spec.baselines.report
+        if report is not None and baselines.get("key"):
+            with self._report_lock:
+                merge_entry(report, baselines["key"], baselines)
 
     def close(self, hard: bool = False) -> None:
         actor, self._actor = self._actor, None

@@ -1,8 +1,10 @@
 """Trusted side: one judge station, the judge of one device (a GPU, or the CPU) and the problems it has loaded.
 
 A station turns a built answer into its row: it loads the problem (the float64 reference and the judge),
-times the PyTorch baselines once per problem (through ``BaselineCache``), runs the sandboxed worker through
-``evalkit.judge``, and maps the judgement to a ``ResultRow`` (``evalkit.judge.verdicts``). It holds one
+runs the sandboxed worker through ``evalkit.judge``, and maps the judgement to a ``ResultRow``
+(``evalkit.judge.verdicts``). A problem's PyTorch baselines are timed once (through ``BaselineCache``): a
+kind at a time while the judge would otherwise wait for builds, and what is still missing when an answer
+of the problem is timed, since only a speedup needs them. It holds one
 problem at a time, so a GPU never carries two problems' tensors. Each answer's worker was started while
 the answer before it was judged (``evalkit.sandbox.spare``), and is stopped whenever this judge measures.
 
@@ -80,21 +82,30 @@ class JudgeStation:
     def current_problem(self) -> str | None:
         return self._context.problem.id if self._context else None
 
-    def prepare(self, problem_id: str) -> dict[str, Any]:
-        """Make ``problem_id`` the current problem (freeing the one before) and return its baselines: from the
-        cache when it holds them (nothing is loaded), else timed now."""
+    def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
+        """Make ``problem_id`` the current problem (freeing the one before) and return its baselines, with every
+        one of ``kinds`` (default: the run's) known: from the cache when it holds them (nothing is loaded), else
+        timed now."""
         context = self._switch_to(problem_id)
-        if context.baselines is None:
-            kinds = self.options.baselines
-            settings = self.options.judge_settings(context.problem, self.seed)
-            key = baseline_key(context.problem.sha256, self.device, settings.timing_key(), self.driver)
-            context.baselines = (self._cache.lookup(key, kinds) if kinds else {})
-            if context.baselines is None:
-                self._progress(f"{problem_id}: timing PyTorch baselines")
-                judge = self._judge_of(context)
-                context.baselines = self._cache.get_or_measure(judge.ref, kinds, self._baseline_of(judge), key) \
-                    if judge is not None else {}
+        wanted = self.options.baselines if kinds is None else tuple(k for k in kinds if k in self.options.baselines)
+        known = context.baselines or {}
+        if context.baselines is not None and all(kind in known for kind in wanted):
+            return known
+        settings = self.options.judge_settings(context.problem, self.seed)
+        key = baseline_key(context.problem.sha256, self.device, settings.timing_key(), self.driver)
+        found = self._cache.lookup(key, wanted) if wanted else {}
+        if found is None:
+            self._progress(f"{problem_id}: timing PyTorch baselines ({', '.join(wanted)})")
+            judge = self._judge_of(context)
+            found = self._cache.get_or_measure(judge.ref, wanted, self._baseline_of(judge), key) \
+                if judge is not None else {}
+        context.baselines = {**known, **found}
         return context.baselines
+
+    @property
+    def current_baselines(self) -> dict[str, Any]:
+        """The current problem's baselines known so far (with their cache ``key``), or {}."""
+        return dict(self._context.baselines or {}) if self._context else {}
 
     def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
         """The row of one built answer; never raises for anything the answer does."""
@@ -102,7 +113,6 @@ class JudgeStation:
             failed = verdicts.build_failed_row(submission, early, outcome, self.device)
             if failed is not None:
                 return failed  # needs neither the reference nor the baselines
-            self.prepare(submission.problem)
             return self._judge_one(submission, early, outcome, self._switch_to(submission.problem))
         except Exception as err:  # noqa: BLE001 - a hostile answer may find a way to upset the judge itself
             logger.exception("%s/%s: the judge failed on this answer", submission.problem, submission.sample)
@@ -166,9 +176,12 @@ class JudgeStation:
             judgement = judge.judge(worker, code_path, compiles_on_first_call(early.code, build_dir / "extensions"))
         finally:
             discard(worker)  # closed already, unless the judge failed before reaching it
+        # Baselines only for a timed answer (a speedup needs them), timed now unless known: a run whose answers all
+        # fail times none. The answer's worker is closed by now, so the baselines' workers have the GPU to themselves.
+        baselines = self.prepare(submission.problem) if judgement.timing else (context.baselines or {})
         settings = context.problem.settings
         row = verdicts.built_row(submission, early, outcome, self.device)
-        return verdicts.judged_row(row, judgement, early, context.baselines or {}, (settings.flops, settings.min_bytes),
+        return verdicts.judged_row(row, judgement, early, baselines, (settings.flops, settings.min_bytes),
                                    build_dir / "extensions")
 
 

@@ -1,9 +1,13 @@
 """Baselines are measured once per machine and setting: a rescore into a new report times nothing again,
 unless asked to; a failed baseline is retried in a new report but kept within one (so a resume compares
-with what its earlier rows were compared with)."""
+with what its earlier rows were compared with); kinds timed at different moments make one entry, and two
+judges never time the same baseline at once."""
 
 from __future__ import annotations
 
+import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -59,4 +63,42 @@ def test_a_failed_baseline_is_kept_within_a_report_and_retried_in_a_new_one(tmp_
     BaselineCache(tmp_path / "a.json", shared).get_or_measure(ref, ("eager", "compile"), resumed)
     fresh = Timer()
     BaselineCache(tmp_path / "b.json", shared).get_or_measure(ref, ("eager", "compile"), fresh)
-    assert resumed.calls == [] and fresh.calls == ["eager", "compile"]
+    # the new report retries only the failed kind: the eager baseline the cache holds is reused
+    assert resumed.calls == [] and fresh.calls == ["compile"]
+    assert "error" not in json.loads((tmp_path / "b.json").read_text())[cache_key(ref)]["compile"]
+
+
+def test_kinds_timed_at_different_moments_make_one_entry(tmp_path: Path, ref):
+    shared = tmp_path / "cache" / "baselines.json"
+    first, second = Timer(), Timer()
+    BaselineCache(tmp_path / "a.json", shared).get_or_measure(ref, ("eager",), first)
+    both = BaselineCache(tmp_path / "a.json", shared).get_or_measure(ref, ("eager", "compile"), second)
+    assert first.calls == ["eager"] and second.calls == ["compile"]
+    assert {"eager", "compile"} <= set(both)
+    for path in (tmp_path / "a.json", shared):
+        assert {"eager", "compile"} <= set(json.loads(path.read_text())[cache_key(ref)])
+
+
+def test_a_judge_waits_for_another_timing_the_same_baseline_and_uses_its_figures(tmp_path: Path, ref):
+    shared = tmp_path / "cache" / "baselines.json"
+    started, release = threading.Event(), threading.Event()
+
+    def slow(kind: str) -> dict:
+        started.set()
+        release.wait(5)
+        return {"median_ms": 1.0}
+
+    first = threading.Thread(target=BaselineCache(tmp_path / "a.json", shared).get_or_measure,
+                             args=(ref, ("eager",), slow))
+    first.start()
+    assert started.wait(5)
+    second = Timer()
+    waiting = threading.Thread(target=BaselineCache(tmp_path / "b.json", shared).get_or_measure,
+                               args=(ref, ("eager",), second))
+    waiting.start()
+    time.sleep(0.3)
+    assert waiting.is_alive()  # held by the first judge's lock, not timing on its own
+    release.set()
+    first.join(5)
+    waiting.join(5)
+    assert second.calls == []  # it used what the first one timed

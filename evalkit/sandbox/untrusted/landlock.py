@@ -3,8 +3,9 @@
 The worker calls ``restrict_writes`` on itself before importing submission code: afterwards it (and
 every process it starts) may still read anything, but may create, write, truncate, rename or delete
 files only beneath the allowed folders. Landlock also stops it from ptracing any process outside its
-domain (so it cannot read another process's ``/proc/<pid>/environ`` or ``mem``), and, from ABI 6, from
-signalling one or connecting to its abstract Unix sockets. Where the kernel lacks Landlock this returns
+domain (so it cannot read another process's ``/proc/<pid>/environ`` or ``mem``), from ABI 5 from driving a
+device it opened outside those folders (``ioctl``: a build, whose list holds no GPU device, cannot use the
+GPU), and, from ABI 6, from signalling one or connecting to its abstract Unix sockets. Where the kernel lacks Landlock this returns
 0 and changes nothing; the judge records that in the row.
 """
 
@@ -19,7 +20,9 @@ _PR_SET_NO_NEW_PRIVS = 38
 
 _WRITE_FILE, _REMOVE_DIR, _REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
 _MAKE_ALL = sum(1 << bit for bit in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
-_REFER, _TRUNCATE = 1 << 13, 1 << 14
+_REFER, _TRUNCATE, _IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+LANDLOCK_ABI_FOR_DEVICES = 5  # the first that controls ioctls on devices
+_FILE_RIGHTS = _WRITE_FILE | _TRUNCATE | _IOCTL_DEV  # the rights that apply to a single file
 
 
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
@@ -45,6 +48,8 @@ def _write_rights(abi: int) -> int:
         rights |= _REFER
     if abi >= 3:
         rights |= _TRUNCATE
+    if abi >= LANDLOCK_ABI_FOR_DEVICES:
+        rights |= _IOCTL_DEV
     return rights
 
 
@@ -81,7 +86,7 @@ def restrict_writes(writable: list[str]) -> int:
 def _allow(libc: ctypes.CDLL, ruleset: int, path: str, rights: int) -> None:
     fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     try:
-        rule = _PathBeneathAttr(rights if os.path.isdir(path) else rights & (_WRITE_FILE | _TRUNCATE), fd)
+        rule = _PathBeneathAttr(rights if os.path.isdir(path) else rights & _FILE_RIGHTS, fd)
         if libc.syscall(_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(rule),
                         ctypes.c_uint32(0)) != 0:
             raise OSError(ctypes.get_errno(), f"landlock: cannot allow writes beneath {path}")

@@ -232,11 +232,12 @@ WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/
 GPU_DEVICE_PREFIXES = ("nvidia", "dri", "kfd")
 
 
-def writable_paths() -> list[str]:
-    """Where the worker may write: its own folder, its extension folder, its /proc entry and device files."""
+def writable_paths(gpu: bool = True) -> list[str]:
+    """Where the worker may write: its own folder, its extension folder, its /proc entry and device files; the
+    GPU's device files only with ``gpu`` (a build gets none: it cannot drive the GPU a judge times on)."""
     # /proc/<own pid>: the CUDA driver writes there while it initialises (Error 304 without it).
     writable = [os.getcwd(), os.path.realpath("/proc/self"), *WRITABLE_DEVICES]
-    if os.path.isdir("/dev"):
+    if gpu and os.path.isdir("/dev"):
         writable += [os.path.join("/dev", name) for name in sorted(os.listdir("/dev"))
                      if name.startswith(GPU_DEVICE_PREFIXES)]
     extensions = os.environ.get("TORCH_EXTENSIONS_DIR")
@@ -246,10 +247,10 @@ def writable_paths() -> list[str]:
     return writable
 
 
-def _confine_writes() -> int:
+def _confine_writes(gpu: bool) -> int:
     from evalkit.sandbox.untrusted.landlock import restrict_writes
 
-    return restrict_writes(writable_paths())
+    return restrict_writes(writable_paths(gpu))
 
 
 def receive_setup(conn: Connection, mappings: list[Any]) -> dict[str, Any]:
@@ -286,7 +287,7 @@ def serve(conn: Connection) -> None:
     run_as = setup["limits"].get("run_as")
     setup["privileges"] = drop_privileges(tuple(run_as) if run_as else None, setup["judge_pid"])
     _apply_limits(setup["limits"])
-    landlock_abi = _confine_writes()
+    landlock_abi = _confine_writes(gpu=setup["mode"] != "build")
     harness = Harness(conn, setup)
     harness.inputs, harness.outputs = setup["inputs"], setup["outputs"]
     if setup["mode"] == "judge" and not _serve_until_load(conn, harness):
