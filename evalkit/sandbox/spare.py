@@ -67,6 +67,7 @@ class SpareWorker:
 
     def close(self) -> None:
         if self._next is not None:
+            self._next.kill()  # it never had work: nothing to wait for (asked politely, it may still be importing)
             discard(self._next)
             self._next = None
         if self._starter is not None:
