@@ -6,6 +6,7 @@ import logging
 import os
 import uuid
 from collections import Counter
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,15 +102,16 @@ class ScoreOutcome:
 
 
 def default_limits(device: str, memory_gib: float | None, group: str | None = None,
-                   cache_dir: Path | None = None) -> Limits:
+                   cache_dir: Path | None = None, identity: Future[tuple[int, int] | None] | None = None) -> Limits:
     """The limits of every sandbox of one run. ``group`` (a fresh random token when None) marks all of
     them, so ``evalkit.sandbox.launcher.kill_group(limits.group)`` ends every one the run started.
-    Workers run as the unprivileged sandbox user when one can run them and reach ``cache_dir``."""
+    Workers run as the unprivileged sandbox user when one can run them and reach ``cache_dir``;
+    ``identity``: that user's probe (``unprivileged_identity``) already started, else it runs now."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     memory = int(memory_gib * 2**30) if memory_gib else int(min(total * 0.5, 64 * 2**30))
     # Address space, not resident memory, is what RLIMIT_AS counts: leave torch's own mappings room.
     address_space = max(2 * memory, memory + 8 * 2**30) if device == "cpu" else None
-    run_as = unprivileged_identity()
+    run_as = identity.result() if identity is not None else unprivileged_identity()
     if run_as and cache_dir is not None and not reachable_by(cache_dir / "builds", run_as):
         logger.warning("the sandbox user cannot enter the build cache %s (a parent folder is closed to it): "
                        "workers run as uid 0 without capabilities; pass a --cache-dir it can reach "
