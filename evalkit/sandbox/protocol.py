@@ -28,6 +28,7 @@ MAX_FRAMES = 12
 # Created in the worker's folder once it has armed its parent-death signal, before it reads any request: from
 # then on the judge may stop it (SIGSTOP) without risking a stopped orphan should the judge die.
 ARMED_FILE = ".evalkit-armed"
+PRELOAD_CUDA_VARIABLE = "EVALKIT_PRELOAD_CUDA"  # "1": a judge's worker starts CUDA while it waits for its answer
 MAX_DIMS = 16
 
 

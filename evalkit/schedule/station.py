@@ -32,6 +32,7 @@ from evalkit.judge.submission_judge import Judge
 from evalkit.judge.time_limits import compiles_on_first_call
 from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.launcher import Limits
+from evalkit.sandbox.protocol import PRELOAD_CUDA_VARIABLE
 from evalkit.sandbox.spare import SpareWorker, discard
 from evalkit.schedule.options import JudgeOptions
 from evalkit.sources.problems import Problem
@@ -74,7 +75,8 @@ class JudgeStation:
         self.driver = driver
         self._cache = baselines.open()
         self._builds_frozen = quiet or nullcontext
-        self._spare = SpareWorker(limits, {**extension_env(device), **_pinned(limits)})
+        self._spare = SpareWorker(limits, {**extension_env(device), **_pinned(limits),
+                                           **({PRELOAD_CUDA_VARIABLE: "1"} if device == "cuda" else {})})
         self._progress = progress or (lambda text: None)
         self._context: _ProblemContext | None = None
 
@@ -144,8 +146,7 @@ class JudgeStation:
     def _switch_to(self, problem_id: str) -> _ProblemContext:
         if self._context is None or self._context.problem.id != problem_id:
             self._context = None  # free the previous problem's tensors before loading the next
-            gc.collect()  # tensors held in reference cycles (a traceback's frames) go now, not at some later GC
-            _release_cached_memory(self.device)
+            _free_garbage(self.device)
             self._context = _ProblemContext(self.problems[problem_id])
         return self._context
 
@@ -177,8 +178,12 @@ class JudgeStation:
         finally:
             discard(worker)  # closed already, unless the judge failed before reaching it
         # Baselines only for a timed answer (a speedup needs them), timed now unless known: a run whose answers all
-        # fail times none. The answer's worker is closed by now, so the baselines' workers have the GPU to themselves.
-        baselines = self.prepare(submission.problem) if judgement.timing else (context.baselines or {})
+        # fail times none. The answer's worker is closed by now; its buffers go too, before the baselines' own
+        # (on the largest problems two sets of them do not fit beside the float64 reference: an OOM on the H200).
+        baselines = context.baselines or {}
+        if judgement.timing and not all(kind in baselines for kind in self.options.baselines):
+            _free_garbage(self.device)
+            baselines = self.prepare(submission.problem)
         settings = context.problem.settings
         row = verdicts.built_row(submission, early, outcome, self.device)
         return verdicts.judged_row(row, judgement, early, baselines, (settings.flops, settings.min_bytes),
@@ -190,6 +195,13 @@ def _release_cached_memory(device: str) -> None:
     processes, and a large problem's float64 reference leaves tens of GiB cached that they could not use."""
     if device == "cuda" and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
+
+
+def _free_garbage(device: str) -> None:
+    """Tensors held in reference cycles (a traceback's frames) go now, not at some later GC, and their memory
+    back to the device."""
+    gc.collect()
+    _release_cached_memory(device)
 
 
 def _pinned(limits: Limits) -> dict[str, str]:

@@ -336,9 +336,17 @@ def _serve_requests(conn: Connection, harness: Harness) -> None:
 
 def _preload() -> None:
     """Import what every request needs (torch above all: seconds) before the setup arrives, so a worker started
-    ahead of its answer (``evalkit.sandbox.spare``) is ready when the answer is. No submission code has run."""
+    ahead of its answer (``evalkit.sandbox.spare``) is ready when the answer is; a GPU judge's worker also
+    creates its CUDA context (a second or more). No submission code has run."""
     for name in PRELOADED:
         importlib.import_module(name)
+    if os.environ.get(protocol.PRELOAD_CUDA_VARIABLE) == "1":
+        import torch
+
+        try:
+            torch.zeros(1, device="cuda")  # CUDA is started by its first allocation
+        except Exception:  # noqa: BLE001 - a head start only: the answer's own load meets and reports the failure
+            pass
 
 
 def main() -> None:
