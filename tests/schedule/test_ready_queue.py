@@ -20,6 +20,18 @@ def _item(problem: str, sample: str) -> _Item:
 BUILT = BuildOutcome("ok", 1.0)
 
 
+def _waits_for(ready: _ReadyQueue, problem: str | None, build: Future, why: str) -> object:
+    """What ``ready.take(problem)`` returns once ``build`` finishes: it must still be waiting before that."""
+    taken: list[object] = []
+    waiter = threading.Thread(target=lambda: taken.append(ready.take(problem)))
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive(), why
+    build.set_result(BUILT)
+    waiter.join(5)
+    return taken[0]
+
+
 def test_an_idle_judge_times_baselines_ahead_then_takes_answers_as_they_are_built():
     first, second, third = _item("p1", "a"), _item("p2", "b"), _item("p1", "c")
     ready = _ReadyQueue([first, second, third], prefetch=[("p1", "eager"), ("p2", "eager")])
@@ -28,14 +40,7 @@ def test_an_idle_judge_times_baselines_ahead_then_takes_answers_as_they_are_buil
     second.build.set_result(BUILT)
     assert ready.take("p2") is second  # its own problem's answer first
     assert ready.take("p2") is third  # else the oldest built
-    taken: list[object] = []
-    waiter = threading.Thread(target=lambda: taken.append(ready.take("p1")))
-    waiter.start()
-    waiter.join(0.2)
-    assert waiter.is_alive(), "took an answer whose build has not finished"
-    first.build.set_result(BUILT)
-    waiter.join(5)
-    assert taken == [first]
+    assert _waits_for(ready, "p1", first.build, "took an answer whose build has not finished") is first
     assert ready.take(None) is None  # nothing left
 
 
@@ -57,11 +62,5 @@ def test_no_baseline_is_timed_ahead_for_a_problem_with_no_answer_left_to_judge()
     assert ready.take(None) == ("p2", "eager")  # p1's one answer cannot be correct: nothing timed for it
     built.build.set_result(BUILT)
     assert ready.take(None) is built
-    taken: list[object] = []
-    waiter = threading.Thread(target=lambda: taken.append(ready.take(None)))
-    waiter.start()
-    waiter.join(0.2)
-    assert waiter.is_alive(), "timed p3's baseline although its one answer is judged already"
-    pending.build.set_result(BUILT)
-    waiter.join(5)
-    assert taken == [pending]
+    why = "timed p3's baseline although its one answer is judged already"
+    assert _waits_for(ready, None, pending.build, why) is pending
