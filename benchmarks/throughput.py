@@ -294,7 +294,7 @@ def seeds_suite(run: Runner, figures: dict[str, Any]) -> Path:
           f"verdicts {verdicts(seeds.rows)}", flush=True)
     times = timeline(seeds)
     print(f"seeds: start to first row {_fmt(times['to_first_row_s'])} s; last row to exit "
-          f"{_fmt(times['after_last_row_s'])} s (on a GPU: the baselines of problems no answer reached, the report)")
+          f"{_fmt(times['after_last_row_s'])} s (closing the judges, writing the report)")
     shown = f"{ratio:.2f}x" if ratio is not None else "n/a (the lone build built nothing)"
     print(f"seeds: cold seeds / one build = {shown} (target <= {TARGETS['seeds_vs_one_build']}x): "
           f"{target(figures, 'seeds_vs_one_build', ratio)}", flush=True)
