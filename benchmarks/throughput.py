@@ -449,6 +449,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def python_bytecode() -> str:
+    """Whether Python processes here load torch from bytecode (a condition every start-up time depends on)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    origin = Path(spec.origin) if spec and spec.origin else None
+    cached = bool(origin and (origin.parent / "__pycache__").is_dir())
+    writes = "not written (PYTHONDONTWRITEBYTECODE)" if sys.dont_write_bytecode else "written when missing"
+    return f"torch {'has' if cached else 'has no'} compiled bytecode; new bytecode {writes}"
+
+
 def _torch_sees_cuda() -> bool:
     probe = [sys.executable, "-c", "import torch; print(torch.cuda.is_available())"]
     try:
@@ -472,9 +483,12 @@ def main(argv: list[str] | None = None) -> int:
     figures: dict[str, Any] = {"device": args.device, "jobs": args.jobs, "cores": os.cpu_count(),
                                "problems": repo_relative(args.problems), "extra": args.extra, "timeout": args.timeout,
                                "started": datetime.now().isoformat(timespec="seconds")}
+    figures["python_bytecode"] = python_bytecode()
     print(f"throughput: device {args.device}, --jobs {args.jobs} of {os.cpu_count()} cores, suites "
           f"{','.join(s for s in ('seeds', 'rescore', 'corpus') if s in args.suites)}"
           + (f", extra {args.extra!r}" if args.extra else ""), flush=True)
+    print(f"throughput: Python bytecode: {figures['python_bytecode']} (without it every process that imports "
+          f"torch compiles it from source: seconds per judge and per worker)", flush=True)
     try:
         cache = seeds_suite(run, figures) if "seeds" in args.suites else None
         if "rescore" in args.suites:

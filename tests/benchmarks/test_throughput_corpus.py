@@ -109,3 +109,6 @@ def test_each_category_gets_its_verdict_when_scored(tmp_path):
     assert corpus["answers_per_hour"] > 0 and corpus["build_limited_wall_s"] == pytest.approx(corpus["build_s"] / 2)
     assert "answers/hour" in result.stdout and "build-limited wall" in result.stdout
     assert corpus["baselines_s"] > 0  # the fresh cache's eager baselines, timed in this run
+    # the condition every start-up time depends on is recorded with the figures
+    assert json.loads(figures.read_text())["python_bytecode"].startswith("torch has")
+    assert "Python bytecode: torch has" in result.stdout
