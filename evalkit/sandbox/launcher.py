@@ -162,7 +162,8 @@ def _process_state(pid: int) -> str:
 
 def _pin(pid: int, cpus: tuple[int, ...] | None) -> None:
     """Start the sandbox on ``cpus``: keeps it off a judge's cores. Advisory only, since a process may change its
-    own affinity: what enforces isolation while a judge times is the freeze (``freezer``) and SIGSTOP."""
+    own affinity: what enforces isolation while a judge times is the build cgroup's cpuset or the freeze
+    (``freezer``), and SIGSTOP."""
     if cpus:
         try:
             os.sched_setaffinity(pid, cpus)

@@ -42,8 +42,7 @@ class Evaluator:
     ``timeout_s``, ``baselines``, ``cache_dir``, ``seed`` ...)."""
 
     def __init__(self, problems: str | Path = "problems", device: str = "auto", **settings: Any) -> None:
-        from evalkit.schedule.machines import machines
-        from evalkit.schedule.options import default_limits
+        from evalkit.schedule.machines import machines_and_limits
         from evalkit.schedule.station import BaselineFiles
         from evalkit.sources.problems import discover_problems
 
@@ -52,9 +51,8 @@ class Evaluator:
         if settings.get("cache_dir") is not None:
             settings["cache_dir"] = Path(settings["cache_dir"])
         options = JudgeOptions(device=device, **{k: v for k, v in settings.items() if v is not None})
-        where = machines(options)
+        where, limits = machines_and_limits(options)
         seed = options.seed if options.seed is not None else uuid.uuid4().int % 2**31
-        limits = default_limits(where.device, options.memory_gib, cache_dir=options.cache_dir)
         baselines = BaselineFiles(None, options.cache_dir / "baselines.json", remeasure=options.remeasure_baselines,
                                   run=limits.group)
         self._start(discover_problems(Path(problems)), options, where, seed, limits, baselines, None)

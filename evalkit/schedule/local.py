@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -26,12 +25,12 @@ from evalkit.judge import verdicts
 from evalkit.judge.environment import environment
 from evalkit.records import ResultRow, Submission, Verdict
 from evalkit.results_file import BASELINES_FILE, ENVIRONMENT_FILE, RESULTS_FILE, ResultsWriter, read_rows, resume_key_of
-from evalkit.sandbox.identity import sandbox_user, unprivileged_identity
+from evalkit.sandbox.identity import sandbox_user
 from evalkit.sandbox.launcher import Limits, kill_group
 from evalkit.schedule import preflight, run_settings
 from evalkit.schedule.evaluator import Evaluator
 from evalkit.schedule.interrupt import Interrupted, interruptible
-from evalkit.schedule.machines import Machines, machines, resolve_device
+from evalkit.schedule.machines import Machines, machines_and_limits, resolve_device
 from evalkit.schedule.options import ScoreOptions, ScoreOutcome, default_cache_dir, default_limits
 from evalkit.schedule.station import BaselineFiles
 from evalkit.sources.problems import Problem, discover_problems
@@ -55,10 +54,7 @@ def score(options: ScoreOptions, progress: Progress | None = None,
     settings). Called from the main thread, SIGINT, SIGTERM and SIGHUP kill every sandbox of the run and
     raise ``Interrupted``, whose ``outcome`` is what was judged (``None`` when judging had not begun).
     """
-    with ThreadPoolExecutor(1, thread_name_prefix="evalkit-identity") as pool:
-        identity = pool.submit(unprivileged_identity)  # a second or two (it imports torch as that user): meanwhile
-        where = machines(options)  # ... this starts CUDA
-        limits = default_limits(where.device, options.memory_gib, cache_dir=options.cache_dir, identity=identity)
+    where, limits = machines_and_limits(options)
     with interruptible(lambda: kill_group(limits.group)):
         try:
             return _score(options, where, limits, progress or (lambda stage, counts: None), total_hook)

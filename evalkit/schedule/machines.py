@@ -4,13 +4,16 @@ builds and judges run (``engine.LocalBackend`` on this machine, or a Ray cluster
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from evalkit.sandbox.identity import unprivileged_identity
+from evalkit.sandbox.launcher import Limits
 from evalkit.schedule.engine import Backend
-from evalkit.schedule.options import JudgeOptions, ScoreError
+from evalkit.schedule.options import JudgeOptions, ScoreError, default_limits
 from evalkit.schedule.placement import Placement, PlacementError, plan
 
 
@@ -54,3 +57,12 @@ def machines(options: JudgeOptions) -> Machines:
                          f"to judge on that cluster, or drop --ray-address")
     device = resolve_device(options.device)
     return Machines(device, plan_judges(options, device))
+
+
+def machines_and_limits(options: JudgeOptions) -> tuple[Machines, Limits]:
+    """The machines of one run and its sandboxes' limits. The sandbox user's probe (it imports torch as that
+    user: a second or two) runs while ``machines`` starts CUDA."""
+    with ThreadPoolExecutor(1, thread_name_prefix="evalkit-identity") as pool:
+        identity = pool.submit(unprivileged_identity)
+        where = machines(options)
+        return where, default_limits(where.device, options.memory_gib, cache_dir=options.cache_dir, identity=identity)

@@ -16,7 +16,7 @@ import pytest
 
 from evalkit.sandbox import freezer as freezer_module
 from evalkit.sandbox.freezer import BuildFreezer, _Cgroup, parse_cpu_list
-from evalkit.sandbox.launcher import MARKER_VARIABLE
+from evalkit.sandbox.launcher import MARKER_VARIABLE, _process_state
 from evalkit.sandbox.untrusted import worker
 from evalkit.schedule import engine
 
@@ -73,16 +73,12 @@ def test_a_build_left_outside_the_partition_is_still_stopped_while_a_judge_times
         time.sleep(0.3)
         with freezer.timing():
             time.sleep(0.1)
-            assert _state(proc.pid) == "T", "a build outside the cpuset ran on during a timing"
+            assert _process_state(proc.pid) == "T", "a build outside the cpuset ran on during a timing"
         time.sleep(0.1)
-        assert _state(proc.pid) != "T"
+        assert _process_state(proc.pid) != "T"
     finally:
         proc.kill()
         proc.wait()
-
-
-def _state(pid: int) -> str:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
 @pytest.mark.parametrize("device, abi, partitioned", [("cuda", 5, True), ("cuda", 4, False), ("cpu", 7, False)])
