@@ -25,6 +25,7 @@ LAZY_REEXPORTS = {"evalkit": {"evalkit.schedule.evaluator.Evaluator"}}
 REPORT_MAY_IMPORT = ("records", "host_facts", "results_file", "report")
 # What runs inside the submission's interpreter may import only these evalkit modules.
 UNTRUSTED_MAY_IMPORT = ("evalkit.sandbox.protocol", "evalkit.sandbox.clock", "evalkit.sandbox.shared_buffers",
+                        "evalkit.sandbox.cuda_buffers",
                         "evalkit.sandbox.untrusted")
 
 

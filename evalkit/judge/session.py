@@ -8,6 +8,7 @@ is raised as ``verdicts.Stop``; a reply that breaks the protocol is one such obs
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import time
@@ -21,6 +22,8 @@ from evalkit.judge.time_limits import TimeLimits
 from evalkit.judge.verdicts import Finding, Stop, finding_of_claimed_error
 from evalkit.sandbox import protocol, shared_buffers
 from evalkit.sandbox.protocol import Claim, Op
+
+logger = logging.getLogger(__name__)
 
 PLAIN_TENSOR_TYPES = ("torch.Tensor", "torch.nn.parameter.Parameter")
 
@@ -41,6 +44,8 @@ class WorkerChannel(Protocol):
     def watch(self) -> None: ...
 
     def close(self) -> tuple[str, str]: ...
+
+    def ended(self) -> bool: ...
 
 
 def poison(buffers: list[torch.Tensor]) -> None:
@@ -74,7 +79,7 @@ class Session:
         self.outputs: list[list[torch.Tensor]] = []
         self.held: list[list[torch.Tensor]] = []
         self.originals: list[list[Any]] = []
-        self._mappings: list[Any] = []
+        self._lent: list[Any] = []  # what backs the buffers lent to the worker (``shared_buffers.describe``)
         self._perf_counter = time.perf_counter
 
     def start(self, fields: dict[str, Any], specs: list[OutputSpec], sample_inputs: list[Any]) -> None:
@@ -83,9 +88,9 @@ class Session:
         device = self.ref.device
         entries: tuple[list[Any], list[Any]] = ([], [])
         for _ in range(self.batch):
-            inputs = [shared_buffers.describe(v, device, fds, self._mappings) for v in sample_inputs]
+            inputs = [shared_buffers.describe(v, device, fds, self._lent) for v in sample_inputs]
             outputs = [shared_buffers.describe(torch.empty(s.shape, dtype=s.dtype, device="meta"), device, fds,
-                                               self._mappings) for s in specs]
+                                               self._lent) for s in specs]
             self.inputs.append([b for b, _ in inputs])
             self.outputs.append([b for b, _ in outputs])
             self.held.append([torch.empty(s.shape, dtype=s.dtype, device=device) for s in specs])
@@ -99,6 +104,17 @@ class Session:
         finally:
             for fd in fds:
                 os.close(fd)
+
+    def release(self) -> None:
+        """Free the buffers lent to the worker, once the worker is closed and no process of it is left. While
+        one is (it escaped the sandbox's kill), they are kept, a leak, rather than let it write into memory
+        the judge allocates next."""
+        self.inputs, self.outputs = [], []
+        if self.worker.ended():
+            shared_buffers.release(self._lent)
+        elif self._lent:
+            logger.warning("a process of a closed worker is still alive: its %d buffer(s) stay allocated",
+                           len(self._lent))
 
     def calibrate(self, originals: list[list[Any]], count: int) -> list[float]:
         """``count`` pings along a call's exact path, before any submission code has run: the judge's overhead."""

@@ -144,7 +144,10 @@ class Judge:
             finding = Finding.WORKER_TIMED_OUT if gone.kind == "timeout" else Finding.WORKER_DIED
             result = Judgement(finding, str(gone), error={"kind": gone.kind, "message": str(gone)})
         finally:
+            start = time.monotonic()
             stdout, stderr = worker.close()
+            run.session.release()
+            stages["close_s"] = time.monotonic() - start
         result.stage_seconds.update(stages)
         if result.error is not None or result.finding in (Finding.WORKER_DIED, Finding.WORKER_TIMED_OUT):
             result.error = dict(result.error or {}, stdout_tail=stdout[-4000:], stderr_tail=stderr[-8000:])
@@ -198,7 +201,9 @@ class _Run:
             # After the timing, so an answer is timed after exactly the steps its baselines were (they are never
             # profiled): profiled first, honest copies of the reference read 3-11% above their baselines on the
             # H200, by the worker's own events too (a worker that has run CUPTI may launch more slowly).
+            start = time.monotonic()
             judgement.flags.extend(self._observe_kernels(code_path, correctness))
+            stages["profile_s"] = time.monotonic() - start
         judgement.reason = _correct_reason(correctness, judgement.timing)
         return judgement
 

@@ -35,6 +35,7 @@ from evalkit.sandbox.shared_buffers import send_fds
 logger = logging.getLogger(__name__)
 
 WATCHDOG_PERIOD_S = 0.25
+ENDED_WAIT_S = 2.0  # how long a closed worker's killed processes get to finish exiting
 _IPC_RMID = 0
 MARKER_VARIABLE = "EVALKIT_SANDBOX_ID"
 
@@ -371,6 +372,16 @@ class UntrustedProcess:
         self.kill()
         self._conn.close()
         return self._stdout.text(), self._stderr.text()
+
+    def ended(self, wait_s: float = ENDED_WAIT_S) -> bool:
+        """True once the worker has exited and no process of its sandbox is left (after ``close``, within
+        ``wait_s``: a killed process takes a moment to finish exiting)."""
+        deadline = time.monotonic() + wait_s
+        while self._proc.poll() is None or sandbox_members(self._proc.pid, self.marker):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
 
     @property
     def returncode(self) -> int | None:

@@ -2,8 +2,9 @@
 
 On CPU they are anonymous memory (``memfd``), handed to exactly one worker as file descriptors over its
 own socket: no file name exists that another sandbox could open, and nothing is left in ``/dev/shm``.
-On CUDA they are device tensors sent as CUDA IPC handles inside the (pickled) setup request. Either
-way the worker receives them before any submission code runs, and before it confines its own writes.
+On CUDA they are memory the judge allocates itself and sends as CUDA IPC handles inside the (pickled) setup
+request (``cuda_buffers``), freed by the judge once the worker is gone. Either way the worker receives them
+before any submission code runs, and before it confines its own writes.
 """
 
 from __future__ import annotations
@@ -15,23 +16,37 @@ from typing import Any
 
 import torch
 
+from evalkit.sandbox.cuda_buffers import LentMemory, open_lent
+
 FDS_MESSAGE = b"F"
 
 
-def describe(value: Any, device: str, fds: list[int], maps: list[mmap.mmap]) -> Any:
+def describe(value: Any, device: str, fds: list[int], keep: list[Any]) -> Any:
     """A judge-owned buffer shaped like ``value`` (a tensor) and what the setup request carries for it.
 
-    Returns (buffer, message entry). On CPU the entry names a file descriptor appended to ``fds``.
+    Returns (buffer, message entry). On CPU the entry names a file descriptor appended to ``fds``. What
+    backs the buffer is appended to ``keep``: its mapping, or on CUDA its ``cuda_buffers.LentMemory``, which
+    the owner frees (``release``) once the worker is gone.
     """
     if not isinstance(value, torch.Tensor):
         return value, value
     if device != "cpu":
-        buf = torch.empty_like(value, device=device)
-        return buf, buf
+        lent = LentMemory(tuple(value.shape), value.dtype)
+        keep.append(lent)
+        return lent.tensor, lent.entry
     buf, fd, mapped = anonymous_tensor(tuple(value.shape), value.dtype)
     fds.append(fd)
-    maps.append(mapped)
+    keep.append(mapped)
     return buf, {"fd_index": len(fds) - 1, "shape": list(value.shape), "dtype": str(value.dtype).replace("torch.", "")}
+
+
+def release(kept: list[Any]) -> None:
+    """Free what ``describe`` kept, once no worker can reach it any more (GPU memory at once; a mapping
+    when its last tensor goes)."""
+    for item in kept:
+        if hasattr(item, "free"):
+            item.free()
+    kept.clear()
 
 
 def anonymous_tensor(shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.Tensor, int, mmap.mmap]:
@@ -44,10 +59,13 @@ def anonymous_tensor(shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.
 
 
 def map_entries(entries: list[Any], fds: list[int], keep: list[mmap.mmap]) -> list[Any]:
-    """The worker's side of ``describe``: tensors over the received descriptors (mappings kept in ``keep``)."""
+    """The worker's side of ``describe``: tensors over the received descriptors (mappings kept in ``keep``)
+    and over the judge's GPU buffers."""
     tensors = []
     for entry in entries:
-        if isinstance(entry, dict) and "fd_index" in entry:
+        if isinstance(entry, dict) and "cuda_ipc" in entry:
+            tensors.append(open_lent(entry))
+        elif isinstance(entry, dict) and "fd_index" in entry:
             dtype = getattr(torch, entry["dtype"])
             mapped = mmap.mmap(fds[entry["fd_index"]], _mapped_bytes(tuple(entry["shape"]), dtype))
             keep.append(mapped)

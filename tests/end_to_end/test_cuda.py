@@ -69,3 +69,48 @@ def test_side_stream_work_is_counted(rows):
 def test_pytorch_substitutes_are_flagged(rows):
     assert "no_custom_kernel" in rows["same_ops"]["flags"]
     assert {"fallback", "no_custom_kernel"} <= set(rows["fallback"]["flags"])
+
+
+BIG_OUTPUT_PROBLEM = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2.0
+
+
+def get_inputs():
+    return [torch.rand(64, 1024, 1024)]  # 256 MiB in, 256 MiB out
+
+
+def get_init_inputs():
+    return []
+'''
+ANSWER = "```python\nimport os\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n" \
+         "    def forward(self, x):\n{body}\n```\n"
+
+
+def test_the_judge_keeps_no_memory_of_finished_workers(tmp_path):
+    """Every worker gets buffers in the judge's GPU memory; a worker that exits, crashes or hangs never gives
+    them back itself, so the judge must (it once kept them all, and ran out of memory on a large problem)."""
+    import torch
+
+    from evalkit import Evaluator
+
+    problem = tmp_path / "problems" / "double_big"
+    problem.mkdir(parents=True)
+    (problem / "reference.py").write_text(BIG_OUTPUT_PROBLEM)
+    answers = {"correct": "        return x * 2.0", "crash": "        os._exit(3)",
+               "hang": "        torch.cuda._sleep(1 << 40)\n        return x * 2.0"}
+    free: list[int] = []
+    with Evaluator(problems=tmp_path / "problems", device="cuda", cache_dir=tmp_path / "cache", baselines=("eager",),
+                   timing_trials=5, timeout_s=15.0, seed=5) as ev:
+        for i, name in enumerate(("correct", "crash", "hang", "correct", "crash", "correct")):
+            row = ev.judge("double_big", ANSWER.format(body=answers[name]), sample=f"{i}_{name}")
+            expected = {"correct": "correct", "crash": ("crash", "runtime_error"), "hang": "timeout"}[name]
+            assert row["verdict"] in expected, (name, row["reason"])
+            free.append(torch.cuda.mem_get_info()[0])
+    lost = free[0] - free[-1]
+    assert lost < 2**30, f"{lost / 2**30:.1f} GiB less free after five more answers"

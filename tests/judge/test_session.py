@@ -58,6 +58,9 @@ class FakeWorker:
         self.closed = True
         return "", ""
 
+    def ended(self) -> bool:
+        return self.closed
+
     def freeze(self) -> None:
         self.frozen = True
 

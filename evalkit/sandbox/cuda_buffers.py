@@ -1,0 +1,107 @@
+"""Both sides: GPU memory the judge owns and lends to one worker by a CUDA IPC handle, through the CUDA
+driver API (``libcuda``), not torch's CUDA tensor sharing.
+
+torch's sharing (``torch.multiprocessing``) counts a shared block's users across processes and keeps it
+allocated in the sender until every receiver has released it. A worker that exits with ``os._exit``, crashes
+or is killed never releases anything, so the judge kept every worker's buffers for the rest of its life: on a
+problem with an 8.6 GB output, 9.6 GB more after each answer, until the judge itself ran out of memory
+(docs/gpu-runs/2026-11-24-judge-work-h200/). Here the judge allocates the memory itself, sends only the
+64-byte handle, and frees the memory once no process of the worker is left (``LentMemory.free``). The
+worker maps the handle (``open_lent``) and never unmaps it: the mapping ends with its process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import torch
+
+IPC_HANDLE_BYTES = 64
+LAZY_ENABLE_PEER_ACCESS = 1  # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, the one flag cuIpcOpenMemHandle takes
+
+
+class CudaDriverError(RuntimeError):
+    """A CUDA driver call failed."""
+
+
+class _IpcHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * IPC_HANDLE_BYTES)]
+
+
+class _Driver:
+    """The few driver calls needed, each made with the primary context of torch's current device current
+    (the context torch itself uses), whichever thread calls."""
+
+    def __init__(self) -> None:
+        self.lib = ctypes.CDLL("libcuda.so.1")
+        self.device = ctypes.c_int()
+        self._check(self.lib.cuDeviceGet(ctypes.byref(self.device), torch.cuda.current_device()), "cuDeviceGet")
+
+    def call(self, name: str, *args: Any) -> None:
+        context = ctypes.c_void_p()
+        self._check(self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(context), self.device), "cuDevicePrimaryCtxRetain")
+        try:
+            self._check(self.lib.cuCtxPushCurrent_v2(context), "cuCtxPushCurrent")
+            try:
+                self._check(getattr(self.lib, name)(*args), name)
+            finally:
+                self.lib.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
+        finally:
+            self.lib.cuDevicePrimaryCtxRelease_v2(self.device)
+
+    def _check(self, result: int, what: str) -> None:
+        if result != 0:
+            name = ctypes.c_char_p()
+            self.lib.cuGetErrorName(result, ctypes.byref(name))
+            raise CudaDriverError(f"{what} failed: {(name.value or b'').decode() or result}")
+
+
+class _ArrayInterface:
+    """Lets ``torch.as_tensor`` view device memory it does not own (``__cuda_array_interface__``)."""
+
+    def __init__(self, address: int, nbytes: int) -> None:
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (address, False),
+                                         "version": 2}
+
+
+def _tensor_over(address: int, nbytes: int, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    flat = torch.as_tensor(_ArrayInterface(address, nbytes), device="cuda")
+    used = torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
+    return flat[:used].view(dtype).reshape(shape)
+
+
+class LentMemory:
+    """The judge's side: one buffer in memory of its own, its tensor, and the handle a worker maps it by."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype) -> None:
+        self._driver = _Driver()
+        nbytes = max(torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size(), 1)
+        self._address = ctypes.c_uint64()
+        self._driver.call("cuMemAlloc_v2", ctypes.byref(self._address), ctypes.c_size_t(nbytes))
+        handle = _IpcHandle()
+        try:
+            self._driver.call("cuIpcGetMemHandle", ctypes.byref(handle), self._address)
+        except CudaDriverError:
+            self.free()
+            raise
+        self.tensor = _tensor_over(self._address.value, nbytes, shape, dtype)
+        self.entry = {"cuda_ipc": bytes(handle), "nbytes": nbytes,
+                      "shape": list(shape), "dtype": str(dtype).replace("torch.", "")}
+
+    def free(self) -> None:
+        """Give the memory back to the device. Only once no process that mapped it is left: until then a
+        worker could still write into whatever the judge allocated there next."""
+        if self._address.value:
+            torch.cuda.synchronize()  # no copy into or out of it is still running
+            self._driver.call("cuMemFree_v2", self._address)
+            self._address = ctypes.c_uint64()
+
+
+def open_lent(entry: dict[str, Any]) -> torch.Tensor:
+    """The worker's side: a tensor over the judge's buffer that ``entry`` (``LentMemory.entry``) names."""
+    driver = _Driver()
+    handle = _IpcHandle.from_buffer_copy(bytes(entry["cuda_ipc"]))
+    address = ctypes.c_uint64()
+    driver.call("cuIpcOpenMemHandle_v2", ctypes.byref(address), handle, ctypes.c_uint(LAZY_ENABLE_PEER_ACCESS))
+    return _tensor_over(address.value, int(entry["nbytes"]), tuple(entry["shape"]), getattr(torch, entry["dtype"]))
