@@ -46,6 +46,9 @@ CALIBRATION_WARMUP = 30
 BATCH_TARGET_MS = 20.0  # a request runs forward this long (by the reference's time), in calls of one each
 MAX_BATCH = 32
 BATCH_MEMORY_BYTES = {"cuda": 8 * 2**30, "cpu": 2**30}
+# The float64 outputs of the correctness trials a judge keeps, to judge its problem's next answers on the same
+# inputs without computing them again: float64 references were most of a judged answer's time on the H200.
+EXPECTED_CACHE_BYTES = {"cuda": 4 * 2**30, "cpu": 2**30}
 COMPILE_FIRST_CALL_S = 900.0  # torch.compile's first call compiles: the compile baseline gets this long
 Quiet = Callable[[], AbstractContextManager[None]]
 _DEFAULTS = ProblemSettings()  # the one declaration of every setting's default
@@ -97,6 +100,11 @@ class Judge:
         self.time_limits = time_limits(self.reference_ms, settings.run_timeout_s)
         self.specs, self.input_templates, self.pytorch_error = self._first_trial_facts()
         self.batch = batch_size(self.reference_ms, _bytes(self.input_templates) + _bytes(self.specs), ref.device)
+        # Secret, and the same for every answer this judge judges: their correctness trials share inputs, so each
+        # float64 output is computed once (``expected``). Nothing carries from one sandbox to the next to use it.
+        self.correctness_inputs_seed = secrets.randbelow(2**62)
+        self._expected: dict[int, list[torch.Tensor]] = {}
+        self._expected_room = EXPECTED_CACHE_BYTES.get(ref.device, EXPECTED_CACHE_BYTES["cpu"])
 
     def _first_trial_facts(self) -> tuple[list[OutputSpec], list[Any], dict[str, Any]]:
         """The outputs' form, the inputs' form and PyTorch's own float32 error, from the first trial's inputs."""
@@ -109,6 +117,21 @@ class Judge:
         templates = [torch.empty_like(v, device="meta") if isinstance(v, torch.Tensor) else v for v in originals]
         error = {"max_abs_err": result.max_abs_err, "max_rel_err": result.max_rel_err, "rel_l2_err": result.rel_l2_err}
         return specs, templates, error
+
+    def correctness_inputs(self, call: int) -> list[Any]:
+        """The inputs of correctness call ``call`` (trial * batch + k), the same for every answer."""
+        return self.ref.make_inputs(correctness_seed(self.correctness_inputs_seed, call))
+
+    def expected(self, call: int, originals: list[Any]) -> list[torch.Tensor]:
+        """The float64 reference of correctness call ``call`` on ``originals`` (its inputs): computed once, while
+        the cache has room."""
+        if call in self._expected:
+            return self._expected[call]
+        expected = self.ref.expected(originals)
+        size = _bytes(expected)
+        if size <= self._expected_room:
+            self._expected[call], self._expected_room = expected, self._expected_room - size
+        return expected
 
     def judge(self, worker: WorkerChannel, code_path: Path, compiles_on_first_call: bool = True) -> Judgement:
         """Judge the code at ``code_path`` in ``worker``, a fresh sandboxed one (the first call's limit is the longer
@@ -172,7 +195,7 @@ class _Run:
 
     def __init__(self, judge: Judge, settings: JudgeSettings, session: Session) -> None:
         self.judge, self.settings, self.session, self.ref = judge, settings, session, judge.ref
-        self.inputs_seed = secrets.randbelow(2**62)  # secret: nothing the worker sees determines its inputs
+        self.inputs_seed = secrets.randbelow(2**62)  # secret: nothing the worker sees determines its timed inputs
         self.rng = random.Random(secrets.randbits(64))  # which timed calls are re-checked: secret too
 
     def run(self, code_path: Path, stages: dict[str, float], observe_kernels: bool) -> Judgement:
@@ -233,14 +256,15 @@ class _Run:
         stored_as: str | None = None
         batch = self.session.batch
         for trial in range(self.settings.correctness_trials):
-            originals = self._draw(lambda k: correctness_seed(self.inputs_seed, trial * batch + k))
+            originals = [self.judge.correctness_inputs(trial * batch + k) for k in range(batch)]
             self._call(originals)
             for k, inputs in enumerate(originals):
-                comparisons, expected = self._compare(inputs, k)
+                expected = self.judge.expected(trial * batch + k, inputs)
+                comparisons = self._compare_with(expected, k)
                 stored_as = stored_as or half_storage(self.session.held[k], expected)
                 for index, result in enumerate(comparisons):
                     if not result.ok:
-                        seed = correctness_seed(self.inputs_seed, trial * batch + k)
+                        seed = correctness_seed(self.judge.correctness_inputs_seed, trial * batch + k)
                         raise Stop(Finding.WRONG_VALUES, f"trial {trial + 1}, output {index}: {result.reason}",
                                    {"correctness": {"failed_trial": trial + 1, "output_index": index,
                                                     "seed": seed, **to_jsonable(result)}})
@@ -251,13 +275,13 @@ class _Run:
                 "rtol": settings.rtol, "reference_precision": self.ref.precision,
                 "max_abs_err": worst.max_abs_err if worst else 0.0, "max_rel_err": worst.max_rel_err if worst else 0.0,
                 "rel_l2_err": worst.rel_l2_err if worst else 0.0, "pytorch_float32": self.judge.pytorch_error,
-                "seed": settings.seed, "inputs_seed": self.inputs_seed, "stored_as": stored_as}
+                "seed": settings.seed, "inputs_seed": self.judge.correctness_inputs_seed,
+                "timing_inputs_seed": self.inputs_seed, "stored_as": stored_as}
 
-    def _compare(self, originals: list[Any], k: int) -> tuple[list[Comparison], list[torch.Tensor]]:
-        """The judge's private copy of call ``k``'s outputs against the float64 reference (and that)."""
-        expected = self.ref.expected(originals)
+    def _compare_with(self, expected: list[torch.Tensor], k: int) -> list[Comparison]:
+        """The judge's private copy of call ``k``'s outputs against ``expected``, the float64 reference."""
         return [compare_outputs(held, exp, atol=self.settings.atol, rtol=self.settings.rtol, expected_dtype=spec.dtype)
-                for held, exp, spec in zip(self.session.held[k], expected, self.judge.specs)], expected
+                for held, exp, spec in zip(self.session.held[k], expected, self.judge.specs)]
 
     def _observe_kernels(self, code_path: Path, correctness: dict[str, Any]) -> list[str]:
         """Which kernels one forward call launches, and their device time: the worker's profiler's claim
@@ -319,7 +343,7 @@ class _Run:
         return measured
 
     def _verify_timed_call(self, originals: list[Any], k: int, i: int) -> None:
-        for result in self._compare(originals, k)[0]:
+        for result in self._compare_with(self.ref.expected(originals), k):
             if not result.ok:
                 raise Stop(Finding.WRONG_DURING_TIMING,
                            f"an output produced during timing (request {i + 1}, call {k + 1}) is wrong: "

@@ -371,3 +371,33 @@ def test_the_checked_requests_come_from_the_judges_secret_alone(judge, monkeypat
 
     monkeypatch.setattr(submission_judge, "secrets", FixedSecret)
     assert checked() == checked()
+
+
+def test_one_judges_answers_share_secret_correctness_inputs_and_their_reference_is_computed_once(monkeypatch):
+    ref = ReferenceProblem(load_problem(FIXTURES / "judge_problems" / "linear_relu"), "cpu", init_seed=3)
+    settings = JudgeSettings(atol=1e-2, rtol=1e-2, correctness_trials=2, timing_trials=3, warmup_trials=1,
+                             run_timeout_s=5, seed=11)
+    judge, other = Judge(ref, settings, Limits()), Judge(ref, settings, Limits())
+    computed: list[int] = []
+    real_expected = ReferenceProblem.expected
+    monkeypatch.setattr(ReferenceProblem, "expected",
+                        lambda self, inputs: computed.append(1) or real_expected(self, inputs))
+    first_inputs: dict[int, torch.Tensor] = {}
+
+    def recording(worker: FakeWorker, request: dict[str, Any]) -> Any:
+        if request["op"] == Op.CALL and id(worker) not in first_inputs:
+            first_inputs[id(worker)] = torch.stack([inputs[0].clone() for inputs in worker.inputs])
+        return honest(worker, request)
+
+    workers = [FakeWorker(ref, recording), FakeWorker(ref, recording)]
+    first = judge.judge_with(workers[0], Path("submission.py"))
+    by_first = len(computed)
+    second = judge.judge_with(workers[1], Path("submission.py"))
+    assert VERDICT_OF[first.finding] is VERDICT_OF[second.finding] is Verdict.CORRECT
+    assert first.correctness["inputs_seed"] == second.correctness["inputs_seed"] != other.correctness_inputs_seed
+    assert first.correctness["timing_inputs_seed"] != second.correctness["timing_inputs_seed"]
+    assert torch.equal(first_inputs[id(workers[0])], first_inputs[id(workers[1])])
+    calls = settings.correctness_trials * judge.batch
+    assert by_first == calls + len(first.timing["verified_calls"])
+    # The second answer's correctness trials reuse every float64 output: only its verified timed calls need one.
+    assert len(computed) - by_first == len(second.timing["verified_calls"])
