@@ -113,13 +113,24 @@ def _record_environment(path: Path, limits: Limits, facts: dict[str, Any] | None
 
 
 def _note_environment(path: Path, name: str, value: Any) -> None:
-    """Add one fact the judges only know once started, unless the report (resumed) already holds it."""
+    """Add one fact the judges only know once started. A resumed report keeps the first run's; a resume that
+    differs is said (a warning) and recorded beside it (``<name>_on_resume``, each resume's value in order),
+    never mixed in silently."""
     try:
         facts = json.loads(path.read_text())
     except (OSError, ValueError):
         return
-    if isinstance(facts, dict) and name not in facts:
-        path.write_text(json.dumps({**facts, name: value}, indent=2) + "\n")
+    if not isinstance(facts, dict):
+        return
+    if name not in facts:
+        facts[name] = value
+    elif facts[name] != value:
+        logger.warning("%s: this report's rows so far were judged with %s %r; the rows from now on with %r "
+                       "(recorded as %s_on_resume)", path, name, facts[name], value, name)
+        facts[f"{name}_on_resume"] = [*facts.get(f"{name}_on_resume", []), value]
+    else:
+        return
+    path.write_text(json.dumps(facts, indent=2) + "\n")
 
 
 def _recorded_driver(path: Path) -> str | None:

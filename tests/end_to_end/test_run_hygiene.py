@@ -80,6 +80,22 @@ def test_resume_with_the_same_options_continues_with_the_recorded_seed(tmp_path:
     assert refused.exit_code == 1 and f"--seed: recorded {seed}, now {seed + 1}" in refused.output
 
 
+def test_a_resume_under_another_build_isolation_is_said_and_recorded_beside_the_first(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    subs, out = _answers(tmp_path / "subs", "a"), tmp_path / "report"
+    assert _score(subs, out, "--seed", "3").exit_code == 0
+    environment = json.loads((out / "environment.json").read_text())
+    now = environment["build_isolation"]
+    (out / "environment.json").write_text(json.dumps({**environment, "build_isolation": "as first judged"}))
+    _answers(subs, "b")
+    assert _score(subs, out, "--seed", "3", "--resume").exit_code == 0
+    recorded = json.loads((out / "environment.json").read_text())
+    assert recorded["build_isolation"] == "as first judged" and recorded["build_isolation_on_resume"] == [now]
+    assert "judged with build_isolation 'as first judged'" in caplog.text
+    assert _score(subs, out, "--seed", "3", "--resume").exit_code == 0  # the same isolation again: said again
+    assert json.loads((out / "environment.json").read_text())["build_isolation_on_resume"] == [now, now]
+
+
 def test_all_already_judged_on_resume_is_fine(tmp_path: Path) -> None:
     subs, out = _answers(tmp_path / "subs", "a"), tmp_path / "report"
     assert _score(subs, out, "--seed", "3").exit_code == 0
