@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -45,6 +46,16 @@ def tf32_disabled() -> Iterator[None]:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
+@contextlib.contextmanager
+def cudnn_enabled(enabled: bool) -> Iterator[None]:
+    saved = torch.backends.cudnn.enabled
+    torch.backends.cudnn.enabled = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.enabled = saved
+
+
 def _to_double(values: list[Any]) -> list[Any]:
     return [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]
 
@@ -68,6 +79,7 @@ class ReferenceProblem:
         self.model = model.to(device).eval()
         self.precision = "float64"
         self._model64: torch.nn.Module | None = copy.deepcopy(self.model).double()
+        self.float64_cudnn = True  # whether the float64 reference uses cuDNN (``pick_float64_backend``)
         self.n_inputs = len(self.make_inputs(0))
 
     def make_inputs(self, seed: int) -> list[Any]:
@@ -82,13 +94,31 @@ class ReferenceProblem:
         with torch.no_grad():
             if self._model64 is not None:
                 try:
-                    return flatten_output(self._model64(*_to_double(inputs)))
+                    with cudnn_enabled(self.float64_cudnn):
+                        return flatten_output(self._model64(*_to_double(inputs)))
                 except (RuntimeError, NotImplementedError) as err:
                     logger.warning("%s: no float64 reference (%s); using float32 with TF32 off",
                                    self.problem.id, err)
                     self._model64, self.precision = None, "float32_no_tf32"
             with tf32_disabled():
                 return flatten_output(self.model(*inputs))
+
+    def pick_float64_backend(self, inputs: list[Any]) -> None:
+        """On CUDA, time the float64 reference on ``inputs`` with cuDNN and with PyTorch's own kernels (im2col and
+        cuBLAS), and keep the faster. Neither has tensor-core float64 convolutions everywhere: on the H200 a
+        float64 ConvTranspose2d took 404 ms in cuDNN and 75 ms without, AlexNet's first conv 5.6 ms and 12 ms."""
+        if self.device != "cuda":
+            return
+        seconds = {}
+        for use_cudnn in (True, False):
+            self.float64_cudnn = use_cudnn
+            self.expected(inputs)  # a first call pays for picking algorithms and loading kernels
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            self.expected(inputs)
+            torch.cuda.synchronize()
+            seconds[use_cudnn] = time.perf_counter() - start
+        self.float64_cudnn = min(seconds, key=seconds.__getitem__)
 
     def pytorch_float32(self, inputs: list[Any]) -> list[torch.Tensor]:
         """PyTorch's own float32 result with default settings (TF32 convolutions on CUDA)."""
