@@ -245,19 +245,29 @@ def timeline(scored: Scored) -> dict[str, float | None]:
     return {"to_first_row_s": stamps[0] - scored.started, "after_last_row_s": scored.finished - stamps[-1]}
 
 
-def baselines_s(report: Path, started: float) -> float:
-    """The judge's seconds on baselines this run timed (each kind's ``judge_s`` in the report's baselines.json;
-    entries measured before the run started came from the cache and cost nothing)."""
+def measured_baselines(report: Path, started: float) -> list[dict[str, Any]]:
+    """Each baseline kind this run timed (from the report's baselines.json; entries measured before the run
+    started came from the cache and cost nothing)."""
     try:
         entries = json.loads((report / "baselines.json").read_text())
     except (OSError, ValueError):
-        return 0.0
-    total = 0.0
-    for entry in entries.values():
-        measured = _when(entry.get("measured_at"))
-        if measured is not None and measured >= int(started):
-            total += sum(kind.get("judge_s", 0.0) for kind in entry.values() if isinstance(kind, dict))
-    return total
+        return []
+    return [kind for entry in entries.values() if (_when(entry.get("measured_at")) or 0.0) >= int(started)
+            for kind in entry.values() if isinstance(kind, dict)]
+
+
+def baselines_s(report: Path, started: float) -> float:
+    """The judge's seconds on baselines this run timed (each kind's ``judge_s``)."""
+    return sum(kind.get("judge_s", 0.0) for kind in measured_baselines(report, started))
+
+
+def baseline_stages(report: Path, started: float) -> dict[str, float]:
+    """The stage seconds of the baselines this run timed, summed (what their ``judge_s`` went to)."""
+    stages: dict[str, float] = defaultdict(float)
+    for kind in measured_baselines(report, started):
+        for stage, seconds in (kind.get("stage_seconds") or {}).items():
+            stages[stage] += seconds
+    return dict(stages)
 
 
 def target(figures: dict[str, Any], name: str, value: float | None) -> str:
@@ -375,6 +385,9 @@ def corpus_suite(run: Runner, figures: dict[str, Any]) -> None:
     print(f"corpus: builds {builds:.1f} s on --jobs {args.jobs} ({sum(1 for r in rows if fresh_build_s(r))} built, "
           f"{cached} cached) -> build-limited wall {build_limited:.1f} s")
     baselines = baselines_s(run.reports / "corpus_report", scored.started)
+    spent_on_baselines = baseline_stages(run.reports / "corpus_report", scored.started)
+    print("corpus: the baselines' stage seconds: " +
+          (", ".join(f"{k} {v:.1f}" for k, v in sorted(spent_on_baselines.items())) or "none timed"))
     print(f"corpus: judging {judging:.1f} s, one answer at a time ({timeouts:.1f} s of it timed-out stages, at their "
           f"limits), and {baselines:.1f} s timing baselines; the rest of the wall, "
           f"{scored.wall_s - judging - baselines:.1f} s, the judge waited for builds, started and wrote the report "
@@ -391,7 +404,7 @@ def corpus_suite(run: Runner, figures: dict[str, Any]) -> None:
         "answers": len(rows), "problems": manifest["problems"], "wall_s": scored.wall_s, "answers_per_hour": rate,
         "jobs": args.jobs, "verdicts": verdicts(rows), "stage_seconds": dict(stages), "build_s": builds,
         "builds_fresh": sum(1 for r in rows if fresh_build_s(r)), "builds_cached": cached, "judge_s": judging,
-        "timed_out_s": timeouts, "baselines_s": baselines,
+        "timed_out_s": timeouts, "baselines_s": baselines, "baseline_stage_seconds": spent_on_baselines,
         "build_limited_wall_s": build_limited, "ratio": ratio, **timeline(scored), "unexpected": unexpected,
         "per_category": {k: {**v, "verdicts": dict(v["verdicts"]), "expected": EXPECTED[k]} for k, v in per.items()},
     }

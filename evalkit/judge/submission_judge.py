@@ -111,6 +111,7 @@ class Judge:
         originals = self.ref.make_inputs(correctness_seed(self.settings.seed, 0))
         own = self.ref.pytorch_float32(originals)
         specs = self.ref.output_specs(own)
+        self.ref.pick_float64_backend(originals)
         expected = self.ref.expected(originals)
         result = compare_outputs(own[0], expected[0], atol=self.settings.atol, rtol=self.settings.rtol,
                                  expected_dtype=specs[0].dtype)
@@ -152,7 +153,7 @@ class Judge:
         judgement = self.judge_with(worker, code_path, settings=settings, limits=limits, observe_kernels=False)
         if judgement.finding is not Finding.PASSED or not judgement.timing:
             return {"error": f"the reference judged as a submission: {judgement.reason}"[:500]}
-        return {**judgement.timing, "flags": judgement.flags}
+        return {**judgement.timing, "flags": judgement.flags, "stage_seconds": judgement.stage_seconds}
 
     def judge_with(self, worker: WorkerChannel, code_path: Path, *, settings: JudgeSettings | None = None,
                    limits: TimeLimits | None = None, observe_kernels: bool = True) -> Judgement:
@@ -201,6 +202,8 @@ class _Run:
     def run(self, code_path: Path, stages: dict[str, float], observe_kernels: bool) -> Judgement:
         start = time.monotonic()
         overhead = self._start_and_calibrate(code_path)
+        stages["calibrate_s"] = time.monotonic() - start
+        start = time.monotonic()
         ready = self.session.load()
         stages["load_s"] = time.monotonic() - start
         start = time.monotonic()
