@@ -204,6 +204,7 @@ class UntrustedProcess:
         self.killed_because = ""
         self._last_watch = 0.0
         self._seen = {self._proc.pid}  # every process of the sandbox seen alive, for cleaning up after them
+        self._none_left = False  # set once ``kill`` finds no process of the sandbox alive
 
     @property
     def pid(self) -> int:
@@ -353,6 +354,7 @@ class UntrustedProcess:
                     pass
             self._seen.update(targets)
             if not targets:
+                self._none_left = True  # nothing of the sandbox was alive to start anything new
                 break
         try:
             self._proc.wait(timeout=10)
@@ -377,6 +379,8 @@ class UntrustedProcess:
         """True once the worker has exited and no process of its sandbox is left (after ``close``, within
         ``wait_s``: a killed process takes a moment to finish exiting)."""
         deadline = time.monotonic() + wait_s
+        if self._none_left and self._proc.poll() is not None:
+            return True  # ``kill`` found no process of it left: scanning /proc again would find none either
         while self._proc.poll() is None or sandbox_members(self._proc.pid, self.marker):
             if time.monotonic() > deadline:
                 return False

@@ -14,6 +14,7 @@ import torch
 
 from conftest import FIXTURES
 from evalkit.judge.reference import ReferenceProblem
+from evalkit.judge.session import Session
 from evalkit.judge.submission_judge import Judge, JudgeSettings
 from evalkit.judge.verdicts import VERDICT_OF, Finding
 from evalkit.records import Verdict
@@ -401,3 +402,22 @@ def test_one_judges_answers_share_secret_correctness_inputs_and_their_reference_
     assert by_first == calls + len(first.timing["verified_calls"])
     # The second answer's correctness trials reuse every float64 output: only its verified timed calls need one.
     assert len(computed) - by_first == len(second.timing["verified_calls"])
+
+
+def test_the_buffers_lent_to_a_worker_are_freed_only_once_it_has_ended(judge, caplog):
+    class Lent:
+        freed = False
+
+        def free(self) -> None:
+            self.freed = True
+
+    for ended in (True, False):
+        worker = FakeWorker(judge.ref)
+        worker.ended = lambda ended=ended: ended
+        session = Session(worker, judge.ref, judge.time_limits, batch=1)
+        lent = Lent()
+        session._lent.append(lent)
+        session.release()
+        assert lent.freed is ended
+        assert session.inputs == session.outputs == []
+    assert "still alive" in caplog.text

@@ -337,14 +337,18 @@ def _serve_requests(conn: Connection, harness: Harness) -> None:
 def _preload() -> None:
     """Import what every request needs (torch above all: seconds) before the setup arrives, so a worker started
     ahead of its answer (``evalkit.sandbox.spare``) is ready when the answer is; a GPU judge's worker also
-    creates its CUDA context (a second or more). No submission code has run."""
+    creates its CUDA context and starts cuDNN and cuBLAS (a second or more each; an answer's first call paid them
+    on the judge's time). No submission code has run."""
     for name in PRELOADED:
         importlib.import_module(name)
     if os.environ.get(protocol.PRELOAD_CUDA_VARIABLE) == "1":
         import torch
 
         try:
-            torch.zeros(1, device="cuda")  # CUDA is started by its first allocation
+            small = torch.zeros(1, 1, 8, 8, device="cuda")  # CUDA is started by its first allocation
+            torch.nn.functional.conv2d(small, small[:, :, :3, :3])  # cuDNN's handle
+            torch.mm(small[0, 0], small[0, 0])  # cuBLAS's handle and workspace
+            torch.cuda.synchronize()
         except Exception:  # noqa: BLE001 - a head start only: the answer's own load meets and reports the failure
             pass
 
