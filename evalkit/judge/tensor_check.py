@@ -84,27 +84,36 @@ def compare_outputs(
 
 
 def _accumulate(result: Comparison, actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> None:
+    """Chunk by chunk, with the chunk's figures gathered into one tensor and read back at once: a read back per
+    figure made comparing an 8.6 GB output take 0.4 s on the H200, a hundred times its memory traffic."""
     sq_err, sq_ref = 0.0, 0.0
     n = expected.numel()
     for start in range(0, n, CHUNK_ELEMENTS):
         a = actual[start : start + CHUNK_ELEMENTS].to(torch.float64)
         e = expected[start : start + CHUNK_ELEMENTS].to(torch.float64)
-        both_finite = torch.isfinite(a) & torch.isfinite(e)
-        same_nonfinite = (~torch.isfinite(e)) & ((a == e) | (torch.isnan(a) & torch.isnan(e)))
-        diff = torch.where(both_finite, (a - e).abs(), torch.zeros_like(a))
-        bad = ~(same_nonfinite | (both_finite & (diff <= atol + rtol * e.abs())))
-        result.unexpected_nonfinite += int((torch.isfinite(e) & ~torch.isfinite(a)).sum())
-        count = int(bad.sum())
+        a_finite, e_finite = torch.isfinite(a), torch.isfinite(e)
+        both_finite = a_finite & e_finite
+        magnitude = e.abs()
+        diff = (a - e).abs_().masked_fill_(~both_finite, 0.0)
+        within = both_finite & (diff <= magnitude * rtol + atol)
+        same_nonfinite = ~e_finite & ((a == e) | (torch.isnan(a) & torch.isnan(e)))
+        bad = ~(within | same_nonfinite)
+        significant = both_finite & (magnitude > atol)
+        relative = torch.where(significant, diff / magnitude.clamp_min(atol), 0.0)
+        reference_sq = torch.where(e_finite, e * e, 0.0)
+        figures = torch.stack([bad.sum().to(torch.float64), (e_finite & ~a_finite).sum().to(torch.float64),
+                               diff.max() if diff.numel() else diff.new_zeros(()),
+                               relative.max() if relative.numel() else relative.new_zeros(()),
+                               (diff * diff).sum(), reference_sq.sum()]).tolist()
+        count, nonfinite, max_abs, max_rel, chunk_sq_err, chunk_sq_ref = figures
         if count and result.first_bad_index is None:
             result.first_bad_index = [start + int(bad.nonzero()[0, 0])]
-        result.bad_count += count
-        if diff.numel():
-            result.max_abs_err = max(result.max_abs_err, float(diff.max()))
-            significant = both_finite & (e.abs() > atol)
-            if bool(significant.any()):
-                result.max_rel_err = max(result.max_rel_err, float((diff[significant] / e[significant].abs()).max()))
-        sq_err += float((diff * diff).sum())
-        sq_ref += float(torch.where(torch.isfinite(e), e * e, torch.zeros_like(e)).sum())
+        result.bad_count += int(count)
+        result.unexpected_nonfinite += int(nonfinite)
+        result.max_abs_err = max(result.max_abs_err, max_abs)
+        result.max_rel_err = max(result.max_rel_err, max_rel)
+        sq_err += chunk_sq_err
+        sq_ref += chunk_sq_ref
     result.bad_fraction = result.bad_count / n if n else 0.0
     result.rel_l2_err = (sq_err / sq_ref) ** 0.5 if sq_ref > 0 else (0.0 if sq_err == 0 else float("inf"))
 
