@@ -32,7 +32,7 @@ from evalkit.judge.session import Session, WorkerChannel, unwritten
 from evalkit.judge.tensor_check import Comparison, compare_outputs
 from evalkit.judge.time_limits import TimeLimits, reference_ms, time_limits
 from evalkit.judge.timing import L2Flusher, Overhead, collector_paused, is_noisy, net_stats
-from evalkit.judge.verdicts import Finding, Judgement, Stop
+from evalkit.judge.verdicts import Finding, Judgement, Stop, confinement_warnings, crash_reason
 from evalkit.records import Flag, to_jsonable
 from evalkit.sandbox import protocol
 from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
@@ -40,7 +40,6 @@ from evalkit.sources.settings import ProblemSettings
 
 logger = logging.getLogger(__name__)
 
-SIGNAL_SCOPING_ABI = 6  # Landlock scopes signals and abstract sockets from this ABI on
 CALIBRATION_PINGS = 100  # plus CALIBRATION_WARMUP not counted (a fresh process and GPU context settle)
 CALIBRATION_WARMUP = 30
 BATCH_TARGET_MS = 20.0  # a request runs forward this long (by the reference's time), in calls of one each
@@ -176,7 +175,7 @@ class Judge:
         if result.error is not None or result.finding in (Finding.WORKER_DIED, Finding.WORKER_TIMED_OUT):
             result.error = dict(result.error or {}, stdout_tail=stdout[-4000:], stderr_tail=stderr[-8000:])
             if result.finding is Finding.WORKER_DIED:
-                result.reason = _crash_reason(result.reason, stderr)
+                result.reason = crash_reason(result.reason, stderr)
         return result
 
 
@@ -214,7 +213,7 @@ class _Run:
         judgement = Judgement(Finding.PASSED, "", correctness=correctness)
         if reduced_precision(correctness):
             judgement.flags.append(Flag.REDUCED_PRECISION.value)
-        judgement.warnings.extend(_confinement_warnings(ready))
+        judgement.warnings.extend(confinement_warnings(ready))
         if ready.weights == "seeded":
             judgement.warnings.append("ModelNew's parameters differ from Model's in names or shapes: "
                                       "weights come from seeding the RNG identically, not from the state_dict")
@@ -371,26 +370,6 @@ def _bytes(values: list[Any]) -> int:
         elif isinstance(value, OutputSpec):
             total += math.prod(value.shape) * torch.empty((), dtype=value.dtype).element_size()
     return total
-
-
-def _confinement_warnings(ready: protocol.ReadyClaim) -> list[str]:
-    """What the worker says its confinement lacked (a claim: a submission can only make these appear)."""
-    warnings = []
-    if not ready.landlock:
-        warnings.append("this kernel has no Landlock: the submission's file writes were not confined")
-    elif ready.landlock < SIGNAL_SCOPING_ABI:
-        warnings.append(f"this kernel's Landlock (ABI {ready.landlock}) cannot scope signals: the submission "
-                        f"could signal processes outside its sandbox")
-    if "WITH capabilities" in ready.privileges:
-        warnings.append("the worker ran as root and could not drop its capabilities")
-    return warnings
-
-
-def _crash_reason(reason: str, stderr: str) -> str:
-    hints = [("illegal memory access", "CUDA illegal memory access"), ("out of memory", "out of memory"),
-             ("Segmentation fault", "segmentation fault"), ("device-side assert", "CUDA device-side assert")]
-    found = [label for needle, label in hints if needle.lower() in stderr.lower()]
-    return reason + (f" [{', '.join(found)}]" if found else "")
 
 
 def _correct_reason(correctness: dict[str, Any], timing: dict[str, Any] | None) -> str:

@@ -22,6 +22,9 @@ from evalkit.judge.compiler_errors import first_compiler_errors, map_to_submissi
 from evalkit.judge.plausibility import floor_ms, no_extension_built
 from evalkit.judge.timing import speedup
 from evalkit.records import BASELINE_KINDS, Flag, ResultRow, Submission, Verdict
+from evalkit.sandbox import protocol
+
+SIGNAL_SCOPING_ABI = 6  # Landlock scopes signals and abstract sockets from this ABI on
 
 
 class Finding(str, enum.Enum):
@@ -265,3 +268,26 @@ def finish(row: ResultRow, finding: Finding, reason: str) -> ResultRow:
     row.verdict, row.reason = VERDICT_OF[finding].value, " ".join(str(reason).split())[:MAX_REASON]
     row.judged_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     return row
+
+
+# ---- what a judged worker says of itself --------------------------------------------------------------
+
+def confinement_warnings(ready: protocol.ReadyClaim) -> list[str]:
+    """What the worker says its confinement lacked (a claim: a submission can only make these appear)."""
+    warnings = []
+    if not ready.landlock:
+        warnings.append("this kernel has no Landlock: the submission's file writes were not confined")
+    elif ready.landlock < SIGNAL_SCOPING_ABI:
+        warnings.append(f"this kernel's Landlock (ABI {ready.landlock}) cannot scope signals: the submission "
+                        f"could signal processes outside its sandbox")
+    if "WITH capabilities" in ready.privileges:
+        warnings.append("the worker ran as root and could not drop its capabilities")
+    return warnings
+
+
+def crash_reason(reason: str, stderr: str) -> str:
+    """A dead worker's reason, with what its stderr says went wrong (a claim: it can only add words)."""
+    hints = [("illegal memory access", "CUDA illegal memory access"), ("out of memory", "out of memory"),
+             ("Segmentation fault", "segmentation fault"), ("device-side assert", "CUDA device-side assert")]
+    found = [label for needle, label in hints if needle.lower() in stderr.lower()]
+    return reason + (f" [{', '.join(found)}]" if found else "")
