@@ -178,8 +178,8 @@ class JudgeStation:
         finally:
             discard(worker)  # closed already, unless the judge failed before reaching it
         # Baselines only for a timed answer (a speedup needs them), timed now unless known: a run whose answers all
-        # fail times none. The answer's worker is closed by now; its buffers go too, before the baselines' own
-        # (on the largest problems two sets of them need not fit beside the float64 reference).
+        # fail times none. The answer's worker is closed and its lent buffers freed by now (``Session.release``);
+        # the judge's own garbage and cached memory go too, so the baselines' worker finds the GPU as free.
         baselines = context.baselines or {}
         if judgement.timing and not all(kind in baselines for kind in self.options.baselines):
             _free_garbage(self.device)

@@ -112,3 +112,24 @@ def test_each_category_gets_its_verdict_when_scored(tmp_path):
     # the condition every start-up time depends on is recorded with the figures
     assert json.loads(figures.read_text())["python_bytecode"].startswith("torch has")
     assert "Python bytecode: torch has" in result.stdout
+
+
+def test_only_the_baselines_a_run_timed_count_and_their_stages_are_summed(tmp_path, monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("throughput_under_test", SCRIPT)
+    throughput = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, throughput)  # its dataclasses look their module up there
+    spec.loader.exec_module(throughput)
+    entries = {
+        "cached": {"measured_at": "2026-01-01T00:00:00+00:00",
+                   "eager": {"judge_s": 9.0, "stage_seconds": {"correctness_s": 9.0}}},
+        "timed": {"measured_at": "2026-06-01T00:00:10+00:00", "problem": "p",
+                  "eager": {"judge_s": 3.0, "stage_seconds": {"calibrate_s": 1.0, "correctness_s": 2.0}},
+                  "compile": {"judge_s": 5.0, "stage_seconds": {"load_s": 4.0, "correctness_s": 1.0}}},
+    }
+    (tmp_path / "baselines.json").write_text(json.dumps(entries))
+    started = throughput._when("2026-06-01T00:00:00+00:00")
+    assert throughput.baselines_s(tmp_path, started) == 8.0
+    assert throughput.baseline_stages(tmp_path, started) == {"calibrate_s": 1.0, "correctness_s": 3.0, "load_s": 4.0}
+    assert throughput.baseline_stages(tmp_path / "missing", started) == {}
