@@ -16,7 +16,9 @@ import pytest
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.launcher import MARKER_VARIABLE
 
-SPIN = "import os\nos.fork()\nwhile True: pass\n"  # two spinning processes: the sandbox and a child
+# Two spinning processes, the sandbox and a child, started once told to: like a build, which runs no code of
+# its own before it is registered (a fork before that would leave the child outside the freezer's cgroup).
+SPIN = "import os, sys\nsys.stdin.readline()\nos.fork()\nwhile True: pass\n"
 
 
 def _cpu_ticks(pids: list[int]) -> int:
@@ -47,9 +49,11 @@ def test_a_spinning_build_gets_no_cpu_while_a_judge_times(use_cgroup):
     freezer = BuildFreezer(f"test-{uuid.uuid4().hex[:8]}", use_cgroup=use_cgroup)
     marker = f"{MARKER_VARIABLE}=test.{uuid.uuid4().hex}"
     with freezer.launching():
-        proc = subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True,
+        proc = subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True, stdin=subprocess.PIPE,
                                 env={**os.environ, **dict([marker.split("=", 1)])})
         freezer.register(proc.pid, marker)
+    proc.stdin.write(b"go\n")
+    proc.stdin.flush()
     try:
         time.sleep(0.3)
         pids = [proc.pid, *_children(proc.pid)]
