@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from evalkit.sandbox.launcher import sandbox_members
+from evalkit.sandbox.processes import ProcessTable
 
 logger = logging.getLogger(__name__)
 
@@ -225,8 +225,9 @@ class BuildFreezer:
 
     def _members(self) -> list[int]:
         found: set[int] = set()
+        reading = ProcessTable(max_age_s=FREEZE_WAIT_S)  # one reading of /proc for every sandbox
         for pid, marker in self._sandboxes.items():
-            found.update(sandbox_members(pid, marker))
+            found.update(reading.members(pid, marker))
         return sorted(found)
 
 

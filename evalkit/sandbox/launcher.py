@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evalkit.sandbox.identity import hand_over, reachable_by, scrubbed_env
+from evalkit.sandbox.processes import MARKER_VARIABLE, ProcessTable, process_state, resident_bytes, sandbox_members
 from evalkit.sandbox.protocol import (ARMED_FILE, MAX_REPLY_BYTES, Claim, Op, ProtocolViolation, decode_reply,
                                       simple_request)
 from evalkit.sandbox.shared_buffers import send_fds
@@ -37,7 +38,6 @@ logger = logging.getLogger(__name__)
 WATCHDOG_PERIOD_S = 0.25
 ENDED_WAIT_S = 2.0  # how long a closed worker's killed processes get to finish exiting
 _IPC_RMID = 0
-MARKER_VARIABLE = "EVALKIT_SANDBOX_ID"
 
 
 @dataclass(frozen=True)
@@ -116,51 +116,6 @@ def kill_group(group: str) -> int:
     return len(members)
 
 
-def sandbox_members(sid: int, marker: str) -> list[int]:
-    """PIDs of every live process of one sandbox: its session, plus anything carrying its marker.
-
-    The marker (an environment variable every descendant inherits) also finds processes that
-    left the session with ``setsid`` to outlive the call.
-    """
-    members = []
-    needle = marker.encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = _stat_fields(entry)
-            if fields[0] == "Z":
-                continue
-            if int(fields[3]) == sid or needle in (entry / "environ").read_bytes():
-                members.append(int(entry.name))
-        except (OSError, IndexError, ValueError):
-            continue
-    return members
-
-
-def _rss_bytes(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _stat_fields(proc_entry: Path) -> list[str]:
-    """The fields of ``/proc/<pid>/stat`` after the command name (state first), which may hold spaces and ")"."""
-    return (proc_entry / "stat").read_text().rsplit(")", 1)[1].split()
-
-
-def _process_state(pid: int) -> str:
-    """The state letter of ``pid`` in /proc ("R", "S", "T" stopped, ...); "" when it is gone."""
-    try:
-        return _stat_fields(Path(f"/proc/{pid}"))[0]
-    except (OSError, IndexError):
-        return ""
-
-
 def _pin(pid: int, cpus: tuple[int, ...] | None) -> None:
     """Start the sandbox on ``cpus``: keeps it off a judge's cores. Advisory only, since a process may change its
     own affinity: what enforces isolation while a judge times is the build cgroup's cpuset or the freeze
@@ -176,8 +131,10 @@ class UntrustedProcess:
     """One sandboxed worker process and the judge's end of its connection."""
 
     def __init__(self, workdir: Path, limits: Limits, env_extra: dict[str, str] | None = None,
-                 freezer: Any = None) -> None:
+                 freezer: Any = None, processes: ProcessTable | None = None) -> None:
         self.workdir, self.limits = workdir, limits
+        # Watchers of many sandboxes (a run's builds) share one table: one /proc reading per period for all.
+        self._processes = processes or ProcessTable(WATCHDOG_PERIOD_S)
         # A build's ``BuildFreezer``: the time it spends frozen does not count against its limit, and while
         # frozen its watcher waits instead of scanning /proc beside a judge that is timing.
         self._paused_s: Callable[[], float] = freezer.paused_s if freezer else (lambda: 0.0)
@@ -302,12 +259,12 @@ class UntrustedProcess:
         if self.killed_because or self._proc.poll() is not None or (not force and now - self._last_watch < WATCHDOG_PERIOD_S):
             return
         self._last_watch = now
-        members = sandbox_members(self._proc.pid, self.marker)
+        members = self._processes.members(self._proc.pid, self.marker)
         self._seen.update(members)
         if len(members) > self.limits.max_processes:
             self.kill(f"killed: {len(members)} processes exceed the limit of {self.limits.max_processes}")
             return
-        rss = sum(_rss_bytes(pid) for pid in members)
+        rss = sum(resident_bytes(pid) for pid in members)
         if rss > self.limits.memory_bytes:
             self.kill(f"killed: host memory {rss / 2**30:.1f} GiB exceeds the limit of "
                       f"{self.limits.memory_bytes / 2**30:.1f} GiB")
@@ -325,7 +282,7 @@ class UntrustedProcess:
         with ``settle_s``, wait up to that long until the worker shows as stopped (a signal lands a moment later)."""
         self._signal_group(signal.SIGSTOP)
         deadline = time.monotonic() + settle_s
-        while settle_s and _process_state(self._proc.pid) not in ("T", "t", "Z", "") and time.monotonic() < deadline:
+        while settle_s and process_state(self._proc.pid) not in ("T", "t", "Z", "") and time.monotonic() < deadline:
             time.sleep(0.0005)
 
     def thaw(self) -> None:
@@ -342,7 +299,7 @@ class UntrustedProcess:
         if reason and not self.killed_because:
             self.killed_because = reason
         for _ in range(3):
-            targets = sandbox_members(self._proc.pid, self.marker)
+            targets = self._processes.members(self._proc.pid, self.marker, fresh=True)
             try:
                 os.killpg(self._proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -381,7 +338,7 @@ class UntrustedProcess:
         deadline = time.monotonic() + wait_s
         if self._none_left and self._proc.poll() is not None:
             return True  # ``kill`` found no process of it left: scanning /proc again would find none either
-        while self._proc.poll() is None or sandbox_members(self._proc.pid, self.marker):
+        while self._proc.poll() is None or self._processes.members(self._proc.pid, self.marker, fresh=True):
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.01)

@@ -27,7 +27,8 @@ from evalkit.judge import verdicts
 from evalkit.judge.builder import BuildOutcome, build
 from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.freezer import BuildFreezer
-from evalkit.sandbox.launcher import Limits, kill_group
+from evalkit.sandbox.launcher import WATCHDOG_PERIOD_S, Limits, kill_group
+from evalkit.sandbox.processes import ProcessTable
 from evalkit.sandbox.untrusted.landlock import LANDLOCK_ABI_FOR_DEVICES, abi_version
 from evalkit.schedule.judge_process import ProcessStation, StationSpec
 from evalkit.schedule.options import JudgeOptions
@@ -270,10 +271,12 @@ class LocalBackend:
     def __init__(self, build_jobs: int) -> None:
         self._pool = ThreadPoolExecutor(max_workers=build_jobs, thread_name_prefix="evalkit-build")
         self._builds: list[Future[BuildOutcome]] = []
+        self._processes = ProcessTable(WATCHDOG_PERIOD_S)  # one /proc reading per period for every build's watcher
 
     def start_build(self, code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits,
                     init_inputs: Any, freezer: BuildFreezer) -> Future[BuildOutcome]:
-        future = self._pool.submit(build, code, cache_root, device, timeout_s, limits, init_inputs, freezer)
+        future = self._pool.submit(build, code, cache_root, device, timeout_s, limits, init_inputs, freezer,
+                                   processes=self._processes)
         self._builds.append(future)
         return future
 

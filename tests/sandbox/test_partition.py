@@ -16,7 +16,7 @@ import pytest
 
 from evalkit.sandbox import freezer as freezer_module
 from evalkit.sandbox.freezer import BuildFreezer, _Cgroup, parse_cpu_list
-from evalkit.sandbox.launcher import MARKER_VARIABLE, _process_state
+from evalkit.sandbox.processes import MARKER_VARIABLE, process_state
 from evalkit.sandbox.untrusted import worker
 from evalkit.schedule import engine
 
@@ -73,9 +73,9 @@ def test_a_build_left_outside_the_partition_is_still_stopped_while_a_judge_times
         time.sleep(0.3)
         with freezer.timing():
             time.sleep(0.1)
-            assert _process_state(proc.pid) == "T", "a build outside the cpuset ran on during a timing"
+            assert process_state(proc.pid) == "T", "a build outside the cpuset ran on during a timing"
         time.sleep(0.1)
-        assert _process_state(proc.pid) != "T"
+        assert process_state(proc.pid) != "T"
     finally:
         proc.kill()
         proc.wait()

@@ -114,8 +114,6 @@ def test_a_judge_killed_while_its_spare_is_stopped_leaves_no_process(tmp_path):
 
 
 def test_a_closed_worker_has_ended_only_once_no_process_of_it_is_left(tmp_path, monkeypatch):
-    import evalkit.sandbox.launcher as launcher
-
     spares = SpareWorker(_limits(), {})
     try:
         worker = spares.take(None)
@@ -124,7 +122,7 @@ def test_a_closed_worker_has_ended_only_once_no_process_of_it_is_left(tmp_path, 
     worker.close()
     assert worker.ended()
     survivor = worker.pid + 1_000_000  # as if a process of its sandbox had escaped the kill
-    monkeypatch.setattr(launcher, "sandbox_members", lambda sid, marker: [survivor])
+    monkeypatch.setattr(worker._processes, "members", lambda sid, marker, fresh=False: [survivor])
     worker._none_left = False
     assert not worker.ended(wait_s=0.05)
     discard(worker)

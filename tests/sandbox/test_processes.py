@@ -1,0 +1,91 @@
+"""The shared /proc reading: one scan per period for every watcher, a marked process found however it hides."""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+from evalkit.sandbox.processes import MARKER_VARIABLE, ProcessTable, sandbox_members
+
+# Waits for a line on stdin, then replaces itself with a process whose environment has no marker.
+_EXEC_CLEAN = ("import os, sys; sys.stdin.readline(); "
+               "os.execve(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)'], {})")
+
+
+def _marked_process(marker: str, code: str = "import time; time.sleep(60)") -> subprocess.Popen:
+    name, value = marker.split("=", 1)
+    return subprocess.Popen([sys.executable, "-c", code], env={**os.environ, name: value},
+                            stdin=subprocess.PIPE, start_new_session=True)
+
+
+def _marker() -> str:
+    return f"{MARKER_VARIABLE}=test.{uuid.uuid4().hex}"
+
+
+def test_watchers_sharing_a_table_read_proc_once_per_period(monkeypatch):
+    table = ProcessTable(max_age_s=60.0)
+    scans = []
+    real_scan = table._scan
+    monkeypatch.setattr(table, "_scan", lambda: scans.append(1) or real_scan())
+    threads = [threading.Thread(target=table.members, args=(-1, _marker())) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(scans) == 1
+    table.members(-1, _marker(), fresh=True)
+    assert len(scans) == 2
+
+
+def test_a_recent_reading_misses_a_new_process_and_a_fresh_one_finds_it():
+    marker = _marker()
+    table = ProcessTable(max_age_s=60.0)
+    assert table.members(-1, marker) == []
+    proc = _marked_process(marker)
+    try:
+        assert table.members(-1, marker) == []  # the reading is recent: a watchdog may wait a period
+        deadline = time.monotonic() + 10
+        while proc.pid not in table.members(-1, marker, fresh=True):  # a kill may not
+            assert time.monotonic() < deadline, "a fresh reading never found the marked process"
+        assert sandbox_members(-1, marker) == [proc.pid]
+    finally:
+        proc.kill()
+        proc.wait()
+    assert table.members(-1, marker, fresh=True) == []
+
+
+def test_a_marked_process_stays_a_member_after_clearing_its_environment():
+    marker = _marker()
+    table = ProcessTable(max_age_s=0.0)
+    proc = _marked_process(marker, _EXEC_CLEAN)
+    try:
+        deadline = time.monotonic() + 10
+        while proc.pid not in table.members(-1, marker, fresh=True):
+            assert time.monotonic() < deadline, "the marked process was never found"
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+        while b"\0import time" not in open(f"/proc/{proc.pid}/cmdline", "rb").read():
+            assert time.monotonic() < deadline, "the process never replaced itself"
+            time.sleep(0.01)
+        assert sandbox_members(-1, marker) == []  # its environment no longer says where it came from
+        assert table.members(-1, marker, fresh=True) == [proc.pid]  # but the table saw it marked
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_marker_prefix_finds_every_sandbox_of_a_group():
+    group = f"test-{uuid.uuid4().hex[:8]}"
+    procs = [_marked_process(f"{MARKER_VARIABLE}={group}.{uuid.uuid4().hex}") for _ in range(2)]
+    other = _marked_process(f"{MARKER_VARIABLE}={group}x.{uuid.uuid4().hex}")
+    try:
+        deadline = time.monotonic() + 10
+        while len(sandbox_members(-1, f"{MARKER_VARIABLE}={group}.")) < 2:
+            assert time.monotonic() < deadline
+        assert sorted(sandbox_members(-1, f"{MARKER_VARIABLE}={group}.")) == sorted(p.pid for p in procs)
+    finally:
+        for proc in procs + [other]:
+            proc.kill()
+            proc.wait()
