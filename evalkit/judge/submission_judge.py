@@ -200,8 +200,9 @@ class _Run:
 
     def run(self, code_path: Path, stages: dict[str, float], observe_kernels: bool) -> Judgement:
         start = time.monotonic()
-        overhead = self._start_and_calibrate(code_path)
-        stages["calibrate_s"] = time.monotonic() - start
+        overhead, setup_s = self._start_and_calibrate(code_path)
+        stages["setup_s"] = setup_s  # until the worker answered its first ping: it was set up (and started)
+        stages["calibrate_s"] = time.monotonic() - start - setup_s
         start = time.monotonic()
         ready = self.session.load()
         stages["load_s"] = time.monotonic() - start
@@ -232,8 +233,9 @@ class _Run:
         judgement.reason = _correct_reason(correctness, judgement.timing)
         return judgement
 
-    def _start_and_calibrate(self, code_path: Path) -> Overhead:
-        """Set the worker up, then time pings along a call's path while no submission code has run."""
+    def _start_and_calibrate(self, code_path: Path) -> tuple[Overhead, float]:
+        """Set the worker up, then time pings along a call's path while no submission code has run; also the
+        seconds until the first ping's reply (the setup, and what was left of the worker's start)."""
         judge = self.judge
         fields = {"mode": "judge", "code_path": str(code_path), "device": self.ref.device,
                   "limits": judge.limits.to_dict(), "init_inputs": self.ref.init_inputs,
@@ -241,8 +243,8 @@ class _Run:
         self.session.start(fields, judge.specs, judge.input_templates)
         originals = self._draw(lambda k: timing_seed(self.inputs_seed, -1 - k))
         with self.judge.quiet(), collector_paused():  # a measurement like any timing: builds frozen meanwhile
-            pings = self.session.calibrate(originals, CALIBRATION_WARMUP + CALIBRATION_PINGS)[CALIBRATION_WARMUP:]
-        return Overhead.from_pings(pings)
+            pings = self.session.calibrate(originals, CALIBRATION_WARMUP + CALIBRATION_PINGS)
+        return Overhead.from_pings(pings[CALIBRATION_WARMUP:]), pings[0] / 1e3
 
     def _draw(self, seed_of: Callable[[int], int]) -> list[list[Any]]:
         """Fresh inputs for each call of one request: set k from seed ``seed_of(k)``."""

@@ -107,20 +107,43 @@ def test_each_category_gets_its_verdict_when_scored(tmp_path):
     assert corpus["answers"] == 8 and corpus["builds_fresh"] == 6 and corpus["builds_cached"] == 0
     assert corpus["unexpected"] == [] and corpus["timed_out_s"] == 20
     assert corpus["answers_per_hour"] > 0 and corpus["build_limited_wall_s"] == pytest.approx(corpus["build_s"] / 2)
-    assert "answers/hour" in result.stdout and "build-limited wall" in result.stdout
+    assert corpus["build_limited_wall_s"] <= corpus["builds_alone_wall_s"] <= corpus["build_s"]
+    assert corpus["ratio"] == pytest.approx(corpus["wall_s"] / corpus["builds_alone_wall_s"])
+    assert "answers/hour" in result.stdout and "builds-alone wall" in result.stdout
     assert corpus["baselines_s"] > 0  # the fresh cache's eager baselines, timed in this run
     # the condition every start-up time depends on is recorded with the figures
     assert json.loads(figures.read_text())["python_bytecode"].startswith("torch has")
     assert "Python bytecode: torch has" in result.stdout
 
 
-def test_only_the_baselines_a_run_timed_count_and_their_stages_are_summed(tmp_path, monkeypatch):
+def _load_script(monkeypatch):
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("throughput_under_test", SCRIPT)
     throughput = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, throughput)  # its dataclasses look their module up there
     spec.loader.exec_module(throughput)
+    return throughput
+
+
+def test_the_builds_alone_wall_starts_builds_in_evalkits_order_on_the_first_free_job(monkeypatch):
+    throughput = _load_script(monkeypatch)
+
+    def row(problem, sample, seconds, cached=False):
+        return {"problem": problem, "sample": sample, "run": "synthetic", "stage_seconds": {"build_s": seconds},
+                "build": {"cached": cached}}
+
+    rows = [row("b", "002_x", 1.0), row("b", "010_x", 2.0), row("a", "9_x", 10.0), row("a", "10_x", 1.0),
+            row("a", "11_x", 5.0, cached=True), {"problem": "a", "sample": "12_no_code", "stage_seconds": {}}]
+    # order: a/9 (10 s), a/10 (1 s), b/002 (1 s), b/010 (2 s) on two jobs: job 1 runs a/9 until 10; job 2 runs
+    # a/10, b/002, b/010 until 4. The total / 2 would say 7 s.
+    assert throughput.builds_alone_wall_s(rows, jobs=2) == 10.0
+    assert throughput.builds_alone_wall_s(rows, jobs=1) == 14.0
+    assert throughput.builds_alone_wall_s([], jobs=4) == 0.0
+
+
+def test_only_the_baselines_a_run_timed_count_and_their_stages_are_summed(tmp_path, monkeypatch):
+    throughput = _load_script(monkeypatch)
     entries = {
         "cached": {"measured_at": "2026-01-01T00:00:00+00:00",
                    "eager": {"judge_s": 9.0, "stage_seconds": {"correctness_s": 9.0}}},

@@ -144,7 +144,7 @@ def test_an_honest_worker_is_correct_and_timed(judge):
     assert judgement.timing["calls_per_request"] == batch
     assert judgement.timing["clock"] == "judge" and judgement.timing["overhead_ms"] > 0
     # where the judge's time went, stage by stage (a CPU judge observes no kernels: no profile_s)
-    assert set(judgement.stage_seconds) == {"calibrate_s", "load_s", "correctness_s", "timing_s", "close_s"}
+    assert set(judgement.stage_seconds) == {"setup_s", "calibrate_s", "load_s", "correctness_s", "timing_s", "close_s"}
 
 
 def test_every_call_looks_the_same_and_carries_a_fresh_nonce(judge):
