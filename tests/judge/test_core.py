@@ -72,6 +72,28 @@ def test_comparison_in_chunks_matches_whole(monkeypatch):
     assert whole.rel_l2_err == pytest.approx(chunked.rel_l2_err)
 
 
+def test_the_short_way_for_passing_chunks_gives_the_long_ways_figures_and_nothing_else():
+    from evalkit.judge.tensor_check import _any_chunk, _passing_chunk
+
+    generator = torch.Generator().manual_seed(0)
+    e = torch.randn(10_000, generator=generator, dtype=torch.float64) * 3
+    e[:100] = 0.0  # exact zeros: their relative error does not count
+    e[100:200] *= 1e-4  # within atol: neither does theirs
+    noise = torch.randn(10_000, generator=generator, dtype=torch.float64)
+    a = e + 1e-3 * noise  # small inputs get large relative errors, which count only above atol
+    for answer, atol, rtol in ((a, 1e-2, 1e-2), (a, 1e-2, 0.0), (e * (1 + 1e-3 * noise), 0.0, 1e-2)):
+        short, full = _passing_chunk(answer, e, atol, rtol), _any_chunk(answer, e, atol, rtol)
+        assert short is not None and full[:2] == [0.0, 0.0]
+        assert short == pytest.approx(full, rel=1e-12, abs=1e-300)
+    for damage in (float("nan"), float("inf"), 1.0):  # not finite, or outside the tolerance
+        broken = a.clone()
+        broken[5000] += damage
+        assert _passing_chunk(broken, e, 1e-2, 1e-2) is None
+    infinite = e.clone()
+    infinite[7] = float("inf")
+    assert _passing_chunk(infinite.clone(), infinite, 1e-2, 1e-2) is None  # matching Inf: the long way decides
+
+
 def test_tensors_equal_sees_in_place_changes():
     a = torch.tensor([1.0, float("nan")])
     assert tensors_equal(a, a.clone())
