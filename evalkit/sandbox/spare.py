@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,45 +32,50 @@ STOP_WAIT_S = 0.5  # SIGSTOP lands within microseconds on an idle core
 
 
 class SpareWorker:
-    """One worker started ahead for a judge's next answer (one judge thread uses it; not thread-safe)."""
+    """Workers started ahead for a judge's next answers, ``count`` of them (a second one is ready when answers
+    come back to back: a worker's start pauses whenever the judge measures, so one started with the current
+    answer may not be ready for the next). One judge thread uses it; not thread-safe."""
 
-    def __init__(self, limits: Limits, env: dict[str, str]) -> None:
-        self._limits, self._env = limits, env
-        self._next: UntrustedProcess | None = None
+    def __init__(self, limits: Limits, env: dict[str, str], count: int = 1) -> None:
+        self._limits, self._env, self._count = limits, env, count
+        self._spares: deque[UntrustedProcess] = deque()  # oldest first
         self._starter: ThreadPoolExecutor | None = None  # the thread every worker here is started by
 
     def take(self, extensions_dir: Path | None) -> UntrustedProcess:
-        """A started worker for the answer whose extensions live in ``extensions_dir`` (the spare when it is still
-        alive, else a fresh one), and the next spare starts. The caller removes its ``workdir`` when done."""
-        worker, self._next = self._next, None
-        if worker is not None and not worker.alive():  # killed meanwhile (a stop signal's clean-up, the OOM killer)
-            discard(worker)
-            worker = None
+        """A started worker for the answer whose extensions live in ``extensions_dir`` (the oldest spare still
+        alive, else a fresh one); spares start to replace it. The caller removes its ``workdir`` when done."""
+        worker = None
+        while worker is None and self._spares:
+            worker = self._spares.popleft()
+            if not worker.alive():  # killed meanwhile (a stop signal's clean-up, the OOM killer)
+                discard(worker)
+                worker = None
         worker = worker or self._start()
         worker.extensions_dir = extensions_dir
-        self._next = self._start()
+        while len(self._spares) < self._count:
+            self._spares.append(self._start())
         return worker
 
     @contextmanager
     def parked(self) -> Iterator[None]:
-        """The spare stopped for the duration (wrap every measurement of the judge in it)."""
-        spare = self._next
-        if spare is not None and not spare.armed(ARM_WAIT_S):  # it could not be stopped safely: not kept
+        """Every spare stopped for the duration (wrap every measurement of the judge in it)."""
+        for spare in [s for s in self._spares if not s.armed(ARM_WAIT_S)]:  # could not be stopped safely: not kept
+            self._spares.remove(spare)
             discard(spare)
-            spare = self._next = None
-        if spare is not None:
+        stopped = list(self._spares)
+        for spare in stopped:
             spare.freeze(settle_s=STOP_WAIT_S)
         try:
             yield
         finally:
-            if spare is not None:
+            for spare in stopped:
                 spare.thaw()
 
     def close(self) -> None:
-        if self._next is not None:
-            self._next.kill()  # it never had work: nothing to wait for (asked politely, it may still be importing)
-            discard(self._next)
-            self._next = None
+        while self._spares:
+            spare = self._spares.popleft()
+            spare.kill()  # it never had work: nothing to wait for (asked politely, it may still be importing)
+            discard(spare)
         if self._starter is not None:
             self._starter.shutdown(wait=True)
             self._starter = None

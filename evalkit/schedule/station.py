@@ -39,6 +39,11 @@ from evalkit.sources.problems import Problem
 
 logger = logging.getLogger(__name__)
 
+# Workers a judge keeps started ahead. A GPU judge's worker takes 1.5-2 s to start (torch, CUDA, cuDNN,
+# cuBLAS), paused whenever the judge measures: on the H200 a single spare was still starting for one answer in
+# six, mostly when built answers queued up at a corpus's end. A CPU judge's start is cheaper, and CI has 2 cores.
+SPARE_WORKERS = {"cuda": 2}
+
 Quiet = Callable[[], AbstractContextManager[Any]]
 
 
@@ -76,7 +81,8 @@ class JudgeStation:
         self._cache = baselines.open()
         self._builds_frozen = quiet or nullcontext
         self._spare = SpareWorker(limits, {**extension_env(device), **_pinned(limits),
-                                           **({PRELOAD_CUDA_VARIABLE: "1"} if device == "cuda" else {})})
+                                           **({PRELOAD_CUDA_VARIABLE: "1"} if device == "cuda" else {})},
+                                  count=SPARE_WORKERS.get(device, 1))
         self._progress = progress or (lambda text: None)
         self._context: _ProblemContext | None = None
 

@@ -31,7 +31,7 @@ def test_the_next_answer_gets_the_worker_started_during_this_one(tmp_path):
     spares = SpareWorker(_limits(), {})
     try:
         first = spares.take(tmp_path / "a")
-        spare = spares._next
+        spare = spares._spares[0]
         assert spare is not None and spare.alive() and spare.pid != first.pid
         second = spares.take(tmp_path / "b")
         assert second is spare and second.extensions_dir == tmp_path / "b"
@@ -42,15 +42,34 @@ def test_the_next_answer_gets_the_worker_started_during_this_one(tmp_path):
     assert not spare.alive()
 
 
-def test_the_spare_is_stopped_while_the_judge_measures():
-    spares = SpareWorker(_limits(), {})
+def test_every_spare_is_stopped_while_the_judge_measures():
+    spares = SpareWorker(_limits(), {}, count=2)
     try:
         discard(spares.take(None))
-        spare = spares._next
+        started = list(spares._spares)
+        assert len(started) == 2
         with spares.parked():
-            assert _state(spare.pid) == "T"
+            assert [_state(spare.pid) for spare in started] == ["T", "T"]
         time.sleep(0.05)
-        assert _state(spare.pid) != "T"
+        assert all(_state(spare.pid) != "T" for spare in started)
+    finally:
+        spares.close()
+    assert not any(spare.alive() for spare in started)
+
+
+def test_with_two_spares_answers_get_the_oldest_and_two_stay_ready(tmp_path):
+    spares = SpareWorker(_limits(), {}, count=2)
+    try:
+        first = spares.take(tmp_path / "a")
+        older, newer = spares._spares
+        second = spares.take(tmp_path / "b")
+        assert second is older and list(spares._spares)[0] is newer and len(spares._spares) == 2
+        older_still = spares._spares[0]
+        older_still.kill("killed by the run's clean-up")
+        third = spares.take(tmp_path / "c")
+        assert third is not older_still and third.alive()  # a dead spare is passed over
+        for worker in (first, second, third):
+            discard(worker)
     finally:
         spares.close()
 
@@ -62,7 +81,7 @@ def test_a_spares_folder_stays_the_judges_until_its_answer_comes():
     spares = SpareWorker(replace(_limits(), run_as=sandbox_user), {})
     try:
         discard(spares.take(None))
-        spare = spares._next
+        spare = spares._spares[0]
         mode = spare.workdir.stat()
         assert mode.st_uid == os.getuid() and not mode.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
         setup = spare._hand_over({"op": "setup", "limits": {}})
@@ -80,7 +99,7 @@ def test_a_spare_outlives_the_judge_thread_that_asked_for_it():
         thread = threading.Thread(target=lambda: discard(spares.take(None)))
         thread.start()
         thread.join()
-        spare = spares._next
+        spare = spares._spares[0]
         time.sleep(1.0)
         assert spare.alive()
     finally:
