@@ -92,12 +92,13 @@ def _accumulate(result: Comparison, actual: torch.Tensor, expected: torch.Tensor
     for start in range(0, n, CHUNK_ELEMENTS):
         a = actual[start : start + CHUNK_ELEMENTS].to(torch.float64)
         e = expected[start : start + CHUNK_ELEMENTS].to(torch.float64)
+        bad = None
         figures = _passing_chunk(a, e, atol, rtol)
         if figures is None:  # a value outside the tolerance or not finite: every figure, the long way
-            figures = _any_chunk(a, e, atol, rtol)
+            figures, bad = _any_chunk(a, e, atol, rtol)
         count, nonfinite, max_abs, max_rel, chunk_sq_err, chunk_sq_ref = figures
-        if count and result.first_bad_index is None:
-            result.first_bad_index = [start + _first_bad(a, e, atol, rtol)]
+        if count and bad is not None and result.first_bad_index is None:
+            result.first_bad_index = [start + int(bad.nonzero()[0, 0])]
         result.bad_count += int(count)
         result.unexpected_nonfinite += int(nonfinite)
         result.max_abs_err = max(result.max_abs_err, max_abs)
@@ -123,16 +124,17 @@ def _passing_chunk(a: torch.Tensor, e: torch.Tensor, atol: float, rtol: float) -
     return [0.0, 0.0, max_abs, max_rel, chunk_sq_err, chunk_sq_ref]
 
 
-def _any_chunk(a: torch.Tensor, e: torch.Tensor, atol: float, rtol: float) -> list[float]:
+def _any_chunk(a: torch.Tensor, e: torch.Tensor, atol: float, rtol: float) -> tuple[list[float], torch.Tensor]:
     """Bad and unexpectedly non-finite counts, largest absolute and relative errors, square sums of the error
-    and of the reference, for a chunk with any values at all."""
+    and of the reference, for a chunk with any values at all; and which elements are bad."""
     bad, diff, magnitude, both_finite = _bad_elements(a, e, atol, rtol)
     e_finite = torch.isfinite(e)
     significant = both_finite & (magnitude > atol)
     relative = torch.where(significant, diff / magnitude.clamp_min(atol), 0.0)
     reference_sq = torch.where(e_finite, e * e, 0.0)
-    return torch.stack([bad.sum().to(torch.float64), (e_finite & ~torch.isfinite(a)).sum().to(torch.float64),
-                        diff.max(), relative.max(), (diff * diff).sum(), reference_sq.sum()]).tolist()
+    figures = torch.stack([bad.sum().to(torch.float64), (e_finite & ~torch.isfinite(a)).sum().to(torch.float64),
+                           diff.max(), relative.max(), (diff * diff).sum(), reference_sq.sum()]).tolist()
+    return figures, bad
 
 
 def _bad_elements(a: torch.Tensor, e: torch.Tensor, atol: float,
@@ -146,10 +148,6 @@ def _bad_elements(a: torch.Tensor, e: torch.Tensor, atol: float,
     within = both_finite & (diff <= magnitude * rtol + atol)
     same_nonfinite = ~e_finite & ((a == e) | (torch.isnan(a) & torch.isnan(e)))
     return ~(within | same_nonfinite), diff, magnitude, both_finite
-
-
-def _first_bad(a: torch.Tensor, e: torch.Tensor, atol: float, rtol: float) -> int:
-    return int(_bad_elements(a, e, atol, rtol)[0].nonzero()[0, 0])
 
 
 def _unravel(flat_index: int, shape: list[int]) -> list[int]:
