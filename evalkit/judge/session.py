@@ -12,7 +12,7 @@ import logging
 import os
 import secrets
 import time
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 import torch
 
@@ -116,9 +116,13 @@ class Session:
             logger.warning("a process of a closed worker is still alive: its %d buffer(s) stay allocated",
                            len(self._lent))
 
-    def calibrate(self, originals: list[list[Any]], count: int) -> list[float]:
-        """``count`` pings along a call's exact path, before any submission code has run: the judge's overhead."""
-        return [self.observe(originals, Op.PING)[0] for _ in range(count)]
+    def calibrate(self, originals: list[list[Any]], enough: Callable[[list[float]], bool]) -> list[float]:
+        """Pings along a call's exact path, before any submission code has run, until ``enough`` of their
+        times (the judge's milliseconds): the judge's overhead."""
+        pings: list[float] = []
+        while not enough(pings):
+            pings.append(self.observe(originals, Op.PING)[0])
+        return pings
 
     def load(self) -> protocol.ReadyClaim:
         """Have the worker import the submission and construct ModelNew."""

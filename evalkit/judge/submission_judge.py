@@ -31,7 +31,8 @@ from evalkit.judge.repetitions import Repetitions, RepetitionRule
 from evalkit.judge.session import Session, WorkerChannel, unwritten
 from evalkit.judge.tensor_check import Comparison, compare_outputs
 from evalkit.judge.time_limits import TimeLimits, reference_ms, time_limits
-from evalkit.judge.timing import L2Flusher, Overhead, collector_paused, is_noisy, net_stats
+from evalkit.judge.timing import (CALIBRATION_PINGS, CALIBRATION_WARMUP, L2Flusher, Overhead, collector_paused,
+                                  is_noisy, net_stats)
 from evalkit.judge.verdicts import Finding, Judgement, Stop, confinement_warnings, crash_reason
 from evalkit.records import Flag, to_jsonable
 from evalkit.sandbox import protocol
@@ -40,8 +41,6 @@ from evalkit.sources.settings import ProblemSettings
 
 logger = logging.getLogger(__name__)
 
-CALIBRATION_PINGS = 100  # plus CALIBRATION_WARMUP not counted (a fresh process and GPU context settle)
-CALIBRATION_WARMUP = 30
 BATCH_TARGET_MS = 20.0  # a request runs forward this long (by the reference's time), in calls of one each
 MAX_BATCH = 32
 BATCH_MEMORY_BYTES = {"cuda": 8 * 2**30, "cpu": 2**30}
@@ -243,8 +242,9 @@ class _Run:
         self.session.start(fields, judge.specs, judge.input_templates)
         originals = self._draw(lambda k: timing_seed(self.inputs_seed, -1 - k))
         with self.judge.quiet(), collector_paused():  # a measurement like any timing: builds frozen meanwhile
-            pings = self.session.calibrate(originals, CALIBRATION_WARMUP + CALIBRATION_PINGS)
-        return Overhead.from_pings(pings[CALIBRATION_WARMUP:]), pings[0] / 1e3
+            warmup = self.session.calibrate(originals, CALIBRATION_WARMUP.enough)
+            pings = self.session.calibrate(originals, CALIBRATION_PINGS.enough)
+        return Overhead.from_pings(pings), warmup[0] / 1e3
 
     def _draw(self, seed_of: Callable[[int], int]) -> list[list[Any]]:
         """Fresh inputs for each call of one request: set k from seed ``seed_of(k)``."""

@@ -2,8 +2,8 @@
 
 Submissions and baselines are both timed by ``submission_judge.Judge`` through ``session.Session.observe``
 (the judge's own clock); this module holds the pure parts: ``TimingStats``, the judge-calibrated
-``Overhead`` subtracted from every call, the noise rule (``is_noisy``), the L2 flush, and ``measure``,
-the warm-up-then-timed loop.
+``Overhead`` subtracted from every call and how many pings calibrate it (``PingBudget``), the noise rule
+(``is_noisy``), the L2 flush, and ``measure``, the warm-up-then-timed loop.
 """
 
 from __future__ import annotations
@@ -106,6 +106,29 @@ class Overhead:
     def from_pings(cls, pings_ms: list[float]) -> "Overhead":
         stats = TimingStats.from_samples(pings_ms)
         return cls(total_ms=stats.median_ms, jitter_ms=stats.iqr_ms)
+
+
+@dataclass(frozen=True)
+class PingBudget:
+    """When one phase of the overhead calibration has pinged enough: at ``most_pings``, or once its pings
+    have spent ``budget_ms`` of the judge's clock after ``least_pings``. A problem whose pings each move
+    gigabytes (14 ms a ping on an H200) calibrates in under a second rather than 1.8 s, which every one of its
+    answers would wait; a problem of fast pings still takes ``most_pings``."""
+
+    least_pings: int
+    most_pings: int
+    budget_ms: float
+
+    def enough(self, pings_ms: list[float]) -> bool:
+        made = len(pings_ms)
+        return made >= self.most_pings or (made >= self.least_pings and sum(pings_ms) >= self.budget_ms)
+
+
+# Warm-up pings, not counted (a fresh process and GPU context settle), then the measured ones, whose median is
+# the overhead. Thirty measured pings put the median's 95% interval (order statistics 9 to 22) within their
+# interquartile range: the jitter, which the judge already takes as its resolution of one call.
+CALIBRATION_WARMUP = PingBudget(least_pings=5, most_pings=30, budget_ms=250.0)
+CALIBRATION_PINGS = PingBudget(least_pings=30, most_pings=100, budget_ms=500.0)
 
 
 def net_stats(walls_ms: list[float], overhead: Overhead) -> tuple[TimingStats, bool]:

@@ -9,7 +9,7 @@ import torch
 
 from evalkit.judge.tensor_check import compare_outputs, tensors_equal
 from evalkit.judge.plausibility import custom_kernels, floor_ms, kernel_flags, precision_class, reduced_precision
-from evalkit.judge.timing import TimingStats, measure, speedup
+from evalkit.judge.timing import CALIBRATION_PINGS, PingBudget, TimingStats, measure, speedup
 
 
 def test_identical_outputs_pass_with_zero_error():
@@ -114,6 +114,18 @@ def test_measure_prepares_every_call_and_keeps_only_timed_ones():
     samples = measure(lambda i: float(i), prepared.append, warmup=2, trials=3)
     assert prepared == [0, 1, 2, 3, 4]
     assert samples == [2.0, 3.0, 4.0]
+
+
+def test_a_calibration_phase_stops_at_its_most_pings_or_once_its_budget_is_spent_after_its_least():
+    budget = PingBudget(least_pings=3, most_pings=6, budget_ms=10.0)
+    assert not budget.enough([])
+    assert not budget.enough([9.0, 9.0])  # over budget, but fewer than the least
+    assert budget.enough([9.0, 9.0, 9.0])  # the least, and 27 ms spent
+    assert not budget.enough([1.0] * 5)  # fast pings: 5 ms spent, go on
+    assert budget.enough([1.0] * 6)  # the most
+    # problem 63's pings on an H200 (14 ms each: they move its gigabytes) stop well before 100; fast ones do not
+    assert sum(1 for n in range(1, 101) if not CALIBRATION_PINGS.enough([14.0] * n)) + 1 == 36
+    assert not CALIBRATION_PINGS.enough([0.2] * 99) and CALIBRATION_PINGS.enough([0.2] * 100)
 
 
 def test_speedup_is_baseline_over_candidate():
