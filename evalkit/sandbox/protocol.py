@@ -38,7 +38,8 @@ class Op:
     SETUP = "setup"      # mode "build": import the submission, reply, end. Mode "judge": take the judge-owned
                          # input and output buffers, then answer pings until "load"
     LOAD = "load"        # import the submission and construct ModelNew
-    CALL = "call"        # run forward on each set of bound inputs, copy each result into its output buffers
+    CALL = "call"        # run forward on the first "calls" sets of bound inputs, copy each result into its
+                         # output buffers
     PROFILE = "profile"  # run forward once under the profiler, name the kernels that ran
     PING = "ping"        # a call's path with no model: sent only before "load", so the judge calibrates its
                          # overhead while nothing but the harness runs in the worker
@@ -57,7 +58,8 @@ def setup_request(mode: str, code_path: str, device: str, limits: dict[str, Any]
     """The first request. ``init_inputs`` and ``state_dict`` travel by value (plain pickle), never as shared
     memory; ``inputs``/``outputs`` are the judge's buffers (``shared_buffers``), ``batch`` sets of each one
     after the other, whose ``fd_count`` file descriptors follow the request on the socket. Each ``call``
-    runs forward once on every set, in order, and copies each result into its set's output buffers."""
+    runs forward once on each of its first ``calls`` sets, in order, and copies each result into its set's
+    output buffers."""
     return {"op": Op.SETUP, "mode": mode, "code_path": code_path, "device": device, "limits": limits,
             "init_inputs": pickle.dumps(init_inputs), "init_seed": init_seed, "n_inputs": n_inputs,
             "state_dict": pickle.dumps(state_dict), "inputs": inputs or [], "outputs": outputs or [],
@@ -69,10 +71,11 @@ def simple_request(op: str) -> dict[str, Any]:
     return {"op": op}
 
 
-def nonce_request(op: str, nonce: int) -> dict[str, Any]:
-    """``call`` or ``ping``: the op and a fresh secret nonce the reply must echo, nothing else, so a call never
-    says whether it is a warm-up, a check or timed, and a reply sent before its request cannot match it."""
-    return {"op": op, "nonce": nonce}
+def nonce_request(op: str, nonce: int, calls: int | None = None) -> dict[str, Any]:
+    """``call`` or ``ping``: the op and a fresh secret nonce the reply must echo, so a reply sent before its
+    request cannot match it; a ``call`` also says on how many sets (the first ``calls``) forward runs. Nothing
+    else: a call never says whether it is a warm-up, a check or timed."""
+    return {"op": op, "nonce": nonce} if calls is None else {"op": op, "nonce": nonce, "calls": calls}
 
 
 # ---- worker -> judge: the claims -------------------------------------------------------------------

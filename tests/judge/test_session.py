@@ -16,6 +16,7 @@ from conftest import FIXTURES
 from evalkit.judge.reference import ReferenceProblem
 from evalkit.judge.session import Session
 from evalkit.judge.submission_judge import Judge, JudgeSettings
+from evalkit.judge.time_limits import TimeLimits
 from evalkit.judge.verdicts import VERDICT_OF, Finding
 from evalkit.records import Verdict
 from evalkit.sandbox import protocol, shared_buffers
@@ -32,10 +33,12 @@ class FakeWorker:
     def __init__(self, ref: ReferenceProblem, script: Script | None = None) -> None:
         self.ref, self.script = ref, script or honest
         self.requests: list[dict[str, Any]] = []
+        self.waits_s: list[tuple[str, float]] = []  # each request's op and the limit the judge gave its reply
         self.inputs: list[Any] = []
         self.outputs: list[torch.Tensor] = []
         self.closed = False
         self._pending: Any = None
+        self._last_call: dict[str, Any] | None = None
         self._mappings: list[Any] = []
 
     def send(self, message: dict[str, Any]) -> None:
@@ -53,6 +56,8 @@ class FakeWorker:
 
     def receive(self, timeout_s: float, stage: str) -> protocol.Claim:
         request, self._pending = self._pending, None
+        self.waits_s.append((request["op"], timeout_s))
+        self._last_call = request if request["op"] == Op.CALL else None
         return self.script(self, request)
 
     def close(self) -> tuple[str, str]:
@@ -72,8 +77,9 @@ class FakeWorker:
         pass
 
     def forward_into_outputs(self) -> None:
+        calls = (self._last_call or {}).get("calls", len(self.inputs))
         with torch.no_grad():
-            for inputs, outputs in zip(self.inputs, self.outputs):
+            for inputs, outputs in list(zip(self.inputs, self.outputs))[:calls]:
                 outputs[0].copy_(self.ref.model(*inputs))
 
 
@@ -150,10 +156,23 @@ def test_an_honest_worker_is_correct_and_timed(judge):
 def test_every_call_looks_the_same_and_carries_a_fresh_nonce(judge):
     _, _, worker = _verdict(judge, None)
     calls = [r for r in worker.requests if r["op"] == Op.CALL]
-    # correctness trials, warm-up, timed (a second round when the first was noisy): indistinguishable
-    assert len(calls) in (2 + 1 + 3, 2 + 2 * (1 + 3))
-    assert all(set(r) == {"op", "nonce"} for r in calls)
+    batch = worker.requests[0]["batch"]
+    # the first call alone, then correctness trials, warm-up, timed (a second round when the first was noisy):
+    # after the first, indistinguishable
+    assert len(calls) in (1 + 2 + 1 + 3, 1 + 2 + 2 * (1 + 3))
+    assert calls[0]["calls"] == 1
+    assert all(r.keys() == {"op", "nonce", "calls"} and r["calls"] == batch for r in calls[1:])
     assert len({r["nonce"] for r in calls}) == len(calls)
+
+
+def test_a_hang_costs_the_first_calls_limit_not_a_whole_batchs(judge):
+    """The answer's first request holds one call: with calls of 5.85 ms (5.85 s allowed each), a hang is cut
+    off at the first call's 10 s rather than at a whole request's 5.85 s per call of the batch."""
+    judge.time_limits = TimeLimits.derived(reference_ms=5.85)
+    _, _, worker = _verdict(judge, None)
+    waits = [wait for op, wait in worker.waits_s if op == Op.CALL]
+    assert waits[0] == 10.0
+    assert waits[1:] == [pytest.approx(5.85 * judge.batch)] * (len(waits) - 1) and judge.batch > 1
 
 
 def test_a_reply_with_another_calls_nonce_is_a_protocol_violation(judge):
@@ -336,7 +355,7 @@ def test_a_slow_answer_stops_by_the_budget_after_few_requests(judge):
     assert (timing["stopped_by"], timing["requests"], timing["count"]) == ("budget", MIN_REQUESTS, MIN_REQUESTS)
     assert len(timing["verified_calls"]) == MIN_REQUESTS  # the budget affords 2 requests: all 3 are checked
     calls = sum(r["op"] == Op.CALL for r in worker.requests)
-    assert calls == settings.correctness_trials + timing["attempts"] * (settings.warmup_trials + MIN_REQUESTS)
+    assert calls == 1 + settings.correctness_trials + timing["attempts"] * (settings.warmup_trials + MIN_REQUESTS)
 
 
 def test_the_checked_requests_come_from_the_judges_secret_alone(judge, monkeypatch):
@@ -358,7 +377,8 @@ def test_the_checked_requests_come_from_the_judges_secret_alone(judge, monkeypat
         worker = FakeWorker(judge.ref, uneven)
         judgement = Judge(judge.ref, settings, Limits()).judge_with(worker, Path("submission.py"))
         assert judgement.timing["stopped_by"] == "max_trials" and judgement.timing["requests"] == 40
-        assert all(set(r) == {"op", "nonce"} for r in worker.requests if r["op"] == Op.CALL)
+        calls = [r for r in worker.requests if r["op"] == Op.CALL]
+        assert all(r.keys() == {"op", "nonce", "calls"} and r["calls"] == calls[-1]["calls"] for r in calls[1:])
         return tuple(judgement.timing["verified_calls"])
 
     first, second = checked(), checked()
@@ -389,7 +409,7 @@ def test_one_judges_answers_share_secret_correctness_inputs_and_their_reference_
 
     def recording(worker: FakeWorker, request: dict[str, Any]) -> Any:
         if request["op"] == Op.CALL and id(worker) not in first_inputs:
-            first_inputs[id(worker)] = torch.stack([inputs[0].clone() for inputs in worker.inputs])
+            first_inputs[id(worker)] = torch.stack([inputs[0].clone() for inputs in worker.inputs[:request["calls"]]])
         return honest(worker, request)
 
     workers = [FakeWorker(ref, recording), FakeWorker(ref, recording)]

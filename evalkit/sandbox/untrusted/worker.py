@@ -152,10 +152,12 @@ class Harness:
         model.load_state_dict(reference)
         return "state_dict"
 
-    def call(self, nonce: int) -> protocol.CalledClaim:
-        """Forward on every set of inputs in turn, each result copied into its set's output buffers."""
+    def call(self, nonce: int, calls: int) -> protocol.CalledClaim:
+        """Forward on each of the first ``calls`` sets of inputs in turn, each result copied into its set's
+        output buffers."""
         total_ms, delivered, form = 0.0, True, {}
-        for inputs, outputs in zip(self.inputs, self.outputs):
+        sets = list(zip(self.inputs, self.outputs))[:max(calls, 1)]
+        for inputs, outputs in sets:
             with self._no_grad():
                 elapsed_ms, result = self.clock.time_ms(lambda: self.model(*inputs))
             total_ms += elapsed_ms
@@ -163,7 +165,7 @@ class Harness:
             ok, form = self._deliver(result, outputs)
             delivered = delivered and ok
         self.clock.synchronize()
-        return protocol.CalledClaim(nonce=nonce, delivered=delivered, **form, ms=total_ms / max(len(self.inputs), 1))
+        return protocol.CalledClaim(nonce=nonce, delivered=delivered, **form, ms=total_ms / max(len(sets), 1))
 
     def null_call(self, nonce: int) -> protocol.PongClaim:
         """A call's whole path with a model that does nothing (its output made ahead): what the judge
@@ -329,7 +331,7 @@ def _serve_requests(conn: Connection, harness: Harness) -> None:
         if op == Op.EXIT:
             return
         if op == Op.CALL:
-            harness.reply(harness.call(request["nonce"]))
+            harness.reply(harness.call(request["nonce"], int(request.get("calls") or len(harness.inputs))))
         elif op == Op.PROFILE:
             harness.reply(harness.profile())
 
