@@ -78,6 +78,7 @@ EXPECTED = {name: verdict for name, _, verdict in CATEGORIES}
 BUILDS = ("compile_error", "runtime_error", "wrong_answer", "hang", "slow_correct", "fast_correct")
 TARGETS = {"seeds_vs_one_build": 1.3, "rescore_s": 10.0, "corpus_vs_builds_alone": 1.10}
 _SECTION = re.compile(r"^%%%% (any|cpu|cuda)[ \t]*$", re.M)
+WAIT_S = 2.0  # a gap between the judge's busy spans longer than this is a wait (stamps have whole seconds)
 _LIMIT = re.compile(r"exceeded its ([0-9.e+]+) s limit")  # a timeout row's reason
 
 
@@ -265,15 +266,38 @@ def timeline(scored: Scored) -> dict[str, float | None]:
     return {"to_first_row_s": stamps[0] - scored.started, "after_last_row_s": scored.finished - stamps[-1]}
 
 
-def measured_baselines(report: Path, started: float) -> list[dict[str, Any]]:
-    """Each baseline kind this run timed (from the report's baselines.json; entries measured before the run
-    started came from the cache and cost nothing)."""
+def _measured_entries(report: Path, started: float) -> list[dict[str, Any]]:
+    """The report's baselines.json entries (one per problem) this run timed: those measured before the run
+    started came from the cache and cost nothing."""
     try:
         entries = json.loads((report / "baselines.json").read_text())
     except (OSError, ValueError):
         return []
-    return [kind for entry in entries.values() if (_when(entry.get("measured_at")) or 0.0) >= int(started)
-            for kind in entry.values() if isinstance(kind, dict)]
+    return [entry for entry in entries.values() if (_when(entry.get("measured_at")) or 0.0) >= int(started)]
+
+
+def measured_baselines(report: Path, started: float) -> list[dict[str, Any]]:
+    """Each baseline kind this run timed."""
+    return [kind for entry in _measured_entries(report, started) for kind in entry.values() if isinstance(kind, dict)]
+
+
+def judge_tail_s(rows: list[dict[str, Any]], report: Path, started: float) -> float | None:
+    """The judge's seconds from the end of its last wait to its last row: the judging left once the builds it
+    waited for were done, on the corpus's critical path. Each row and each problem's baselines is a busy span
+    ending at its stamp; a gap of more than ``WAIT_S`` between spans is a wait. One judge only."""
+    spans = [(end - judge_s(row), end) for row in rows if (end := _stamp(row)) is not None and judge_s(row) > 0]
+    for entry in _measured_entries(report, started):
+        busy = sum(kind.get("judge_s", 0.0) for kind in entry.values() if isinstance(kind, dict))
+        spans.append((_when(entry["measured_at"]) - busy, _when(entry["measured_at"])))
+    if not spans:
+        return None
+    spans.sort(key=lambda span: span[1])
+    tail_start = spans[-1][0]
+    for start, end in reversed(spans[:-1]):
+        if tail_start - end > WAIT_S:
+            break
+        tail_start = min(tail_start, start)
+    return spans[-1][1] - tail_start
 
 
 def baselines_s(report: Path, started: float) -> float:
@@ -415,6 +439,10 @@ def corpus_suite(run: Runner, figures: dict[str, Any]) -> None:
           f"{scored.wall_s - judging - baselines:.1f} s, the judge waited for builds, started and wrote the report "
           f"(start to first row {_fmt(times['to_first_row_s'])} s, last row to exit "
           f"{_fmt(times['after_last_row_s'])} s)")
+    tail = judge_tail_s(rows, run.reports / "corpus_report", scored.started)
+    print(f"corpus: the judge worked without a wait of over {WAIT_S:.0f} s for the last {_fmt(tail)} s to its last row, "
+          f"from {_fmt(_minus(scored.wall_s, tail, times['after_last_row_s']))} s into the run (the builds alone: "
+          f"{builds_alone:.1f} s): from there on it always had work waiting")
     shown = f"{ratio:.2f}x" if ratio is not None else "n/a (nothing was built)"
     packed = f"{scored.wall_s / build_limited:.2f}x" if build_limited > 0 else "n/a"
     print(f"corpus: wall / builds-alone wall = {shown} (target <= {TARGETS['corpus_vs_builds_alone']:.2f}x; "
@@ -429,6 +457,7 @@ def corpus_suite(run: Runner, figures: dict[str, Any]) -> None:
         "builds_fresh": sum(1 for r in rows if fresh_build_s(r)), "builds_cached": cached, "judge_s": judging,
         "timed_out_s": timeouts, "baselines_s": baselines, "baseline_stage_seconds": spent_on_baselines,
         "build_limited_wall_s": build_limited, "builds_alone_wall_s": builds_alone, "ratio": ratio,
+        "judge_tail_s": tail,
         **timeline(scored), "unexpected": unexpected,
         "per_category": {k: {**v, "verdicts": dict(v["verdicts"]), "expected": EXPECTED[k]} for k, v in per.items()},
     }
@@ -436,6 +465,10 @@ def corpus_suite(run: Runner, figures: dict[str, Any]) -> None:
 
 def _fmt(value: float | None) -> str:
     return "?" if value is None else f"{value:.1f}"
+
+
+def _minus(total: float, *parts: float | None) -> float | None:
+    return None if any(part is None for part in parts) else total - sum(parts)
 
 
 # ---- main -------------------------------------------------------------------------------------------

@@ -156,3 +156,23 @@ def test_only_the_baselines_a_run_timed_count_and_their_stages_are_summed(tmp_pa
     assert throughput.baselines_s(tmp_path, started) == 8.0
     assert throughput.baseline_stages(tmp_path, started) == {"calibrate_s": 1.0, "correctness_s": 3.0, "load_s": 4.0}
     assert throughput.baseline_stages(tmp_path / "missing", started) == {}
+
+
+def test_the_judges_tail_runs_back_from_its_last_row_to_its_last_wait(tmp_path, monkeypatch):
+    throughput = _load_script(monkeypatch)
+
+    def row(ended, judge_s):
+        return {"judged_at": f"2026-06-01T00:{ended // 60:02d}:{ended % 60:02d}+00:00", "verdict": "correct",
+                "stage_seconds": {"build_s": 50.0, "correctness_s": judge_s}}
+
+    # the judge is busy 10-20 (baselines), waits, then 40-44, 44-50, 51-60 (gaps of at most 2 s): tail 20 s
+    rows = [row(44, 4.0), row(60, 9.0), row(50, 6.0), {"sample": "no_code", "stage_seconds": {}}]
+    (tmp_path / "baselines.json").write_text(json.dumps(
+        {"p": {"measured_at": "2026-06-01T00:00:20+00:00", "eager": {"judge_s": 6.0}, "compile": {"judge_s": 4.0}}}))
+    started = throughput._when("2026-06-01T00:00:00+00:00")
+    assert throughput.judge_tail_s(rows, tmp_path, started) == 20.0
+    # a baseline timed right before the first of them belongs to the tail too
+    (tmp_path / "baselines.json").write_text(json.dumps(
+        {"p": {"measured_at": "2026-06-01T00:00:39+00:00", "eager": {"judge_s": 9.0}}}))
+    assert throughput.judge_tail_s(rows, tmp_path, started) == 30.0
+    assert throughput.judge_tail_s([], tmp_path / "missing", started) is None
