@@ -29,7 +29,7 @@ from evalkit.judge.plausibility import (half_storage, kernel_flags, kernel_share
 from evalkit.judge.reference import OutputSpec, ReferenceProblem, correctness_seed, timing_seed
 from evalkit.judge.repetitions import Repetitions, RepetitionRule
 from evalkit.judge.session import Session, WorkerChannel, unwritten
-from evalkit.judge.tensor_check import Comparison, compare_outputs
+from evalkit.judge.tensor_check import Comparison, compare_outputs, compare_sampled
 from evalkit.judge.time_limits import TimeLimits, reference_ms, time_limits
 from evalkit.judge.timing import (CALIBRATION_PINGS, CALIBRATION_WARMUP, L2Flusher, Overhead, collector_paused,
                                   is_noisy, net_stats)
@@ -287,10 +287,13 @@ class _Run:
                 "seed": settings.seed, "inputs_seed": self.judge.correctness_inputs_seed,
                 "timing_inputs_seed": self.inputs_seed, "stored_as": stored_as}
 
-    def _compare_with(self, expected: list[torch.Tensor], k: int) -> list[Comparison]:
-        """The judge's private copy of call ``k``'s outputs against ``expected``, the float64 reference."""
-        return [compare_outputs(held, exp, atol=self.settings.atol, rtol=self.settings.rtol, expected_dtype=spec.dtype)
-                for held, exp, spec in zip(self.session.held[k], expected, self.judge.specs)]
+    def _compare_with(self, expected: list[torch.Tensor], k: int, sample_seed: int | None = None) -> list[Comparison]:
+        """The judge's private copy of call ``k``'s outputs against ``expected``, the float64 reference: whole, or
+        at positions ``sample_seed`` draws (``tensor_check.compare_sampled``)."""
+        tolerance = {"atol": self.settings.atol, "rtol": self.settings.rtol}
+        return [compare_outputs(held, exp, **tolerance, expected_dtype=spec.dtype) if sample_seed is None else
+                compare_sampled(held, exp, **tolerance, seed=sample_seed + index, expected_dtype=spec.dtype)
+                for index, (held, exp, spec) in enumerate(zip(self.session.held[k], expected, self.judge.specs))]
 
     def _observe_kernels(self, code_path: Path, correctness: dict[str, Any]) -> list[str]:
         """Which kernels one forward call launches, and their device time: the worker's profiler's claim
@@ -337,22 +340,28 @@ class _Run:
             originals = self._draw(lambda k: timing_seed(self.inputs_seed, first + k))
             self.judge.flusher.flush()
             wall_ms, claim = self._call(originals)
-            suspects = {k for k in range(batch) if unwritten(self.session.held[k])}
+            poisoned = {k for k in range(batch) if unwritten(self.session.held[k])}
+            drawn: set[int] = set()
             if i >= warmup:
                 measured.walls.append(wall_ms)
                 if claim.ms is not None:
                     measured.claimed.append(claim.ms)
                 if measured.count.record(wall_ms / 1e3, max(wall_ms / batch - per_call.total_ms, 0.0)):
-                    suspects.add(self.rng.randrange(batch))
-            for k in sorted(suspects):
-                self._verify_timed_call(originals[k], k, i)
-            if suspects:
+                    drawn.add(self.rng.randrange(batch))
+            for k in sorted(poisoned | drawn):
+                self._verify_timed_call(originals[k], k, i, whole=k in poisoned)
+            if poisoned or drawn:
                 measured.checked.append(i)
             i += 1
         return measured
 
-    def _verify_timed_call(self, originals: list[Any], k: int, i: int) -> None:
-        for result in self._compare_with(self.ref.expected(originals), k):
+    def _verify_timed_call(self, originals: list[Any], k: int, i: int, whole: bool) -> None:
+        """Call ``k`` of timed request ``i`` against the reference: every element when its output still held poison
+        (a NaN left anywhere must be the reference's), else a secret random sample of a large output
+        (``tensor_check.compare_sampled``): a timed call's check costs its float64 reference, not a comparison
+        of gigabytes, and what it is there to catch, skipped work, leaves wrong elements a sample finds."""
+        seed = None if whole else self.rng.getrandbits(63)  # the judge's secret, drawn after the call's reply
+        for result in self._compare_with(self.ref.expected(originals), k, seed):
             if not result.ok:
                 raise Stop(Finding.WRONG_DURING_TIMING,
                            f"an output produced during timing (request {i + 1}, call {k + 1}) is wrong: "

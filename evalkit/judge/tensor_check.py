@@ -1,7 +1,7 @@
 """Trusted side: pure comparison of a candidate output against the high-precision reference.
 
 Runs only in the trusted judge. Works in chunks so an 8.6 GB output does not need
-another 17 GB of temporaries.
+another 17 GB of temporaries; ``compare_sampled`` checks a secret random sample of a large output.
 """
 
 from __future__ import annotations
@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 import torch
 
 CHUNK_ELEMENTS = 1 << 25
+# A timed call that skips a share f of its work leaves about that share of its elements wrong, and passes a check
+# of this many random positions with probability (1 - f) ** SAMPLED_ELEMENTS: under 3e-5 for f = 1e-5, while
+# skipping less than that saves nothing measurable.
+SAMPLED_ELEMENTS = 1 << 20
 
 
 @dataclass
@@ -70,11 +74,18 @@ def compare_outputs(
         base.reason = problem
         return base
     _accumulate(base, actual.reshape(-1), expected.reshape(-1), atol, rtol)
+    if base.first_bad_index:
+        base.first_bad_index = _unravel(base.first_bad_index[0], list(expected.shape))
+    return _concluded(base, atol, rtol)
+
+
+def _concluded(base: Comparison, atol: float, rtol: float, which: str = "elements",
+               bad_index: str = "first") -> Comparison:
+    """``base`` with its verdict and reason, once its figures are in."""
     if base.bad_count:
-        base.first_bad_index = _unravel(base.first_bad_index[0], list(expected.shape)) if base.first_bad_index else None
         base.reason = (
-            f"{base.bad_count} of {base.n_elements} elements ({base.bad_fraction:.3%}) outside "
-            f"atol={atol:g} rtol={rtol:g}; max abs err {base.max_abs_err:.3g}, first bad index {base.first_bad_index}"
+            f"{base.bad_count} of {base.n_elements} {which} ({base.bad_fraction:.3%}) outside atol={atol:g} "
+            f"rtol={rtol:g}; max abs err {base.max_abs_err:.3g}, {bad_index} bad index {base.first_bad_index}"
         )
         if base.unexpected_nonfinite:
             base.reason += f"; {base.unexpected_nonfinite} NaN/Inf where the reference is finite"
@@ -82,6 +93,26 @@ def compare_outputs(
     base.ok = True
     base.reason = f"within atol={atol:g} rtol={rtol:g} (max abs err {base.max_abs_err:.3g})"
     return base
+
+
+def compare_sampled(actual: torch.Tensor, expected: torch.Tensor, *, atol: float, rtol: float, seed: int,
+                    expected_dtype: torch.dtype | None = None) -> Comparison:
+    """``compare_outputs`` on ``SAMPLED_ELEMENTS`` positions drawn uniformly from ``seed``, or on every position
+    when there are no more. Its counts and errors are the sample's; a bad index is the full tensor's. For the
+    judge's checks of timed calls, with a secret seed: nothing the worker saw predicts the positions."""
+    expected_dtype = expected_dtype or expected.dtype
+    whole = _shape_problem(actual, expected, expected_dtype) or expected.numel() <= SAMPLED_ELEMENTS
+    if whole:
+        return compare_outputs(actual, expected, atol=atol, rtol=rtol, expected_dtype=expected_dtype)
+    generator = torch.Generator(device=expected.device)
+    generator.manual_seed(seed)
+    positions = torch.randint(expected.numel(), (SAMPLED_ELEMENTS,), generator=generator, device=expected.device)
+    result = compare_outputs(actual.reshape(-1)[positions], expected.reshape(-1)[positions], atol=atol, rtol=rtol,
+                             expected_dtype=expected_dtype)
+    result.shape, result.expected_shape = list(actual.shape), list(expected.shape)
+    if result.first_bad_index is not None:
+        result.first_bad_index = _unravel(int(positions[result.first_bad_index[0]]), list(expected.shape))
+    return _concluded(result, atol, rtol, which="sampled elements", bad_index="a")
 
 
 def _accumulate(result: Comparison, actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> None:

@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from evalkit.judge.tensor_check import compare_outputs, tensors_equal
+from evalkit.judge import tensor_check
+from evalkit.judge.tensor_check import compare_outputs, compare_sampled, tensors_equal
 from evalkit.judge.plausibility import custom_kernels, floor_ms, kernel_flags, precision_class, reduced_precision
 from evalkit.judge.timing import CALIBRATION_PINGS, PingBudget, TimingStats, measure, speedup
 
@@ -92,6 +93,30 @@ def test_the_short_way_for_passing_chunks_gives_the_long_ways_figures_and_nothin
     infinite = e.clone()
     infinite[7] = float("inf")
     assert _passing_chunk(infinite.clone(), infinite, 1e-2, 1e-2) is None  # matching Inf: the long way decides
+
+
+def test_a_sampled_comparison_checks_secret_positions_of_a_large_output(monkeypatch):
+    monkeypatch.setattr(tensor_check, "SAMPLED_ELEMENTS", 1000)
+    F32 = torch.float32
+    expected = torch.randn(20, 500, dtype=torch.float64)
+    assert compare_sampled(expected.float(), expected, atol=1e-4, rtol=1e-4, expected_dtype=F32, seed=1).ok
+    wrong = expected.float().clone()
+    wrong.view(-1)[::10] += 1.0  # a tenth of the work skipped: a sample of 1000 cannot miss it
+    result = compare_sampled(wrong, expected, atol=1e-4, rtol=1e-4, expected_dtype=F32, seed=2)
+    assert not result.ok and result.n_elements == 1000 and 50 < result.bad_count < 150
+    assert "sampled elements" in result.reason and result.shape == [20, 500]
+    row, column = result.first_bad_index
+    assert (row * 500 + column) % 10 == 0  # an index of the full output, and a bad one
+    # the positions follow the seed: another seed, another sample
+    again = compare_sampled(wrong, expected, atol=1e-4, rtol=1e-4, expected_dtype=F32, seed=2)
+    other = compare_sampled(wrong, expected, atol=1e-4, rtol=1e-4, expected_dtype=F32, seed=3)
+    assert again.bad_count == result.bad_count and (other.bad_count, other.first_bad_index) != (
+        result.bad_count, result.first_bad_index)
+    # an output no larger than a sample, or of the wrong form, is compared whole
+    small = compare_sampled(wrong[:2], expected[:2], atol=1e-4, rtol=1e-4, expected_dtype=F32, seed=2)
+    assert small.n_elements == 1000 and small.bad_count == 100 and "sampled" not in small.reason
+    mismatched = compare_sampled(wrong[:3], expected, atol=1e-4, rtol=1e-4, expected_dtype=F32, seed=2)
+    assert "shape mismatch" in mismatched.reason
 
 
 def test_tensors_equal_sees_in_place_changes():

@@ -14,6 +14,7 @@ import torch
 
 from conftest import FIXTURES
 from evalkit.judge.reference import ReferenceProblem
+from evalkit.judge import tensor_check
 from evalkit.judge.session import Session
 from evalkit.judge.submission_judge import Judge, JudgeSettings
 from evalkit.judge.time_limits import TimeLimits
@@ -199,13 +200,42 @@ def test_the_workers_own_time_is_a_claim_and_never_the_time(judge):
 
 
 def test_an_output_not_written_when_the_reply_comes_is_caught_on_any_timed_call(judge):
-    # Timed call 5 of 6 replies before writing (a deferred fill): the judge's copy still holds its poison,
-    # so the call is checked whether or not the secret sample chose it.
+    # Call 5 of 7, the first timed one, replies before writing (a deferred fill): the judge's copy still holds its
+    # poison, so the call is checked whether or not the secret draw chose it.
     def deferred(worker: FakeWorker) -> protocol.CalledClaim:
         return called(worker, worker.request)
     for _ in range(3):
         verdict, judgement, _ = _verdict(judge, on_call(5, deferred))
         assert judgement.finding is Finding.WRONG_DURING_TIMING, judgement.reason
+
+
+def test_a_timed_call_with_poison_left_in_one_element_is_checked_whole_not_by_a_sample(judge, monkeypatch):
+    # With samples of 4 of the 128 elements, a single unwritten element would almost always be missed; an output
+    # holding poison is compared whole.
+    monkeypatch.setattr(tensor_check, "SAMPLED_ELEMENTS", 4)
+
+    def one_left(worker: FakeWorker) -> protocol.CalledClaim:
+        worker.forward_into_outputs()
+        worker.outputs[0][0].view(-1)[77] = float("nan")
+        return called(worker, worker.request)
+    for _ in range(3):
+        _, judgement, _ = _verdict(judge, on_call(5, one_left))
+        assert judgement.finding is Finding.WRONG_DURING_TIMING, judgement.reason
+        assert "1 of 128 elements" in judgement.reason
+
+
+def test_timed_calls_wrong_everywhere_are_caught_by_the_sampled_checks(judge, monkeypatch):
+    monkeypatch.setattr(tensor_check, "SAMPLED_ELEMENTS", 4)
+
+    def honest_then_wrong(worker: FakeWorker, request: dict[str, Any]) -> Any:
+        claim = honest(worker, request)
+        if request["op"] == Op.CALL and sum(r["op"] == Op.CALL for r in worker.requests) > 4:  # timed calls
+            for outputs in worker.outputs:
+                outputs[0].fill_(5.0)
+        return claim
+    _, judgement, _ = _verdict(judge, honest_then_wrong)
+    assert judgement.finding is Finding.WRONG_DURING_TIMING, judgement.reason
+    assert "4 of 4 sampled elements" in judgement.reason
 
 
 def test_a_reply_of_the_wrong_op_is_a_protocol_violation(judge):
