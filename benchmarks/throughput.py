@@ -78,7 +78,9 @@ EXPECTED = {name: verdict for name, _, verdict in CATEGORIES}
 BUILDS = ("compile_error", "runtime_error", "wrong_answer", "hang", "slow_correct", "fast_correct")
 TARGETS = {"seeds_vs_one_build": 1.3, "rescore_s": 10.0, "corpus_vs_builds_alone": 1.10}
 _SECTION = re.compile(r"^%%%% (any|cpu|cuda)[ \t]*$", re.M)
-WAIT_S = 2.0  # a gap between the judge's busy spans longer than this is a wait (stamps have whole seconds)
+# A gap between the judge's busy spans longer than this is a wait: stamps have whole seconds, and loading the next
+# problem (1-2 s on the H200) is in no row's seconds.
+WAIT_S = 3.0
 _LIMIT = re.compile(r"exceeded its ([0-9.e+]+) s limit")  # a timeout row's reason
 
 

@@ -165,7 +165,7 @@ def test_the_judges_tail_runs_back_from_its_last_row_to_its_last_wait(tmp_path, 
         return {"judged_at": f"2026-06-01T00:{ended // 60:02d}:{ended % 60:02d}+00:00", "verdict": "correct",
                 "stage_seconds": {"build_s": 50.0, "correctness_s": judge_s}}
 
-    # the judge is busy 10-20 (baselines), waits, then 40-44, 44-50, 51-60 (gaps of at most 2 s): tail 20 s
+    # the judge is busy 10-20 (baselines), waits, then 40-44, 44-50, 51-60 (gaps of at most 3 s): tail 20 s
     rows = [row(44, 4.0), row(60, 9.0), row(50, 6.0), {"sample": "no_code", "stage_seconds": {}}]
     (tmp_path / "baselines.json").write_text(json.dumps(
         {"p": {"measured_at": "2026-06-01T00:00:20+00:00", "eager": {"judge_s": 6.0}, "compile": {"judge_s": 4.0}}}))
@@ -173,6 +173,6 @@ def test_the_judges_tail_runs_back_from_its_last_row_to_its_last_wait(tmp_path, 
     assert throughput.judge_tail_s(rows, tmp_path, started) == 20.0
     # a baseline timed right before the first of them belongs to the tail too
     (tmp_path / "baselines.json").write_text(json.dumps(
-        {"p": {"measured_at": "2026-06-01T00:00:39+00:00", "eager": {"judge_s": 9.0}}}))
-    assert throughput.judge_tail_s(rows, tmp_path, started) == 30.0
+        {"p": {"measured_at": "2026-06-01T00:00:38+00:00", "eager": {"judge_s": 9.0}}}))
+    assert throughput.judge_tail_s(rows, tmp_path, started) == 31.0
     assert throughput.judge_tail_s([], tmp_path / "missing", started) is None
