@@ -138,8 +138,8 @@ class Session:
 
     def observe(self, originals: list[list[Any]], op: str = Op.CALL) -> tuple[float, Any]:
         """One request (or calibration ping) on ``originals``, one set of inputs per call: the whole batch, or
-        fewer (a call request runs forward on the first ``len(originals)`` sets; a ping always delivers into
-        every set). (The judge's milliseconds for the whole request, the worker's reply.)"""
+        fewer (forward runs on the first ``len(originals)`` sets, and the judge copies only their outputs).
+        (The judge's milliseconds for the whole request, the worker's reply.)"""
         for outputs in self.outputs:
             poison(outputs)
         self._synchronize()
@@ -147,17 +147,14 @@ class Session:
         self.worker.thaw()  # before the clock: it cannot see this call's inputs until they are copied in
         start = self._perf_counter()
         self._load_inputs(originals)
+        self.worker.send(protocol.nonce_request(op, nonce, calls=len(originals) if op == Op.CALL else None))
         if op == Op.CALL:
-            self.worker.send(protocol.nonce_request(op, nonce, calls=len(originals)))
             self.calls += 1
             limit = self.limits.request_s(len(originals), first=self.calls == 1)
             claim = self.expect(protocol.CalledClaim, "forward", limit)
-            delivered = len(originals)
         else:
-            self.worker.send(protocol.nonce_request(op, nonce))
             claim = self.expect(protocol.PongClaim, "ping", self.limits.load_s)
-            delivered = self.batch
-        for held_set, shared_set in zip(self.held[:delivered], self.outputs):
+        for held_set, shared_set in zip(self.held[:len(originals)], self.outputs):
             for held, shared in zip(held_set, shared_set):
                 held.copy_(shared)
         self._synchronize()

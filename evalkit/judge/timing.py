@@ -112,7 +112,7 @@ class Overhead:
 class PingBudget:
     """When one phase of the overhead calibration has pinged enough: at ``most_pings``, or once its pings
     have spent ``budget_ms`` of the judge's clock after ``least_pings``. A problem whose pings each move
-    gigabytes (14 ms a ping on an H200) calibrates in under a second rather than 1.8 s, which every one of its
+    gigabytes (11-14 ms a ping on an H200) calibrates in about 1 s rather than 1.8 s, which every one of its
     answers would wait; a problem of fast pings still takes ``most_pings``."""
 
     least_pings: int
