@@ -154,6 +154,19 @@ def test_an_honest_worker_is_correct_and_timed(judge):
     assert set(judgement.stage_seconds) == {"setup_s", "calibrate_s", "load_s", "correctness_s", "timing_s", "close_s"}
 
 
+def test_slow_pings_end_the_calibration_by_its_time_budget(judge):
+    # 20 ms pings: the warm-up stops after 250 ms (13 pings), the measured pings after 500 ms (30, their least),
+    # not after 30 + 100 pings.
+    def slow_pings(worker: FakeWorker, request: dict[str, Any]) -> Any:
+        if request["op"] == Op.PING:
+            time.sleep(0.02)
+        return honest(worker, request)
+    _, judgement, worker = _verdict(judge, slow_pings)
+    pings = sum(r["op"] == Op.PING for r in worker.requests)
+    assert 5 + 30 <= pings <= 14 + 30, pings
+    assert judgement.timing["overhead_ms"] * judgement.timing["calls_per_request"] >= 20
+
+
 def test_every_call_looks_the_same_and_carries_a_fresh_nonce(judge):
     _, _, worker = _verdict(judge, None)
     calls = [r for r in worker.requests if r["op"] == Op.CALL]
