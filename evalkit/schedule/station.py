@@ -4,9 +4,11 @@ A station turns a built answer into its row: it loads the problem (the float64 r
 runs the sandboxed worker through ``evalkit.judge``, and maps the judgement to a ``ResultRow``
 (``evalkit.judge.verdicts``). A problem's PyTorch baselines are timed once (through ``BaselineCache``): a
 kind at a time while the judge would otherwise wait for builds, and what is still missing when an answer
-of the problem is timed, since only a speedup needs them. It holds one
-problem at a time, so a GPU never carries two problems' tensors. Each answer's worker was started while
-the answer before it was judged (``evalkit.sandbox.spare``), and is stopped whenever this judge measures.
+of the problem is timed, since only a speedup needs them. It keeps the problems it loaded lately (their
+float64 references, timed facts and cached expected outputs), the least recently used going first once they
+hold ``KEPT_PROBLEMS_MEMORY_SHARE`` of the GPU's memory or number ``KEPT_PROBLEMS``: a judge that goes back
+to a problem loads nothing again. Each answer's worker was started while the answer before it was judged
+(``evalkit.sandbox.spare``), and is stopped whenever this judge measures.
 
 It runs in the scheduler's own process (one judge) or in a judge process of its own (``judge_process``,
 several judges); either way it never raises for an answer: whatever goes wrong judging one answer becomes
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import logging
+from collections import OrderedDict
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +46,13 @@ logger = logging.getLogger(__name__)
 # cuBLAS), paused whenever the judge measures: on the H200 a single spare was still starting for one answer in
 # six, mostly when built answers queued up at a corpus's end. A CPU judge's start is cheaper, and CI has 2 cores.
 SPARE_WORKERS = {"cuda": 2}
+
+# Loading a problem again costs its judge 1-2 s on the H200 (the reference timed, its float64 outputs computed),
+# paid at every switch between problems, most of them at a corpus's end where answers of every problem queue
+# up. Kept problems hold GPU memory the answers' workers may need, hence the bound: a share of the device's
+# memory, which a problem larger than it never shares with another.
+KEPT_PROBLEMS = 8
+KEPT_PROBLEMS_MEMORY_SHARE = 0.25
 
 Quiet = Callable[[], AbstractContextManager[Any]]
 
@@ -84,11 +94,16 @@ class JudgeStation:
                                            **({PRELOAD_CUDA_VARIABLE: "1"} if device == "cuda" else {})},
                                   count=SPARE_WORKERS.get(device, 1))
         self._progress = progress or (lambda text: None)
-        self._context: _ProblemContext | None = None
+        self._kept: OrderedDict[str, _ProblemContext] = OrderedDict()  # the current problem last
 
     @property
     def current_problem(self) -> str | None:
-        return self._context.problem.id if self._context else None
+        return next(reversed(self._kept), None)
+
+    @property
+    def kept_problems(self) -> list[str]:
+        """The problems this judge holds loaded, the least recently used first."""
+        return list(self._kept)
 
     def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
         """Make ``problem_id`` the current problem (freeing the one before) and return its baselines, with every
@@ -113,7 +128,8 @@ class JudgeStation:
     @property
     def current_baselines(self) -> dict[str, Any]:
         """The current problem's baselines known so far (with their cache ``key``), or {}."""
-        return dict(self._context.baselines or {}) if self._context else {}
+        current = self.current_problem
+        return dict(self._kept[current].baselines or {}) if current else {}
 
     def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
         """The row of one built answer; never raises for anything the answer does."""
@@ -130,8 +146,8 @@ class JudgeStation:
 
     def close(self) -> None:
         self._spare.close()
-        self._context = None
-        _release_cached_memory(self.device)
+        self._kept.clear()
+        _free_garbage(self.device)
 
     def _baseline_of(self, judge: Judge) -> Callable[[str], dict[str, Any]]:
         """Time one baseline kind in a worker started ahead, like an answer's."""
@@ -150,11 +166,26 @@ class JudgeStation:
             yield
 
     def _switch_to(self, problem_id: str) -> _ProblemContext:
-        if self._context is None or self._context.problem.id != problem_id:
-            self._context = None  # free the previous problem's tensors before loading the next
+        """Make ``problem_id`` the current problem: the one kept, else a new one, once room is made for it."""
+        context = self._kept.pop(problem_id, None)
+        if context is None:
+            self._make_room()
+            context = _ProblemContext(self.problems[problem_id])
+        self._kept[problem_id] = context
+        return context
+
+    def _make_room(self) -> None:
+        """Drop the least recently used problems (their tensors freed) until one more fits the bounds."""
+        while self._kept and (len(self._kept) >= KEPT_PROBLEMS or self._memory_share() > KEPT_PROBLEMS_MEMORY_SHARE):
+            dropped, _ = self._kept.popitem(last=False)
+            logger.debug("%s: unloaded to make room for another problem", dropped)
             _free_garbage(self.device)
-            self._context = _ProblemContext(self.problems[problem_id])
-        return self._context
+
+    def _memory_share(self) -> float:
+        """The share of the GPU's memory this judge's own tensors hold (0 on CPU: there only the count bounds)."""
+        if self.device != "cuda" or not torch.cuda.is_initialized():
+            return 0.0
+        return torch.cuda.memory_allocated() / torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
 
     def _judge_of(self, context: _ProblemContext) -> Judge | None:
         """The problem's judge, loaded on first need; None (and ``setup_error`` set) when the reference fails."""
