@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -127,3 +128,14 @@ class ReferenceProblem:
 
     def output_specs(self, outputs: list[torch.Tensor]) -> list[OutputSpec]:
         return [OutputSpec(tuple(o.shape), o.dtype) for o in outputs]
+
+
+def values_bytes(values: list[Any]) -> int:
+    """Bytes of the tensors (or meta tensors, or output specs) in ``values``."""
+    total = 0
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            total += value.numel() * value.element_size()
+        elif isinstance(value, OutputSpec):
+            total += math.prod(value.shape) * torch.empty((), dtype=value.dtype).element_size()
+    return total

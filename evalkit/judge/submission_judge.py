@@ -1,4 +1,4 @@
-"""Trusted side: judging one submission's worker: load, correctness trials, kernels, timing.
+"""Trusted side: judging one submission's worker: load, correctness trials, timing, then its kernels.
 
 The judge owns the inputs, the output buffers, the reference and the comparison. The worker only
 ever receives copies of inputs and writes into buffers the judge poisons before every call; every call's
@@ -11,7 +11,6 @@ judged here exactly like a submission (``judge_reference``).
 from __future__ import annotations
 
 import logging
-import math
 import random
 import secrets
 import statistics
@@ -24,15 +23,15 @@ from typing import Any, Callable
 import torch
 
 from evalkit.judge.baselines import reference_as_submission
-from evalkit.judge.plausibility import (half_storage, kernel_flags, kernel_shares, precision_class,
-                                        reduced_precision)
-from evalkit.judge.reference import OutputSpec, ReferenceProblem, correctness_seed, timing_seed
+from evalkit.judge.kernel_profile import ProfilingWorker, observe_kernels
+from evalkit.judge.plausibility import half_storage, precision_class, reduced_precision
+from evalkit.judge.reference import OutputSpec, ReferenceProblem, correctness_seed, timing_seed, values_bytes
 from evalkit.judge.repetitions import Repetitions, RepetitionRule
 from evalkit.judge.session import Session, WorkerChannel, unwritten
 from evalkit.judge.tensor_check import Comparison, compare_outputs, compare_sampled
 from evalkit.judge.time_limits import TimeLimits, reference_ms, time_limits
-from evalkit.judge.timing import (CALIBRATION_PINGS, CALIBRATION_WARMUP, L2Flusher, Overhead, collector_paused,
-                                  is_noisy, net_stats)
+from evalkit.judge.timing import (CALIBRATION_PINGS, CALIBRATION_WARMUP, L2Flusher, Overhead, batch_size,
+                                  collector_paused, is_noisy, net_stats)
 from evalkit.judge.verdicts import Finding, Judgement, Stop, confinement_warnings, crash_reason
 from evalkit.records import Flag, to_jsonable
 from evalkit.sandbox import protocol
@@ -41,9 +40,6 @@ from evalkit.sources.settings import ProblemSettings
 
 logger = logging.getLogger(__name__)
 
-BATCH_TARGET_MS = 20.0  # a request runs forward this long (by the reference's time), in calls of one each
-MAX_BATCH = 32
-BATCH_MEMORY_BYTES = {"cuda": 8 * 2**30, "cpu": 2**30}
 # The float64 outputs of the correctness trials a judge keeps, to judge its problem's next answers on the same
 # inputs without computing them again: float64 references were most of a judged answer's time on the H200.
 EXPECTED_CACHE_BYTES = {"cuda": 4 * 2**30, "cpu": 2**30}
@@ -97,7 +93,7 @@ class Judge:
         self.reference_ms = reference_ms(ref, settings.seed)  # also sizes the batch
         self.time_limits = time_limits(self.reference_ms, settings.run_timeout_s)
         self.specs, self.input_templates, self.pytorch_error = self._first_trial_facts()
-        self.batch = batch_size(self.reference_ms, _bytes(self.input_templates) + _bytes(self.specs), ref.device)
+        self.batch = batch_size(self.reference_ms, values_bytes(self.input_templates) + values_bytes(self.specs), ref.device)
         # Secret, and the same for every answer this judge judges: their correctness trials share inputs, so each
         # float64 output is computed once (``expected``). Nothing carries from one sandbox to the next to use it.
         self.correctness_inputs_seed = secrets.randbelow(2**62)
@@ -127,15 +123,39 @@ class Judge:
         if call in self._expected:
             return self._expected[call]
         expected = self.ref.expected(originals)
-        size = _bytes(expected)
+        size = values_bytes(expected)
         if size <= self._expected_room:
             self._expected[call], self._expected_room = expected, self._expected_room - size
         return expected
 
-    def judge(self, worker: WorkerChannel, code_path: Path, compiles_on_first_call: bool = True) -> Judgement:
+    def judge(self, worker: WorkerChannel, code_path: Path, compiles_on_first_call: bool = True,
+              profiler: ProfilingWorker | None = None) -> Judgement:
         """Judge the code at ``code_path`` in ``worker``, a fresh sandboxed one (the first call's limit is the longer
-        one unless the caller knows the answer has nothing to compile then: ``time_limits.compiles_on_first_call``)."""
-        return self.judge_with(worker, code_path, limits=self.time_limits.for_answer(compiles_on_first_call))
+        one unless the caller knows the answer has nothing to compile then: ``time_limits.compiles_on_first_call``);
+        then, when it passed and ``profiler`` gives a worker to profile in, which kernels it launches
+        (``kernel_profile``)."""
+        limits = self.time_limits.for_answer(compiles_on_first_call)
+        judgement = self.judge_with(worker, code_path, limits=limits)
+        if profiler is None or judgement.finding is not Finding.PASSED:
+            return judgement
+        start = time.monotonic()
+        worker, code_path = profiler()
+        session = Session(worker, self.ref, limits, batch=1)
+        originals = self.ref.make_inputs(timing_seed(secrets.randbelow(2**62), 0))
+
+        def observe() -> Judgement:
+            judgement.flags.extend(observe_kernels(session, self.setup_fields(code_path), self.specs,
+                                                   self.input_templates, originals, judgement.correctness))
+            return judgement
+        result = self._through(worker, session, observe, {})
+        result.stage_seconds = {**judgement.stage_seconds, "profile_s": time.monotonic() - start}
+        return result
+
+    def setup_fields(self, code_path: Path) -> dict[str, Any]:
+        """The setup request's fields for a worker that runs the code at ``code_path`` (its shared buffers aside)."""
+        return {"mode": "judge", "code_path": str(code_path), "device": self.ref.device,
+                "limits": self.limits.to_dict(), "init_inputs": self.ref.init_inputs, "init_seed": self.ref.init_seed,
+                "n_inputs": self.ref.n_inputs, "state_dict": self.ref.state_dict}
 
     def judge_reference(self, kind: str, worker: UntrustedProcess) -> dict[str, Any]:
         """A baseline: the reference written as a submission (``kind`` eager or compile) and judged like one, in
@@ -148,18 +168,23 @@ class Judge:
         limits = self.time_limits.for_answer(compiles_on_first_call=True)  # trusted code: the generous limit
         if kind == "compile":
             limits = replace(limits, first_call_s=max(limits.first_call_s, COMPILE_FIRST_CALL_S))
-        judgement = self.judge_with(worker, code_path, settings=settings, limits=limits, observe_kernels=False)
+        judgement = self.judge_with(worker, code_path, settings=settings, limits=limits)
         if judgement.finding is not Finding.PASSED or not judgement.timing:
             return {"error": f"the reference judged as a submission: {judgement.reason}"[:500]}
         return {**judgement.timing, "flags": judgement.flags, "stage_seconds": judgement.stage_seconds}
 
     def judge_with(self, worker: WorkerChannel, code_path: Path, *, settings: JudgeSettings | None = None,
-                   limits: TimeLimits | None = None, observe_kernels: bool = True) -> Judgement:
+                   limits: TimeLimits | None = None) -> Judgement:
         """Judge through ``worker`` (any channel speaking the protocol), then close it."""
         stages: dict[str, float] = {}
         run = _Run(self, settings or self.settings, Session(worker, self.ref, limits or self.time_limits, self.batch))
+        return self._through(worker, run.session, lambda: run.run(code_path, stages), stages)
+
+    def _through(self, worker: WorkerChannel, session: Session, work: Callable[[], Judgement],
+                 stages: dict[str, float]) -> Judgement:
+        """``work``'s judgement, or the failure that ended it (whatever the worker did); then ``worker`` closed."""
         try:
-            result = run.run(code_path, stages, observe_kernels)
+            result = work()
         except Stop as stop:
             result = Judgement.stopped(stop)
         except WorkerGone as gone:
@@ -168,7 +193,7 @@ class Judge:
         finally:
             start = time.monotonic()
             stdout, stderr = worker.close()
-            run.session.release()
+            session.release()
             stages["close_s"] = time.monotonic() - start
         result.stage_seconds.update(stages)
         if result.error is not None or result.finding in (Finding.WORKER_DIED, Finding.WORKER_TIMED_OUT):
@@ -197,7 +222,7 @@ class _Run:
         self.inputs_seed = secrets.randbelow(2**62)  # secret: nothing the worker sees determines its timed inputs
         self.rng = random.Random(secrets.randbits(64))  # which timed calls are re-checked: secret too
 
-    def run(self, code_path: Path, stages: dict[str, float], observe_kernels: bool) -> Judgement:
+    def run(self, code_path: Path, stages: dict[str, float]) -> Judgement:
         start = time.monotonic()
         overhead, setup_s = self._start_and_calibrate(code_path)
         stages["setup_s"] = setup_s  # until the worker answered its first ping: it was set up (and started)
@@ -222,13 +247,6 @@ class _Run:
             with self.judge.quiet(), collector_paused():
                 judgement.timing = self._time(judgement.flags, overhead)
             stages["timing_s"] = time.monotonic() - start
-        if self.ref.device == "cuda" and observe_kernels:
-            # After the timing, so an answer is timed after exactly the steps its baselines were (they are never
-            # profiled): profiled first, honest copies of the reference read 3-11% above their baselines on the
-            # H200, by the worker's own events too (a worker that has run CUPTI may launch more slowly).
-            start = time.monotonic()
-            judgement.flags.extend(self._observe_kernels(code_path, correctness))
-            stages["profile_s"] = time.monotonic() - start
         judgement.reason = _correct_reason(correctness, judgement.timing)
         return judgement
 
@@ -236,10 +254,7 @@ class _Run:
         """Set the worker up, then time pings along a call's path while no submission code has run; also the
         seconds until the first ping's reply (the setup, and what was left of the worker's start)."""
         judge = self.judge
-        fields = {"mode": "judge", "code_path": str(code_path), "device": self.ref.device,
-                  "limits": judge.limits.to_dict(), "init_inputs": self.ref.init_inputs,
-                  "init_seed": self.ref.init_seed, "n_inputs": self.ref.n_inputs, "state_dict": self.ref.state_dict}
-        self.session.start(fields, judge.specs, judge.input_templates)
+        self.session.start(judge.setup_fields(code_path), judge.specs, judge.input_templates)
         originals = self._draw(lambda k: timing_seed(self.inputs_seed, -1 - k))
         with self.judge.quiet(), collector_paused():  # a measurement like any timing: builds frozen meanwhile
             warmup = self.session.calibrate(originals, CALIBRATION_WARMUP.enough)
@@ -294,16 +309,6 @@ class _Run:
         return [compare_outputs(held, exp, **tolerance, expected_dtype=spec.dtype) if sample_seed is None else
                 compare_sampled(held, exp, **tolerance, seed=sample_seed + index, expected_dtype=spec.dtype)
                 for index, (held, exp, spec) in enumerate(zip(self.session.held[k], expected, self.judge.specs))]
-
-    def _observe_kernels(self, code_path: Path, correctness: dict[str, Any]) -> list[str]:
-        """Which kernels one forward call launches, and their device time: the worker's profiler's claim
-        (it can only add flags: a row is never credited for what the profiler says)."""
-        claim = self.session.profile()
-        correctness["kernels"] = claim.kernels[:50]
-        shares = kernel_shares(claim.kernels, claim.kernel_us)
-        correctness.update(shares)
-        return kernel_flags(claim.kernels, "load_inline" in code_path.read_text(errors="replace"),
-                            shares.get("custom_time_share"))
 
     def _time(self, flags: list[str], overhead: Overhead) -> dict[str, Any]:
         """Time with the judge's clock; measure again once if noisy, and flag it if it stays noisy."""
@@ -366,26 +371,6 @@ class _Run:
                 raise Stop(Finding.WRONG_DURING_TIMING,
                            f"an output produced during timing (request {i + 1}, call {k + 1}) is wrong: "
                            f"{result.reason}")
-
-
-def batch_size(reference_ms: float, bytes_per_call: int, device: str) -> int:
-    """How many forward calls one request makes: enough that the judge's per-request overhead and its jitter
-    weigh little on each call (the request lasts about ``BATCH_TARGET_MS`` of the reference's time), no more
-    than ``MAX_BATCH``, and within ``BATCH_MEMORY_BYTES`` for the shared, held and original tensors."""
-    by_time = math.ceil(BATCH_TARGET_MS / max(reference_ms, 1e-3))
-    by_memory = BATCH_MEMORY_BYTES.get(device, BATCH_MEMORY_BYTES["cpu"]) // max(3 * bytes_per_call, 1)
-    return int(max(1, min(MAX_BATCH, by_time, by_memory)))
-
-
-def _bytes(values: list[Any]) -> int:
-    """Bytes of the tensors (or meta tensors, or output specs) in ``values``."""
-    total = 0
-    for value in values:
-        if isinstance(value, torch.Tensor):
-            total += value.numel() * value.element_size()
-        elif isinstance(value, OutputSpec):
-            total += math.prod(value.shape) * torch.empty((), dtype=value.dtype).element_size()
-    return total
 
 
 def _correct_reason(correctness: dict[str, Any], timing: dict[str, Any] | None) -> str:

@@ -2,13 +2,15 @@
 
 Submissions and baselines are both timed by ``submission_judge.Judge`` through ``session.Session.observe``
 (the judge's own clock); this module holds the pure parts: ``TimingStats``, the judge-calibrated
-``Overhead`` subtracted from every call and how many pings calibrate it (``PingBudget``), the noise rule
-(``is_noisy``), the L2 flush, and ``measure``, the warm-up-then-timed loop.
+``Overhead`` subtracted from every call and how many pings calibrate it (``PingBudget``), how many calls one
+request makes (``batch_size``), the noise rule (``is_noisy``), the L2 flush, and ``measure``, the
+warm-up-then-timed loop.
 """
 
 from __future__ import annotations
 
 import gc
+import math
 import statistics
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -129,6 +131,20 @@ class PingBudget:
 # interquartile range: the jitter, which the judge already takes as its resolution of one call.
 CALIBRATION_WARMUP = PingBudget(least_pings=5, most_pings=30, budget_ms=250.0)
 CALIBRATION_PINGS = PingBudget(least_pings=30, most_pings=100, budget_ms=500.0)
+
+
+BATCH_TARGET_MS = 20.0  # a request runs forward this long (by the reference's time), in calls of one each
+MAX_BATCH = 32
+BATCH_MEMORY_BYTES = {"cuda": 8 * 2**30, "cpu": 2**30}
+
+
+def batch_size(reference_ms: float, bytes_per_call: int, device: str) -> int:
+    """How many forward calls one request makes: enough that the judge's per-request overhead and its jitter
+    weigh little on each call (the request lasts about ``BATCH_TARGET_MS`` of the reference's time), no more
+    than ``MAX_BATCH``, and within ``BATCH_MEMORY_BYTES`` for the shared, held and original tensors."""
+    by_time = math.ceil(BATCH_TARGET_MS / max(reference_ms, 1e-3))
+    by_memory = BATCH_MEMORY_BYTES.get(device, BATCH_MEMORY_BYTES["cpu"]) // max(3 * bytes_per_call, 1)
+    return int(max(1, min(MAX_BATCH, by_time, by_memory)))
 
 
 def net_stats(walls_ms: list[float], overhead: Overhead) -> tuple[TimingStats, bool]:

@@ -29,6 +29,7 @@ MAX_FRAMES = 12
 # then on the judge may stop it (SIGSTOP) without risking a stopped orphan should the judge die.
 ARMED_FILE = ".evalkit-armed"
 PRELOAD_CUDA_VARIABLE = "EVALKIT_PRELOAD_CUDA"  # "1": a judge's worker starts CUDA while it waits for its answer
+PRELOAD_PROFILER_VARIABLE = "EVALKIT_PRELOAD_PROFILER"  # "1": and the profiler too (a worker only profiles)
 MAX_DIMS = 16
 
 

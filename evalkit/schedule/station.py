@@ -8,7 +8,8 @@ of the problem is timed, since only a speedup needs them. It keeps the problems 
 float64 references, timed facts and cached expected outputs), the least recently used going first once they
 hold ``KEPT_PROBLEMS_MEMORY_SHARE`` of the GPU's memory or number ``KEPT_PROBLEMS``: a judge that goes back
 to a problem loads nothing again. Each answer's worker was started while the answer before it was judged
-(``evalkit.sandbox.spare``), and is stopped whenever this judge measures.
+(``evalkit.sandbox.spare``), and is stopped whenever this judge measures; so is, on CUDA, the worker that
+started the profiler ahead, where a passing answer's kernels are profiled (``evalkit.judge.kernel_profile``).
 
 It runs in the scheduler's own process (one judge) or in a judge process of its own (``judge_process``,
 several judges); either way it never raises for an answer: whatever goes wrong judging one answer becomes
@@ -34,8 +35,8 @@ from evalkit.judge.reference import ReferenceProblem
 from evalkit.judge.submission_judge import Judge
 from evalkit.judge.time_limits import compiles_on_first_call
 from evalkit.records import ResultRow, Submission
-from evalkit.sandbox.launcher import Limits
-from evalkit.sandbox.protocol import PRELOAD_CUDA_VARIABLE
+from evalkit.sandbox.launcher import Limits, UntrustedProcess
+from evalkit.sandbox.protocol import PRELOAD_CUDA_VARIABLE, PRELOAD_PROFILER_VARIABLE
 from evalkit.sandbox.spare import SpareWorker, discard
 from evalkit.schedule.options import JudgeOptions
 from evalkit.sources.problems import Problem
@@ -90,9 +91,10 @@ class JudgeStation:
         self.driver = driver
         self._cache = baselines.open()
         self._builds_frozen = quiet or nullcontext
-        self._spare = SpareWorker(limits, {**extension_env(device), **_pinned(limits),
-                                           **({PRELOAD_CUDA_VARIABLE: "1"} if device == "cuda" else {})},
-                                  count=SPARE_WORKERS.get(device, 1))
+        env = {**extension_env(device), **_pinned(limits), **({PRELOAD_CUDA_VARIABLE: "1"} if device == "cuda" else {})}
+        self._spare = SpareWorker(limits, env, count=SPARE_WORKERS.get(device, 1))
+        # On CUDA a passing answer's kernels are profiled in a worker of their own (``evalkit.judge.kernel_profile``).
+        self._profilers = SpareWorker(limits, {**env, PRELOAD_PROFILER_VARIABLE: "1"}) if device == "cuda" else None
         self._progress = progress or (lambda text: None)
         self._kept: OrderedDict[str, _ProblemContext] = OrderedDict()  # the current problem last
 
@@ -146,6 +148,8 @@ class JudgeStation:
 
     def close(self) -> None:
         self._spare.close()
+        if self._profilers is not None:
+            self._profilers.close()
         self._kept.clear()
         _free_garbage(self.device)
 
@@ -161,8 +165,9 @@ class JudgeStation:
 
     @contextmanager
     def _quiet(self) -> Iterator[None]:
-        """Around every measurement: the builds frozen, and this judge's own spare worker stopped too."""
-        with self._builds_frozen(), self._spare.parked():
+        """Around every measurement: the builds frozen, and this judge's own spare workers stopped too."""
+        with self._builds_frozen(), self._spare.parked(), \
+                (self._profilers.parked() if self._profilers is not None else nullcontext()):
             yield
 
     def _switch_to(self, problem_id: str) -> _ProblemContext:
@@ -206,14 +211,21 @@ class JudgeStation:
         judge = self._judge_of(context)
         if judge is None:
             return verdicts.unavailable_row(submission, early, outcome, self.device, context.setup_error)
-        build_dir = Path(outcome.extension_dir).parent  # the build stage already chose it
-        worker = self._spare.take(build_dir / "extensions")
+        extensions = Path(outcome.extension_dir).parent / "extensions"  # the build stage already chose it
+        workers = [self._spare.take(extensions)]
+        if self._profilers is not None:
+            self._profilers.fill()  # starting while this answer is judged, ready once it has passed
+
+        def profiler() -> tuple[UntrustedProcess, Path]:
+            workers.append(self._profilers.take(extensions))
+            return workers[-1], _with_code(workers[-1], early.code)
         try:
-            code_path = worker.workdir / "submission.py"
-            code_path.write_text(early.code)
-            judgement = judge.judge(worker, code_path, compiles_on_first_call(early.code, build_dir / "extensions"))
+            judgement = judge.judge(workers[0], _with_code(workers[0], early.code),
+                                    compiles_on_first_call(early.code, extensions),
+                                    profiler=profiler if self._profilers is not None else None)
         finally:
-            discard(worker)  # closed already, unless the judge failed before reaching it
+            for worker in workers:
+                discard(worker)  # closed already, unless the judge failed before reaching it
         # Baselines only for a timed answer (a speedup needs them), timed now unless known: a run whose answers all
         # fail times none. The answer's worker is closed and its lent buffers freed by now (``Session.release``);
         # the judge's own garbage and cached memory go too, so the baselines' worker finds the GPU as free.
@@ -223,8 +235,14 @@ class JudgeStation:
             baselines = self.prepare(submission.problem)
         settings = context.problem.settings
         row = verdicts.built_row(submission, early, outcome, self.device)
-        return verdicts.judged_row(row, judgement, early, baselines, (settings.flops, settings.min_bytes),
-                                   build_dir / "extensions")
+        return verdicts.judged_row(row, judgement, early, baselines, (settings.flops, settings.min_bytes), extensions)
+
+
+def _with_code(worker: UntrustedProcess, code: str) -> Path:
+    """Write the answer's code into ``worker``'s folder (before its setup hands the folder over); its path."""
+    path = worker.workdir / "submission.py"
+    path.write_text(code)
+    return path
 
 
 def _release_cached_memory(device: str) -> None:

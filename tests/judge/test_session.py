@@ -338,7 +338,7 @@ def test_every_claim_round_trips_through_the_wire():
 
 
 def test_a_request_runs_enough_calls_to_outweigh_the_overhead_within_memory():
-    from evalkit.judge.submission_judge import MAX_BATCH, batch_size
+    from evalkit.judge.timing import MAX_BATCH, batch_size
 
     assert batch_size(0.01, 1024, "cuda") == MAX_BATCH
     assert batch_size(2.0, 1024, "cuda") == 10  # about 20 ms of calls per request
@@ -486,3 +486,48 @@ def test_the_buffers_lent_to_a_worker_are_freed_only_once_it_has_ended(judge, ca
         assert lent.freed is ended
         assert session.inputs == session.outputs == []
     assert "still alive" in caplog.text
+
+
+def _profiling(judge: Judge, on_profile: Callable[[FakeWorker], Any], timed: FakeWorker) -> FakeWorker:
+    """A worker to profile in: honest, and ``on_profile`` answers its profile request (once ``timed`` is closed)."""
+    def script(worker: FakeWorker, request: dict[str, Any]) -> Any:
+        if request["op"] == Op.PROFILE:
+            assert timed.closed, "profiled while the timed worker was still open"
+            return on_profile(worker)
+        return honest(worker, request)
+    return FakeWorker(judge.ref, script)
+
+
+def test_a_passing_answer_is_profiled_in_a_worker_of_its_own_once_its_timed_worker_is_closed(judge, tmp_path):
+    code = tmp_path / "submission.py"
+    code.write_text("# builds kernels with load_inline\n")
+    timed = FakeWorker(judge.ref)
+    library_only = protocol.ProfiledClaim(kernels=["at::native::vectorized_elementwise_kernel"],
+                                          aten_ops=["aten::relu"], kernel_us=[5.0])
+    profiling = _profiling(judge, lambda worker: library_only, timed)
+    judgement = judge.judge(timed, code, profiler=lambda: (profiling, code))
+    assert VERDICT_OF[judgement.finding] is Verdict.CORRECT and judgement.timing, judgement.reason
+    assert Op.PROFILE not in [r["op"] for r in timed.requests], "the timed worker never starts the profiler"
+    ops = [r["op"] for r in profiling.requests]
+    assert ops == [Op.SETUP, Op.LOAD, Op.CALL, Op.PROFILE], "loaded, called once, then profiled for one call"
+    assert profiling.requests[0]["code_path"] == str(code) and profiling.requests[2]["calls"] == 1
+    assert {"fallback", "no_custom_kernel"} <= set(judgement.flags)  # what it claims only adds flags
+    assert judgement.correctness["kernels"] == library_only.kernels
+    assert {"timing_s", "profile_s"} <= set(judgement.stage_seconds) and profiling.closed
+
+
+def test_an_answer_that_fails_when_profiled_gets_that_verdict(judge, tmp_path):
+    code = tmp_path / "submission.py"
+    code.write_text("")
+    timed = FakeWorker(judge.ref)
+    profiling = _profiling(judge, raise_(WorkerGone("crash", "the process ended when profiled")), timed)
+    judgement = judge.judge(timed, code, profiler=lambda: (profiling, code))
+    assert VERDICT_OF[judgement.finding] is Verdict.CRASH and "ended when profiled" in judgement.reason
+    assert {"timing_s", "profile_s"} <= set(judgement.stage_seconds) and profiling.closed
+
+
+def test_a_failing_answer_is_never_profiled(judge, tmp_path):
+    profiled = []
+    judgement = judge.judge(FakeWorker(judge.ref, on_call(1, raise_(WorkerGone("crash", "gone")))), tmp_path / "x.py",
+                            profiler=lambda: profiled.append(1))
+    assert VERDICT_OF[judgement.finding] is Verdict.CRASH and not profiled

@@ -340,7 +340,8 @@ def _preload() -> None:
     """Import what every request needs (torch above all: seconds) before the setup arrives, so a worker started
     ahead of its answer (``evalkit.sandbox.spare``) is ready when the answer is; a GPU judge's worker also
     creates its CUDA context and starts cuDNN and cuBLAS (a second or more each; an answer's first call paid them
-    on the judge's time). No submission code has run."""
+    on the judge's time), and a worker that will only profile starts the profiler (CUPTI: 1.0-1.6 s). No
+    submission code has run."""
     for name in PRELOADED:
         importlib.import_module(name)
     if os.environ.get(protocol.PRELOAD_CUDA_VARIABLE) == "1":
@@ -351,8 +352,25 @@ def _preload() -> None:
             torch.nn.functional.conv2d(small, small[:, :, :3, :3])  # cuDNN's handle
             torch.mm(small[0, 0], small[0, 0])  # cuBLAS's handle and workspace
             torch.cuda.synchronize()
+            if os.environ.get(protocol.PRELOAD_PROFILER_VARIABLE) == "1":
+                _start_profiler(lambda: torch.mm(small[0, 0], small[0, 0]))
         except Exception:  # noqa: BLE001 - a head start only: the answer's own load meets and reports the failure
             pass
+
+
+def _start_profiler(work: Any) -> None:
+    """Profile ``work`` once: the profiler's later sessions in this process start in milliseconds."""
+    import warnings
+
+    import torch
+    import torch.profiler
+
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": none are read here
+        warnings.simplefilter("ignore")
+        with torch.profiler.profile(activities=activities):
+            work()
+            torch.cuda.synchronize()
 
 
 def main() -> None:
