@@ -52,13 +52,9 @@ class SpareWorker:
                 worker = None
         worker = worker or self._start()
         worker.extensions_dir = extensions_dir
-        self.fill()
-        return worker
-
-    def fill(self) -> None:
-        """Start spares until ``count`` of them wait (``take`` does too, once it has handed one out)."""
         while len(self._spares) < self._count:
             self._spares.append(self._start())
+        return worker
 
     @contextmanager
     def parked(self) -> Iterator[None]:

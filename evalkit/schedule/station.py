@@ -94,7 +94,8 @@ class JudgeStation:
         env = {**extension_env(device), **_pinned(limits), **({PRELOAD_CUDA_VARIABLE: "1"} if device == "cuda" else {})}
         self._spare = SpareWorker(limits, env, count=SPARE_WORKERS.get(device, 1))
         # On CUDA a passing answer's kernels are profiled in a worker of their own (``evalkit.judge.kernel_profile``),
-        # as many started ahead: with one, passing answers 5-6 s apart waited 2.3-2.6 s for it on the H200.
+        # as many started ahead: with one, passing answers 5-6 s apart waited 2.3-2.6 s for it on the H200. They
+        # start once the first answer has passed (a run whose answers all fail starts none).
         self._profilers = SpareWorker(limits, {**env, PRELOAD_PROFILER_VARIABLE: "1"},
                                       count=SPARE_WORKERS["cuda"]) if device == "cuda" else None
         self._progress = progress or (lambda text: None)
@@ -215,8 +216,6 @@ class JudgeStation:
             return verdicts.unavailable_row(submission, early, outcome, self.device, context.setup_error)
         extensions = Path(outcome.extension_dir).parent / "extensions"  # the build stage already chose it
         workers = [self._spare.take(extensions)]
-        if self._profilers is not None:
-            self._profilers.fill()  # starting while this answer is judged, ready once it has passed
 
         def profiler() -> tuple[UntrustedProcess, Path]:
             workers.append(self._profilers.take(extensions))
