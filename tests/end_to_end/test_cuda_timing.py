@@ -99,8 +99,12 @@ def attacks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
 def test_a_scaled_worker_clock_earns_nothing(attacks):
     row = attacks["clock_scaled"]
     assert row["verdict"] == "correct", row["reason"]
-    assert row["speedup_vs_eager"] < 1.05, row["timing"]  # cuDNN vs cuDNN: about 1x, not 1/0.88
-    assert row["timing"]["claimed_median_ms"] < 0.95 * row["timing"]["median_ms"]
+    timing, eager = row["timing"], row["baselines"]["eager"]["median_ms"]
+    # The worker's clock claimed less than the judge's own clock saw, and the speedup comes from the judge's.
+    # (cuDNN against cuDNN reads about 1x, but two processes' medians of it differ by up to ~7% on a busy
+    # host, docs/gpu-runs/2026-11-24-kept-problems-and-profiler-h200: a bound on that ratio would test noise.)
+    assert timing["claimed_median_ms"] < 0.95 * timing["median_ms"], timing
+    assert row["speedup_vs_eager"] == pytest.approx(eager / timing["median_ms"]), (timing, eager)
 
 
 def test_predicted_inputs_are_wrong(attacks):
