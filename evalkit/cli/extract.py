@@ -21,7 +21,7 @@ def _read_answer(file: str) -> tuple[str, list[str]]:
     """The answer's text and repair warnings: from the file, or from stdin for ``-``."""
     if file != STDIN:
         return read_text(Path(file))
-    data = click.get_binary_stream("stdin").read(MAX_TEXT_BYTES + 1)
+    data = sys.stdin.buffer.read(MAX_TEXT_BYTES + 1)  # click.get_binary_stream is deprecated (Click 9)
     logger.debug("read %d byte(s) from stdin", len(data))
     return decode_text(data, "<stdin>")
 
