@@ -138,7 +138,7 @@ class Judge:
         judgement = self.judge_with(worker, code_path, limits=limits)
         if profiler is None or judgement.finding is not Finding.PASSED:
             return judgement
-        start = time.monotonic()
+        start, timed_stages = time.monotonic(), dict(judgement.stage_seconds)  # the profile's close is its own
         worker, code_path = profiler()
         session = Session(worker, self.ref, limits, batch=1)
         originals = self.ref.make_inputs(timing_seed(secrets.randbelow(2**62), 0))
@@ -148,7 +148,7 @@ class Judge:
                                                    self.input_templates, originals, judgement.correctness))
             return judgement
         result = self._through(worker, session, observe, {})
-        result.stage_seconds = {**judgement.stage_seconds, "profile_s": time.monotonic() - start}
+        result.stage_seconds = {**timed_stages, "profile_s": time.monotonic() - start}
         return result
 
     def setup_fields(self, code_path: Path) -> dict[str, Any]:

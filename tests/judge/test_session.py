@@ -531,3 +531,34 @@ def test_a_failing_answer_is_never_profiled(judge, tmp_path):
     judgement = judge.judge(FakeWorker(judge.ref, on_call(1, raise_(WorkerGone("crash", "gone")))), tmp_path / "x.py",
                             profiler=lambda: profiled.append(1))
     assert VERDICT_OF[judgement.finding] is Verdict.CRASH and not profiled
+
+
+def test_the_profiling_workers_close_is_counted_in_the_profile_not_as_the_timed_workers(judge, tmp_path):
+    code = tmp_path / "submission.py"
+    code.write_text("")
+    timed = FakeWorker(judge.ref)
+    profiling = _profiling(judge, lambda worker: protocol.ProfiledClaim(kernels=[], aten_ops=[], kernel_us=[]), timed)
+    slow_close = profiling.close
+
+    def close() -> tuple[str, str]:
+        time.sleep(0.3)
+        return slow_close()
+    profiling.close = close
+    judgement = judge.judge(timed, code, profiler=lambda: (profiling, code))
+    assert judgement.stage_seconds["close_s"] < 0.3 <= judgement.stage_seconds["profile_s"], judgement.stage_seconds
+
+
+@pytest.mark.parametrize("misbehave, verdict, says", [
+    (raise_(WorkerGone("timeout", "timeout: stage 'profile'")), Verdict.TIMEOUT, "stage 'profile'"),
+    (raise_(ProtocolViolation("a reply that is not JSON")), Verdict.RUNTIME_ERROR, "protocol violation"),
+    (lambda worker: protocol.PongClaim(nonce=0), Verdict.RUNTIME_ERROR, "expected 'profiled', got 'pong'"),
+])
+def test_a_profiling_worker_that_hangs_or_breaks_the_protocol_fails_its_answer(judge, tmp_path, misbehave, verdict,
+                                                                               says):
+    code = tmp_path / "submission.py"
+    code.write_text("")
+    timed = FakeWorker(judge.ref)
+    profiling = _profiling(judge, misbehave, timed)
+    judgement = judge.judge(timed, code, profiler=lambda: (profiling, code))
+    assert VERDICT_OF[judgement.finding] is verdict and says in judgement.reason, judgement.reason
+    assert profiling.closed
