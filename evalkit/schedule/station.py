@@ -47,6 +47,9 @@ logger = logging.getLogger(__name__)
 # cuBLAS), paused whenever the judge measures: on the H200 a single spare was still starting for one answer in
 # six, mostly when built answers queued up at a corpus's end. A CPU judge's start is cheaper, and CI has 2 cores.
 SPARE_WORKERS = {"cuda": 2}
+# Workers that started the profiler ahead, for passing answers only (CUDA): with one, passing answers 5-6 s apart
+# waited 2.3-2.6 s for it on the H200.
+PROFILING_WORKERS = 2
 
 # Loading a problem again costs its judge 1-2 s on the H200 (the reference timed, its float64 outputs computed),
 # paid at every switch between problems, most of them at a corpus's end where answers of every problem queue
@@ -93,11 +96,10 @@ class JudgeStation:
         self._builds_frozen = quiet or nullcontext
         env = {**extension_env(device), **_pinned(limits), **({PRELOAD_CUDA_VARIABLE: "1"} if device == "cuda" else {})}
         self._spare = SpareWorker(limits, env, count=SPARE_WORKERS.get(device, 1))
-        # On CUDA a passing answer's kernels are profiled in a worker of their own (``evalkit.judge.kernel_profile``),
-        # as many started ahead: with one, passing answers 5-6 s apart waited 2.3-2.6 s for it on the H200. They
-        # start once the first answer has passed (a run whose answers all fail starts none).
+        # On CUDA a passing answer's kernels are profiled in a worker of their own (``evalkit.judge.kernel_profile``).
+        # They start once the first answer has passed (a run whose answers all fail starts none).
         self._profilers = SpareWorker(limits, {**env, PRELOAD_PROFILER_VARIABLE: "1"},
-                                      count=SPARE_WORKERS["cuda"]) if device == "cuda" else None
+                                      count=PROFILING_WORKERS) if device == "cuda" else None
         self._progress = progress or (lambda text: None)
         self._kept: OrderedDict[str, _ProblemContext] = OrderedDict()  # the current problem last
 
