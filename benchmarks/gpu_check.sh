@@ -2,7 +2,9 @@
 # Run on a GPU machine, from the repository root, with evalkit's dependencies installed (python3 -m pip install
 # -e . keeps a CUDA torch already there): bash benchmarks/gpu_check.sh STAGE (see docs/gpu-runs/README.md).
 # Stages: seeds, cuda-tests, isolation, all (those three), curated (evalkit score problems/: the curated
-# solutions), load (benchmarks/timing_under_load.py), throughput (benchmarks/throughput.py, every suite).
+# solutions), load (benchmarks/timing_under_load.py), throughput (benchmarks/throughput.py, every suite),
+# repro (benchmarks/reproducibility.py: the curated solutions scored REPRO_RUNS times, default 3, on every GPU),
+# contention (benchmarks/gpu_contention.py: what the judge's probe sees of another process's GPU work).
 # Everything worth keeping is written under $OUT (default /tmp/out).
 set -uo pipefail
 # .whl/ is optional (ignored by git): a GPU machine with no package registry may carry the wheels it lacks
@@ -87,4 +89,12 @@ if [ "$stage" = load ]; then
 fi
 if [ "$stage" = throughput ]; then
   python3 benchmarks/throughput.py --suite all --keep "$run_dir/throughput" --json "$OUT/throughput_figures.json" 2>&1 | tee "$OUT/throughput.log"
+fi
+if [ "$stage" = repro ]; then
+  python3 benchmarks/reproducibility.py --runs "${REPRO_RUNS:-3}" --keep "$run_dir/repro" --json "$OUT/reproducibility.json" \
+    ${REPRO_EXTRA:+--extra="$REPRO_EXTRA"} 2>&1 | tee "$OUT/reproducibility.log"
+  (cd "$run_dir/repro" && tar czf "$OUT/reproducibility_rows.tar.gz" */results.jsonl */baselines.json)
+fi
+if [ "$stage" = contention ]; then
+  python3 benchmarks/gpu_contention.py 2>&1 | tee "$OUT/gpu_contention.log"
 fi

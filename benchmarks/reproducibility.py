@@ -1,0 +1,201 @@
+"""Do evalkit's speedups reproduce? Scores one set of answers N times (on every GPU of the host) and prints the spread.
+
+Every run is `python3 -m evalkit score SET` in a subprocess (the CLI only), into a fresh report folder, with the
+baselines timed again (`--remeasure-baselines`), builds taken from one shared cache (a first, untimed run fills
+it). Each round scores the set once on each GPU, the GPUs at once (`--gpus G`, one process per GPU), so the host
+carries the load evalkit itself makes. Printed, per answer that every run judged correct:
+
+- its speedup vs eager in each run, and their spread: (max - min) / median over the rounds, per GPU;
+- the GPUs' agreement: the spread of the per-GPU medians of that speedup;
+- the judge's median against the worker's own CUDA-event claim (`timing.claimed_median_ms`): the largest gap,
+  (judge - claim) / claim, over the runs;
+- where rows carry intervals (`speedup_vs_eager_ci`), how many runs' speedups lie inside every other run's
+  interval of the same answer.
+
+Targets (issue 26): every spread, every GPU gap and every judge-vs-claim gap within 2%; each printed "met" or
+"MISSED" (`--check` makes a miss exit 1).
+
+    python3 benchmarks/reproducibility.py [--set problems/] [--problems problems/] [--runs 3] [--gpus all|0,1]
+        [--device cuda|cpu] [--baselines eager] [--extra='--timing-budget 5'] [--keep DIR] [--json FILE] [--check]
+
+On a CPU machine, `--device cpu --set tests/fixtures/timing_submissions --problems tests/fixtures/timing_problems`
+scores honest answers on tiny problems (one "GPU": the CPU). Run from the repository root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET = 0.02  # the spread, GPU gap and judge-vs-claim gap allowed
+
+
+def gpu_indices(spec: str, device: str) -> list[str]:
+    """The GPUs to score on, one process each: "all" (every visible one), or indices "0,2". On CPU: one, "cpu"."""
+    if device == "cpu":
+        return ["cpu"]
+    if spec != "all":
+        return [part.strip() for part in spec.split(",") if part.strip()]
+    found = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
+                           text=True, check=False)
+    indices = found.stdout.split()
+    if not indices:
+        sys.exit("reproducibility.py: nvidia-smi lists no GPU; pass --device cpu or --gpus")
+    return indices
+
+
+def score_command(args: argparse.Namespace, out: Path, gpu: str, remeasure: bool = True) -> list[str]:
+    command = [sys.executable, "-m", "evalkit", "score", args.set, "--problems", args.problems, "--out", str(out),
+               "--baselines", args.baselines, "--device", args.device, "--no-progress", "-q"]
+    command += ["--remeasure-baselines"] if remeasure else []
+    return command + shlex.split(args.extra)
+
+
+def environment(gpu: str) -> dict[str, str]:
+    """The environment of one GPU's run: that GPU alone visible (evalkit then judges on every GPU it sees)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return env if gpu == "cpu" else {**env, "CUDA_VISIBLE_DEVICES": gpu}
+
+
+def run_round(args: argparse.Namespace, where: Path, name: str, gpus: list[str]) -> dict[str, Path]:
+    """One round: the set scored once per GPU, all GPUs at once. The report folder of each GPU."""
+    outs = {gpu: where / f"{name}-gpu{gpu}" for gpu in gpus}
+    started = [(gpu, subprocess.Popen(score_command(args, outs[gpu], gpu), cwd=ROOT, env=environment(gpu),
+                                      text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+               for gpu in gpus]
+    for gpu, process in started:
+        log, _ = process.communicate()
+        if process.returncode != 0:
+            sys.exit(f"reproducibility.py: {name} on {gpu} exited {process.returncode}:\n{log[-3000:]}")
+    return outs
+
+
+def read_rows(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
+
+
+def spread(values: list[float]) -> float:
+    """(max - min) / median: 0 for a single value."""
+    return (max(values) - min(values)) / statistics.median(values) if len(values) > 1 else 0.0
+
+
+def inside_others(points: list[float], intervals: list[list[float] | None]) -> tuple[int, int]:
+    """How many (point, other interval) pairs have the point inside the other run's interval, of how many."""
+    hits = total = 0
+    for i, point in enumerate(points):
+        for j, interval in enumerate(intervals):
+            if i != j and interval:
+                total += 1
+                hits += interval[0] <= point <= interval[1]
+    return hits, total
+
+
+def summarize(rounds: list[dict[str, Path]]) -> dict[str, Any]:
+    """Per answer: speedups per GPU over the rounds, their spreads, the GPU gap and the judge-vs-claim gap."""
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for outs in rounds:
+        for gpu, out in outs.items():
+            for row in read_rows(out):
+                runs[f"{row['run']}/{row['problem']}/{row['sample']}"][gpu].append(row)
+    answers = {}
+    for key, by_gpu in sorted(runs.items()):
+        rows = [row for gpu_rows in by_gpu.values() for row in gpu_rows]
+        if not all(row["verdict"] == "correct" and row.get("speedup_vs_eager") for row in rows):
+            answers[key] = {"verdicts": sorted({row["verdict"] for row in rows})}
+            continue
+        speedups = {gpu: [row["speedup_vs_eager"] for row in gpu_rows] for gpu, gpu_rows in by_gpu.items()}
+        claims = [(row["timing"]["median_ms"] - row["timing"]["claimed_median_ms"]) / row["timing"]["claimed_median_ms"]
+                  for row in rows if row["timing"].get("claimed_median_ms")]
+        hits = [inside_others(speedups[gpu], [row.get("speedup_vs_eager_ci") for row in by_gpu[gpu]])
+                for gpu in speedups]
+        answers[key] = {
+            "speedups": speedups,
+            "medians_ms": {gpu: [row["timing"]["median_ms"] for row in gpu_rows] for gpu, gpu_rows in by_gpu.items()},
+            "eager_ms": {gpu: [(row.get("baselines") or {}).get("eager", {}).get("median_ms") for row in gpu_rows]
+                         for gpu, gpu_rows in by_gpu.items()},
+            "spread": max(spread(values) for values in speedups.values()),
+            "gpu_gap": spread([statistics.median(values) for values in speedups.values()]),
+            "judge_vs_claim": max(claims, key=abs) if claims else None,
+            "inside_other_intervals": [sum(h for h, _ in hits), sum(t for _, t in hits)],
+        }
+    return answers
+
+
+def verdicts_of(answers: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each target's worst figure and whether it was met."""
+    timed = [a for a in answers.values() if "spread" in a]
+    figures = {"spread": max((a["spread"] for a in timed), default=None),
+               "gpu_gap": max((a["gpu_gap"] for a in timed), default=None),
+               "judge_vs_claim": max((abs(a["judge_vs_claim"]) for a in timed if a["judge_vs_claim"] is not None),
+                                     default=None)}
+    return {name: {"worst": value, "met": value is not None and value <= TARGET} for name, value in figures.items()}
+
+
+def print_report(answers: dict[str, Any], targets: dict[str, dict[str, Any]], seconds: float) -> None:
+    print(f"\nreproducibility: {len(answers)} answers, {seconds:.0f} s")
+    for key, answer in answers.items():
+        if "spread" not in answer:
+            print(f"  {key}: not correct in every run ({', '.join(answer['verdicts'])})")
+            continue
+        runs = "; ".join(f"{gpu}: " + ", ".join(f"{s:.3f}x" for s in values) for gpu, values in answer["speedups"].items())
+        claim = answer["judge_vs_claim"]
+        hits, total = answer["inside_other_intervals"]
+        print(f"  {key}: {runs}  spread {answer['spread']:.1%}  gpu gap {answer['gpu_gap']:.1%}  "
+              f"judge vs claim {'n/a' if claim is None else f'{claim:+.1%}'}"
+              + (f"  inside others' intervals {hits}/{total}" if total else ""))
+    for name, target in targets.items():
+        worst = target["worst"]
+        print(f"target {name} <= {TARGET:.0%}: worst {'n/a' if worst is None else f'{worst:.2%}'} "
+              f"{'met' if target['met'] else 'MISSED'}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--set", default="problems", help="what to score (any `evalkit score` input)")
+    parser.add_argument("--problems", default="problems")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--gpus", default="all")
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--baselines", default="eager")
+    parser.add_argument("--extra", default="", help="further `evalkit score` options, one string")
+    parser.add_argument("--keep", type=Path, help="keep the report folders here")
+    parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    args = parser.parse_args()
+    gpus = gpu_indices(args.gpus, args.device)
+    where = args.keep or Path(tempfile.mkdtemp(prefix="evalkit-repro-"))
+    where.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    warm = subprocess.run(score_command(args, where / "build", gpus[0], remeasure=False), cwd=ROOT, text=True,
+                          env=environment(gpus[0]), capture_output=True)  # fills the build cache; not counted
+    if warm.returncode != 0:
+        sys.exit(f"reproducibility.py: the first run exited {warm.returncode}:\n{(warm.stdout + warm.stderr)[-3000:]}")
+    print(f"builds ready in {time.monotonic() - start:.0f} s", flush=True)
+    start = time.monotonic()
+    rounds = []
+    for number in range(1, args.runs + 1):
+        rounds.append(run_round(args, where, f"run{number}", gpus))
+        print(f"run {number} of {args.runs} done ({time.monotonic() - start:.0f} s)", flush=True)
+    answers = summarize(rounds)
+    targets = verdicts_of(answers)
+    print_report(answers, targets, time.monotonic() - start)
+    if args.json:
+        args.json.write_text(json.dumps({"gpus": gpus, "runs": args.runs, "answers": answers, "targets": targets},
+                                        indent=2))
+    if args.check and not all(t["met"] for t in targets.values()):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
