@@ -18,7 +18,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 2  # 2: timing is the judge's own clock (observed/reported_median_ms gone)
+SCHEMA_VERSION = 3  # 2: timing is the judge's own clock (observed/reported_median_ms gone); 3: speedups from one
+# window, answer and baseline interleaved, with their intervals (speedup_vs_*_ci), the output's delivery charged
 CURATED_RUN = "curated"  # the run name of the curated solutions shipped in problems/<id>/solutions/
 BASELINE_KINDS: tuple[str, ...] = ("eager", "compile")
 
@@ -201,6 +202,8 @@ class ResultRow:
     baselines: dict[str, Any] | None = None
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
+    speedup_vs_eager_ci: list[float] | None = None  # its ~95% interval [low, high] (docs/judge.md, Speedups)
+    speedup_vs_compile_ci: list[float] | None = None
     evalkit_version: str = ""
     judged_at: str = ""
     problem_level: int | None = None  # the problem's level (problem.toml ``level``, else its KernelBench level)

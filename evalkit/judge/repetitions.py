@@ -89,12 +89,15 @@ def precise_enough(samples: list[float], precision: float, floor_ms: float = 0.0
     return (high - low) / 2 <= precision * statistics.median(samples) + floor_ms
 
 
-def stop_reason(samples_ms: list[float], spent_s: float, rule: RepetitionRule, floor_ms: float = 0.0) -> str | None:
+def stop_reason(samples_ms: list[float], spent_s: float, rule: RepetitionRule, floor_ms: float = 0.0,
+                ratios: list[float] | None = None) -> str | None:
     """Why a timing that has timed ``samples_ms`` (one per request, per call) in ``spent_s`` seconds of
     requests stops now: ``"precision"``, ``"budget"`` or ``"max_trials"`` (checked in that order); None
-    while it goes on. The checks a stop also waits for are ``Repetitions``'s."""
+    while it goes on. With ``ratios`` (a window's pairs, baseline over answer), the precision is asked of their
+    median instead: that is the figure a window is for. The checks a stop also waits for are ``Repetitions``'s."""
     made = len(samples_ms)
-    if made >= rule.least and precise_enough(samples_ms, rule.precision, floor_ms):
+    precise = precise_enough(ratios, rule.precision) if ratios else precise_enough(samples_ms, rule.precision, floor_ms)
+    if made >= rule.least and precise:
         return "precision"
     if made >= rule.floor and spent_s >= rule.budget_s:
         return "budget"
@@ -132,15 +135,20 @@ class Repetitions:
     def done(self) -> bool:
         return self.stopped_by is not None
 
-    def record(self, wall_s: float, per_call_ms: float) -> bool:
+    def spend(self, wall_s: float) -> None:
+        """Count time the window spent on a request of the other side (a baseline's), toward the budget."""
+        self.spent_s += max(wall_s, 0.0)
+
+    def record(self, wall_s: float, per_call_ms: float, ratios: list[float] | None = None) -> bool:
         """Count one timed request, which took ``wall_s`` seconds on the judge's clock and ``per_call_ms``
-        per call after the overhead. Returns whether the judge checks it."""
+        per call after the overhead (``ratios``: the window's pairs so far, this one's included). Returns whether
+        the judge checks it."""
         if self.done:
             raise RuntimeError("the timing is over: no more requests")
         drawn = self.rng.random() < VERIFIED_SHARE  # drawn for every request, so no draw depends on times
         self.samples_ms.append(per_call_ms)
         self.spent_s += max(wall_s, 0.0)
-        reason = stop_reason(self.samples_ms, self.spent_s, self.rule, self.floor_ms)
+        reason = stop_reason(self.samples_ms, self.spent_s, self.rule, self.floor_ms, ratios)
         missing = self.needed - self.checked
         forced = not drawn and missing > 0 and (reason is not None or missing > self._left())
         if drawn or forced:

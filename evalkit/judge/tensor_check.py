@@ -95,21 +95,38 @@ def _concluded(base: Comparison, atol: float, rtol: float, which: str = "element
     return base
 
 
+def sample_positions(numel: int, seed: int, device: str | torch.device) -> torch.Tensor | None:
+    """``SAMPLED_ELEMENTS`` flat positions drawn uniformly from ``seed``, or None when the tensor has no more
+    elements than that (it is then compared whole)."""
+    if numel <= SAMPLED_ELEMENTS:
+        return None
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    return torch.randint(numel, (SAMPLED_ELEMENTS,), generator=generator, device=device)
+
+
 def compare_sampled(actual: torch.Tensor, expected: torch.Tensor, *, atol: float, rtol: float, seed: int,
                     expected_dtype: torch.dtype | None = None) -> Comparison:
     """``compare_outputs`` on ``SAMPLED_ELEMENTS`` positions drawn uniformly from ``seed``, or on every position
     when there are no more. Its counts and errors are the sample's; a bad index is the full tensor's. For the
     judge's checks of timed calls, with a secret seed: nothing the worker saw predicts the positions."""
     expected_dtype = expected_dtype or expected.dtype
-    whole = _shape_problem(actual, expected, expected_dtype) or expected.numel() <= SAMPLED_ELEMENTS
-    if whole:
+    positions = sample_positions(expected.numel(), seed, expected.device)
+    if _shape_problem(actual, expected, expected_dtype) or positions is None:
         return compare_outputs(actual, expected, atol=atol, rtol=rtol, expected_dtype=expected_dtype)
-    generator = torch.Generator(device=expected.device)
-    generator.manual_seed(seed)
-    positions = torch.randint(expected.numel(), (SAMPLED_ELEMENTS,), generator=generator, device=expected.device)
-    result = compare_outputs(actual.reshape(-1)[positions], expected.reshape(-1)[positions], atol=atol, rtol=rtol,
+    return compare_at(actual.reshape(-1)[positions], expected, positions, atol=atol, rtol=rtol,
+                      expected_dtype=expected_dtype, actual_dtype=actual.dtype)
+
+
+def compare_at(values: torch.Tensor, expected: torch.Tensor, positions: torch.Tensor, *, atol: float, rtol: float,
+               expected_dtype: torch.dtype | None = None, actual_dtype: torch.dtype | None = None) -> Comparison:
+    """``values``, an output's elements at the flat ``positions`` (gathered by the judge), against ``expected``
+    there: the figures are the sample's, a bad index is the full tensor's."""
+    expected_dtype = expected_dtype or expected.dtype
+    result = compare_outputs(values, expected.reshape(-1)[positions], atol=atol, rtol=rtol,
                              expected_dtype=expected_dtype)
-    result.shape, result.expected_shape = list(actual.shape), list(expected.shape)
+    result.shape = result.expected_shape = list(expected.shape)
+    result.dtype = str(actual_dtype or values.dtype).replace("torch.", "")
     if result.first_bad_index is not None:
         result.first_bad_index = _unravel(int(positions[result.first_bad_index[0]]), list(expected.shape))
     return _concluded(result, atol, rtol, which="sampled elements", bad_index="a")

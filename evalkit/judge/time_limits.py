@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from evalkit.judge.reference import ReferenceProblem, timing_seed
+from evalkit.judge.reference import ReferenceProblem, input_seed
 from evalkit.judge.timing import L2Flusher, TimingStats, measure
 from evalkit.sandbox.clock import Clock
 
@@ -85,7 +85,7 @@ def reference_ms(ref: ReferenceProblem, seed: int) -> float:
     inputs: list[Any] = []
 
     def prepare(i: int) -> None:
-        inputs[:] = ref.make_inputs(timing_seed(seed, i))
+        inputs[:] = ref.make_inputs(input_seed(seed, i))
         flusher.flush()
         clock.synchronize()
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import math
 import statistics
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -30,6 +31,38 @@ class L2Flusher:
     def flush(self) -> None:
         if self._buffer is not None:
             self._buffer.zero_()
+
+
+# A probe of the judge's own (a one-element kernel and a synchronize) comes back in 14 us (median; at most 32) on an
+# idle H200, and in 2.4 ms, a time slice, while another process has work queued on the GPU
+# (docs/gpu-runs/2026-11-27-speedups-that-reproduce-h200/gpu_contention.log): a probe over this long means the GPU
+# was busy with someone else's work.
+IDLE_PROBE_US = 200.0
+
+
+class GpuIdle:
+    """Waits until the GPU has no other process's work queued: the judge's probe, repeated until it comes back
+    within ``IDLE_PROBE_US``. A GPU runs one process's work at a time, so work an answer's worker left queued
+    after its reply would otherwise run, untimed, into the next request, whoever's it is. A no-op on CPU."""
+
+    def __init__(self, device: str) -> None:
+        self._flag = torch.zeros(1, device="cuda") if device == "cuda" else None
+        self._perf_counter = time.perf_counter
+
+    def wait(self, limit_s: float) -> bool:
+        """True once a probe came back quickly; False when the GPU was still busy after ``limit_s``."""
+        if self._flag is None:
+            return True
+        deadline = self._perf_counter() + limit_s
+        while True:
+            start = self._perf_counter()
+            self._flag.add_(1)
+            torch.cuda.synchronize()
+            now = self._perf_counter()
+            if (now - start) * 1e6 <= IDLE_PROBE_US:
+                return True
+            if now > deadline:
+                return False
 
 
 @dataclass
@@ -98,8 +131,10 @@ NOISE_FLOOR_MS = {"cuda": 0.5, "cpu": 1.0}
 
 @dataclass(frozen=True)
 class Overhead:
-    """What every call costs beyond the submission's work, calibrated by the judge before any submission ran:
-    pings along a call's exact path (the harness delivering a ready-made output, copy included)."""
+    """What the judge's own part of a request costs, calibrated before any submission ran: pings along a timed
+    request's path on the judge's side (its copies in and out, the round trip, the freeze, the idle probe), which
+    the worker only echoes. Everything the worker does, delivering its outputs included, is charged to the call:
+    to an answer and a baseline alike."""
 
     total_ms: float  # the pings' median
     jitter_ms: float  # their interquartile range: the resolution of one call's time
@@ -174,9 +209,3 @@ def collector_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-def speedup(baseline_median_ms: float | None, candidate_median_ms: float | None) -> float | None:
-    if not baseline_median_ms or not candidate_median_ms or candidate_median_ms <= 0:
-        return None
-    return baseline_median_ms / candidate_median_ms

@@ -20,7 +20,7 @@ from evalkit.intake.triage import Triage
 from evalkit.judge.builder import BuildOutcome
 from evalkit.judge.compiler_errors import first_compiler_errors, map_to_submission
 from evalkit.judge.plausibility import floor_ms, no_extension_built
-from evalkit.judge.timing import speedup
+from evalkit.judge.speedups import speedups_against
 from evalkit.records import BASELINE_KINDS, Flag, ResultRow, Submission, Verdict
 from evalkit.sandbox import protocol
 
@@ -192,8 +192,11 @@ def _add_speedups(row: ResultRow, timing: dict[str, Any], baselines: dict[str, A
                   plausibility: tuple[float | None, float | None]) -> None:
     row.timing = timing
     median = timing["median_ms"]
-    row.speedup_vs_eager = speedup(baselines.get("eager", {}).get("median_ms"), median)
-    row.speedup_vs_compile = speedup(baselines.get("compile", {}).get("median_ms"), median)
+    found = speedups_against(timing, baselines, BASELINE_KINDS)
+    if "eager" in found:
+        row.speedup_vs_eager, row.speedup_vs_eager_ci = found["eager"].value, found["eager"].interval()
+    if "compile" in found:
+        row.speedup_vs_compile, row.speedup_vs_compile_ci = found["compile"].value, found["compile"].interval()
     floor = floor_ms(*plausibility, baselines.get("device_name", ""))
     if floor is not None:
         timing["floor_ms"] = floor

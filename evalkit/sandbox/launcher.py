@@ -210,13 +210,15 @@ class UntrustedProcess:
         except OSError as err:
             raise self._gone(f"could not send to the worker ({err})") from err
 
-    def receive(self, timeout_s: float, stage: str) -> Claim:
+    def receive(self, timeout_s: float, stage: str, spin: bool = False) -> Claim:
         """The worker's next reply; ``WorkerGone`` on death, timeout or watchdog kill, ``ProtocolViolation``
-        (the worker killed) when the reply breaks the protocol."""
+        (the worker killed) when the reply breaks the protocol. With ``spin``, wait without sleeping (a timed
+        request on a GPU: a core that slept through a request of milliseconds takes longer to wake than one that
+        waited through a calibration ping, and the difference would land in every call's time)."""
         deadline = time.monotonic() + timeout_s - self._paused_s()  # pushed back by any time spent frozen
         while True:
             remaining = deadline + self._paused_s() - time.monotonic()
-            if self._conn.poll(max(min(remaining, WATCHDOG_PERIOD_S), 0)):
+            if self._ready(max(min(remaining, WATCHDOG_PERIOD_S), 0), spin):
                 return self._read_message(stage)  # no watchdog here: it would land inside timed calls
             self._hold()
             self._watchdog(force=True)
@@ -225,6 +227,16 @@ class UntrustedProcess:
             if deadline + self._paused_s() - time.monotonic() <= 0:
                 self.kill(f"timeout: stage '{stage}' exceeded its {timeout_s:g} s limit")
                 raise WorkerGone("timeout", self.killed_because)
+
+    def _ready(self, wait_s: float, spin: bool) -> bool:
+        """Whether a reply came within ``wait_s``: polled without sleeping with ``spin``, else slept on."""
+        if not spin:
+            return self._conn.poll(wait_s)
+        until = time.monotonic() + wait_s
+        while not self._conn.poll(0):
+            if time.monotonic() >= until:
+                return False
+        return True
 
     def _read_message(self, stage: str) -> Claim:
         try:

@@ -42,8 +42,9 @@ class Op:
     CALL = "call"        # run forward on the first "calls" sets of bound inputs, copy each result into its
                          # output buffers
     PROFILE = "profile"  # run forward once under the profiler, name the kernels that ran
-    PING = "ping"        # a call's path with no model: sent only before "load", so the judge calibrates its
-                         # overhead while nothing but the harness runs in the worker
+    PING = "ping"        # an echo (on a GPU, after one tiny kernel): sent before "load", so the judge calibrates
+                         # its own part of a request while nothing but the harness runs in the worker; and to a
+                         # baseline's worker within a timing window, never to an answer's once loaded
     EXIT = "exit"        # stop
 
 

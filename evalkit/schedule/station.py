@@ -31,8 +31,9 @@ from evalkit.intake.triage import Triage
 from evalkit.judge import verdicts
 from evalkit.judge.baselines import BaselineCache, baseline_key
 from evalkit.judge.builder import BuildOutcome, extension_env
+from evalkit.judge.contender import Contender
 from evalkit.judge.reference import ReferenceProblem
-from evalkit.judge.submission_judge import Judge
+from evalkit.judge.submission_judge import BaselineFailed, Judge, close_contender
 from evalkit.judge.time_limits import compiles_on_first_call
 from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.launcher import Limits, UntrustedProcess
@@ -63,12 +64,14 @@ Quiet = Callable[[], AbstractContextManager[Any]]
 
 @dataclass
 class _ProblemContext:
-    """One problem: its baselines (None until known), and its judge once an answer needs it (or why not)."""
+    """One problem: its baselines (None until known), its judge once an answer needs it (or why not), and, while
+    it is the current problem, the live baseline its answers are timed beside (``partner``)."""
 
     problem: Problem
     baselines: dict[str, Any] | None = None
     judge: Judge | None = None
     setup_error: str = ""
+    partner: Contender | None = None
 
 
 @dataclass(frozen=True)
@@ -127,7 +130,7 @@ class JudgeStation:
         if found is None:
             self._progress(f"{problem_id}: timing PyTorch baselines ({', '.join(wanted)})")
             judge = self._judge_of(context)
-            found = self._cache.get_or_measure(judge.ref, wanted, self._baseline_of(judge), key) \
+            found = self._cache.get_or_measure(judge.ref, wanted, self._baseline_of(context), key) \
                 if judge is not None else {}
         context.baselines = {**known, **found}
         return context.baselines
@@ -152,21 +155,55 @@ class JudgeStation:
             _release_cached_memory(self.device)  # what this judge no longer uses, the next worker may need
 
     def close(self) -> None:
+        for context in self._kept.values():
+            _close_partner(context)
         self._spare.close()
         if self._profilers is not None:
             self._profilers.close()
         self._kept.clear()
         _free_garbage(self.device)
 
-    def _baseline_of(self, judge: Judge) -> Callable[[str], dict[str, Any]]:
-        """Time one baseline kind in a worker started ahead, like an answer's."""
+    def _baseline_of(self, context: _ProblemContext) -> Callable[[str], dict[str, Any]]:
+        """Time one baseline kind: the live baseline itself, alone, when it is of that kind; else that kind in a
+        worker started ahead, beside the live baseline (so their ratio comes from one window), then closed."""
+        judge = context.judge
+
         def judged(kind: str) -> dict[str, Any]:
+            partner = self._partner(context)
+            try:
+                if partner is not None and partner[0] == kind:
+                    return judge.time_baseline(partner[1])
+                worker = self._spare.take(None)
+                try:
+                    baseline = judge.start_baseline(kind, worker)
+                    try:
+                        return judge.time_baseline(baseline, partner)
+                    finally:
+                        close_contender(baseline)
+                finally:
+                    discard(worker)
+            except BaselineFailed as failure:
+                return {"error": str(failure)}
+        return judged
+
+    def _partner(self, context: _ProblemContext) -> tuple[str, Contender] | None:
+        """The live baseline of the run's first kind that the current problem's answers are timed beside: kept
+        while the problem is current, started anew when it failed. None when no baseline is asked for, or it
+        cannot be started (its answers then get no speedup, and their rows say why)."""
+        kinds, judge = self.options.baselines, context.judge
+        if not kinds or judge is None:
+            return None
+        if context.partner is not None and context.partner.failed:
+            _close_partner(context)
+        if context.partner is None:
             worker = self._spare.take(None)
             try:
-                return judge.judge_reference(kind, worker)
-            finally:
-                discard(worker)  # closed already, unless the judge failed before reaching it
-        return judged
+                context.partner = judge.start_baseline(kinds[0], worker)
+            except BaselineFailed as failure:
+                logger.warning("%s: no live %s baseline: %s", context.problem.id, kinds[0], failure)
+                discard(worker)
+                return None
+        return kinds[0], context.partner
 
     @contextmanager
     def _quiet(self) -> Iterator[None]:
@@ -177,6 +214,9 @@ class JudgeStation:
 
     def _switch_to(self, problem_id: str) -> _ProblemContext:
         """Make ``problem_id`` the current problem: the one kept, else a new one, once room is made for it."""
+        current = self.current_problem
+        if current is not None and current != problem_id:
+            _close_partner(self._kept[current])  # only the current problem keeps a live baseline (GPU memory)
         context = self._kept.pop(problem_id, None)
         if context is None:
             self._make_room()
@@ -187,7 +227,8 @@ class JudgeStation:
     def _make_room(self) -> None:
         """Drop the least recently used problems (their tensors freed) until one more fits the bounds."""
         while self._kept and (len(self._kept) >= KEPT_PROBLEMS or self._memory_share() > KEPT_PROBLEMS_MEMORY_SHARE):
-            dropped, _ = self._kept.popitem(last=False)
+            dropped, context = self._kept.popitem(last=False)
+            _close_partner(context)
             logger.debug("%s: unloaded to make room for another problem", dropped)
             _free_garbage(self.device)
 
@@ -225,7 +266,8 @@ class JudgeStation:
         try:
             judgement = judge.judge(workers[0], _with_code(workers[0], early.code),
                                     compiles_on_first_call(early.code, extensions),
-                                    profiler=profiler if self._profilers is not None else None)
+                                    profiler=profiler if self._profilers is not None else None,
+                                    partner=lambda: self._partner(context))
         finally:
             for worker in workers:
                 discard(worker)  # closed already, unless the judge failed before reaching it
@@ -239,6 +281,14 @@ class JudgeStation:
         settings = context.problem.settings
         row = verdicts.built_row(submission, early, outcome, self.device)
         return verdicts.judged_row(row, judgement, early, baselines, (settings.flops, settings.min_bytes), extensions)
+
+
+def _close_partner(context: _ProblemContext | None) -> None:
+    """End the problem's live baseline, if it has one."""
+    if context is not None and context.partner is not None:
+        close_contender(context.partner)
+        discard(context.partner.session.worker)
+        context.partner = None
 
 
 def _with_code(worker: UntrustedProcess, code: str) -> Path:

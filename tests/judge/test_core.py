@@ -10,7 +10,7 @@ import torch
 from evalkit.judge import tensor_check
 from evalkit.judge.tensor_check import compare_outputs, compare_sampled, tensors_equal
 from evalkit.judge.plausibility import custom_kernels, floor_ms, kernel_flags, precision_class, reduced_precision
-from evalkit.judge.timing import CALIBRATION_PINGS, PingBudget, TimingStats, measure, speedup
+from evalkit.judge.timing import CALIBRATION_PINGS, PingBudget, TimingStats, measure
 
 
 def test_identical_outputs_pass_with_zero_error():
@@ -151,11 +151,6 @@ def test_a_calibration_phase_stops_at_its_most_pings_or_once_its_budget_is_spent
     # problem 63's pings on an H200 (14 ms each: they move its gigabytes) stop well before 100; fast ones do not
     assert sum(1 for n in range(1, 101) if not CALIBRATION_PINGS.enough([14.0] * n)) + 1 == 36
     assert not CALIBRATION_PINGS.enough([0.2] * 99) and CALIBRATION_PINGS.enough([0.2] * 100)
-
-
-def test_speedup_is_baseline_over_candidate():
-    assert speedup(6.0, 2.0) == 3.0
-    assert speedup(None, 2.0) is None and speedup(6.0, 0.0) is None
 
 
 def test_floor_uses_the_larger_of_compute_and_memory_time():

@@ -55,7 +55,7 @@ class FakeWorker:
         self.inputs = [inputs[k * len(inputs) // batch:(k + 1) * len(inputs) // batch] for k in range(batch)]
         self.outputs = [outputs[k * len(outputs) // batch:(k + 1) * len(outputs) // batch] for k in range(batch)]
 
-    def receive(self, timeout_s: float, stage: str) -> protocol.Claim:
+    def receive(self, timeout_s: float, stage: str, spin: bool = False) -> protocol.Claim:
         request, self._pending = self._pending, None
         self.waits_s.append((request["op"], timeout_s))
         self._last_call = request if request["op"] == Op.CALL else None
@@ -222,11 +222,8 @@ def test_an_output_not_written_when_the_reply_comes_is_caught_on_any_timed_call(
         assert judgement.finding is Finding.WRONG_DURING_TIMING, judgement.reason
 
 
-def test_a_timed_call_with_poison_left_in_one_element_is_checked_whole_not_by_a_sample(judge, monkeypatch):
-    # With samples of 4 of the 128 elements, a single unwritten element would almost always be missed; an output
-    # holding poison is compared whole.
-    monkeypatch.setattr(tensor_check, "SAMPLED_ELEMENTS", 4)
-
+def test_a_timed_call_with_poison_left_in_one_element_of_an_output_taken_whole_is_caught(judge):
+    # An output of at most SAMPLED_ELEMENTS elements is taken whole: a single unwritten element is seen.
     def one_left(worker: FakeWorker) -> protocol.CalledClaim:
         worker.forward_into_outputs()
         worker.outputs[0][0].view(-1)[77] = float("nan")
@@ -235,6 +232,21 @@ def test_a_timed_call_with_poison_left_in_one_element_is_checked_whole_not_by_a_
         _, judgement, _ = _verdict(judge, on_call(5, one_left))
         assert judgement.finding is Finding.WRONG_DURING_TIMING, judgement.reason
         assert "1 of 128 elements" in judgement.reason
+
+
+def test_a_large_output_half_unwritten_at_the_stop_is_caught_at_the_secret_positions_the_judge_took(judge, monkeypatch):
+    # A large output is taken at SAMPLED_ELEMENTS secret positions (here 64 of 128): work left to finish after the
+    # reply (here half the output) leaves poison at some of them with probability 1 - 2**-64.
+    monkeypatch.setattr(tensor_check, "SAMPLED_ELEMENTS", 64)
+
+    def half_left(worker: FakeWorker) -> protocol.CalledClaim:
+        worker.forward_into_outputs()
+        worker.outputs[0][0].view(-1)[::2] = float("nan")
+        return called(worker, worker.request)
+    for _ in range(3):
+        _, judgement, _ = _verdict(judge, on_call(5, half_left))
+        assert judgement.finding is Finding.WRONG_DURING_TIMING, judgement.reason
+        assert "of 64 sampled elements" in judgement.reason
 
 
 def test_timed_calls_wrong_everywhere_are_caught_by_the_sampled_checks(judge, monkeypatch):
@@ -407,7 +419,7 @@ def test_the_checked_requests_come_from_the_judges_secret_alone(judge, monkeypat
     # though the times differ. Checked or not, every request the worker sees is the same bare call.
     import secrets as real_secrets
 
-    from evalkit.judge import submission_judge
+    from evalkit.judge import contender
 
     settings = _settings(judge, timing_trials=40, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-3)
 
@@ -435,7 +447,7 @@ def test_the_checked_requests_come_from_the_judges_secret_alone(judge, monkeypat
         def randbits(bits: int) -> int:
             return 12345
 
-    monkeypatch.setattr(submission_judge, "secrets", FixedSecret)
+    monkeypatch.setattr(contender, "secrets", FixedSecret)
     assert checked() == checked()
 
 

@@ -85,7 +85,7 @@ class Harness:
         self.model = None
         self.inputs: list[list[Any]] = []  # the judge's input buffers: one set per forward call of a request
         self.outputs: list[list[Any]] = []  # and the output buffers, one set per call
-        self._null_output: list[Any] | None = None
+        self._touch = torch.zeros(1, device="cuda") if self.device == "cuda" else None  # what a ping runs
 
     def reply(self, claim: protocol.Claim) -> None:
         self.conn.send_bytes(claim.encode())
@@ -154,33 +154,30 @@ class Harness:
 
     def call(self, nonce: int, calls: int) -> protocol.CalledClaim:
         """Forward on each of the first ``calls`` sets of inputs in turn, each result copied into its set's
-        output buffers."""
-        total_ms, delivered, form = 0.0, True, {}
+        output buffers once every stream of the device is done with it. Claims the device time of the whole
+        request (forwards and copies) per call: what the judge charges a call."""
+        delivered, form = True, {}
         sets = list(zip(self.inputs, self.outputs))[:max(calls, 1)]
-        for inputs, outputs in sets:
-            with self._no_grad():
-                elapsed_ms, result = self.clock.time_ms(lambda: self.model(*inputs))
-            total_ms += elapsed_ms
-            self.clock.synchronize()
-            ok, form = self._deliver(result, outputs)
-            delivered = delivered and ok
-        self.clock.synchronize()
+
+        def run() -> None:
+            nonlocal delivered, form
+            for inputs, outputs in sets:
+                with self._no_grad():
+                    result = self.model(*inputs)
+                self.clock.synchronize()  # device-wide: work a forward left on another stream is part of it
+                ok, form = self._deliver(result, outputs)
+                delivered = delivered and ok
+        total_ms, _ = self.clock.time_ms(run)
         return protocol.CalledClaim(nonce=nonce, delivered=delivered, **form, ms=total_ms / max(len(sets), 1))
 
     def null_call(self, nonce: int) -> protocol.PongClaim:
-        """A call's whole path with a model that does nothing (its output made ahead): what the judge
-        calibrates its overhead on, the copies into the judge's buffers included."""
-        import torch
-
-        if self._null_output is None:
-            self._null_output = [torch.zeros_like(b) for b in self.outputs[0]] if self.outputs else []
-        null_output = self._null_output
-        for outputs in self.outputs:
+        """A calibration ping: on a GPU, one kernel on one element and a synchronize, then an echo. The judge's own
+        work around it (its copies, the round trip) is what it subtracts from a call, and so is the hand-over of
+        the GPU from the judge's process to this one and back, which any call pays as soon as it runs anything
+        on the GPU; whatever a worker does for a call beyond that is the call's."""
+        if self._touch is not None:
+            self._touch.add_(1)
             self.clock.synchronize()
-            _, result = self.clock.time_ms(lambda: null_output[0] if len(null_output) == 1 else null_output)
-            self.clock.synchronize()
-            self._deliver(result, outputs)
-        self.clock.synchronize()
         return protocol.PongClaim(nonce=nonce)
 
     def profile(self) -> protocol.ProfiledClaim:
@@ -332,6 +329,8 @@ def _serve_requests(conn: Connection, harness: Harness) -> None:
             return
         if op == Op.CALL:
             harness.reply(harness.call(request["nonce"], int(request.get("calls") or len(harness.inputs))))
+        elif op == Op.PING:  # only a baseline's worker is pinged once loaded: the judge's own part, in a window
+            harness.reply(harness.null_call(request["nonce"]))
         elif op == Op.PROFILE:
             harness.reply(harness.profile())
 

@@ -1,0 +1,169 @@
+"""Trusted side: one prepared worker, as a timing window uses it: an answer, or a baseline (the reference judged as
+a submission).
+
+``Contender.prepare`` starts the worker, calibrates the judge's own overhead on it while no submission code has
+run, loads the code and runs the correctness trials; ``timed_request`` then makes one timed request on fresh
+inputs, and ``check_timed`` checks what the judge took of it. Every call's inputs come from a seed of its own,
+``reference.input_seed`` of a secret and the call's number, so no call's inputs, even its seed, tell anything
+of another's; the calibration pings move zeros, never inputs.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evalkit.judge.plausibility import half_storage, precision_class, reduced_precision
+from evalkit.judge.reference import input_seed
+from evalkit.judge.session import Session, unwritten
+from evalkit.judge.tensor_check import Comparison, compare_at, compare_outputs
+from evalkit.judge.timing import CALIBRATION_PINGS, CALIBRATION_WARMUP, Overhead, collector_paused
+from evalkit.judge.verdicts import Finding, Judgement, Stop, confinement_warnings
+from evalkit.records import Flag, to_jsonable
+from evalkit.sandbox import protocol
+
+
+class Contender:
+    """One worker's session with the judge's state (``judge``: a ``submission_judge.Judge``) and settings."""
+
+    def __init__(self, judge: Any, settings: Any, session: Session, verify: bool = True) -> None:
+        self.judge, self.settings, self.session, self.ref = judge, settings, session, judge.ref
+        self.verify = verify  # check timed outputs against the reference (a baseline's are the reference's own)
+        self.timing_secret = secrets.randbits(62)  # the key of every timed call's input seed: never sent
+        self.rng = random.Random(secrets.randbits(64))  # which timed calls are checked, and the window's order
+        self.calls_drawn = 0
+        self.overhead = Overhead(0.0, 0.0)  # the judge's own part of a request (``window`` may measure it anew)
+        self.zeros: list[list[Any]] = []
+        self.last_claim_ms: float | None = None
+        self.failed = False  # set once a request of it failed: a kept baseline is then started anew
+        self.stage_seconds: dict[str, float] = {}
+        self.flags: list[str] = []
+
+    @property
+    def batch(self) -> int:
+        return self.session.batch
+
+    @property
+    def per_call(self) -> Overhead:
+        """The judge's own overhead of a request, per call of it."""
+        return Overhead(self.overhead.total_ms / self.batch, self.overhead.jitter_ms / self.batch)
+
+    def per_call_ms(self, wall_ms: float) -> float:
+        """A request's time per call, the judge's own overhead taken out."""
+        return max(wall_ms / self.batch - self.per_call.total_ms, 0.0)
+
+    def prepare(self, code_path: Path, stages: dict[str, float]) -> Judgement:
+        """Start, calibrate, load and check the code at ``code_path``: a passing judgement with its correctness
+        record, or ``Stop`` with what failed."""
+        start = time.monotonic()
+        setup_s = self._start_and_calibrate(code_path)
+        stages["setup_s"] = setup_s  # until the worker answered its first ping: it was set up (and started)
+        stages["calibrate_s"] = time.monotonic() - start - setup_s
+        start = time.monotonic()
+        ready = self.session.load()
+        stages["load_s"] = time.monotonic() - start
+        start = time.monotonic()
+        correctness = self._check_correctness()
+        correctness["weights"] = ready.weights
+        stages["correctness_s"] = time.monotonic() - start
+        correctness["precision_class"] = precision_class(correctness["rel_l2_err"])
+        judgement = Judgement(Finding.PASSED, "", correctness=correctness)
+        if reduced_precision(correctness):
+            judgement.flags.append(Flag.REDUCED_PRECISION.value)
+        judgement.warnings.extend(confinement_warnings(ready))
+        if ready.weights == "seeded":
+            judgement.warnings.append("ModelNew's parameters differ from Model's in names or shapes: "
+                                      "weights come from seeding the RNG identically, not from the state_dict")
+        return judgement
+
+    def _start_and_calibrate(self, code_path: Path) -> float:
+        """Set the worker up, then time pings along a timed request's path while no submission code has run; the
+        seconds until the first ping's reply (the setup, and what was left of the worker's start)."""
+        judge = self.judge
+        self.session.start(judge.setup_fields(code_path), judge.specs, judge.input_templates)
+        self.zeros = [judge.zero_inputs() for _ in range(self.batch)]  # a ping moves as much as a call, tells nothing
+        with judge.quiet(), collector_paused():  # a measurement like any timing: builds frozen meanwhile
+            warmup = self.session.calibrate(self.zeros, CALIBRATION_WARMUP.enough)
+            pings = self.session.calibrate(self.zeros, CALIBRATION_PINGS.enough)
+        self.overhead = Overhead.from_pings(pings)
+        return warmup[0] / 1e3
+
+    def _call(self, originals: list[list[Any]], sampled: bool = False) -> tuple[float, protocol.CalledClaim]:
+        wall_ms, claim = self.session.observe(originals, sampled=sampled)
+        self.session.check_delivery(claim, self.judge.specs)
+        return wall_ms, claim
+
+    def _check_correctness(self) -> dict[str, Any]:
+        """The correctness trials, each one request of a batch of calls on the judge's correctness inputs. The
+        first request runs trial 1's first call alone, so that a hang costs the first call's limit rather than a
+        whole batch's (23 s on a problem of 5.85 ms calls, four to a request, against 10 s)."""
+        worst: Comparison | None = None
+        stored_as: str | None = None
+        judge, batch = self.judge, self.batch
+        requests = [[0]] + [[trial * batch + k for k in range(batch)] for trial in range(self.settings.correctness_trials)]
+        for numbers in requests:
+            originals = [judge.correctness_inputs(number) for number in numbers]
+            self._call(originals)
+            for k, (number, inputs) in enumerate(zip(numbers, originals)):
+                expected = judge.expected(number, inputs)
+                comparisons = self._compare(k, expected)
+                stored_as = stored_as or half_storage(self.session.held[k], expected)
+                for index, result in enumerate(comparisons):
+                    if not result.ok:
+                        trial = number // batch + 1
+                        seed = input_seed(judge.correctness_inputs_seed, number)
+                        raise Stop(Finding.WRONG_VALUES, f"trial {trial}, output {index}: {result.reason}",
+                                   {"correctness": {"failed_trial": trial, "output_index": index,
+                                                    "seed": seed, **to_jsonable(result)}})
+                    if worst is None or result.max_abs_err > worst.max_abs_err:
+                        worst = result
+        settings = self.settings
+        return {"trials": settings.correctness_trials, "calls_per_trial": batch, "atol": settings.atol,
+                "rtol": settings.rtol, "reference_precision": self.ref.precision,
+                "max_abs_err": worst.max_abs_err if worst else 0.0, "max_rel_err": worst.max_rel_err if worst else 0.0,
+                "rel_l2_err": worst.rel_l2_err if worst else 0.0, "pytorch_float32": judge.pytorch_error,
+                "seed": settings.seed, "inputs_seed": judge.correctness_inputs_seed,
+                "timing_inputs_seed": self.timing_secret, "stored_as": stored_as}
+
+    def _compare(self, k: int, expected: list[torch.Tensor]) -> list[Comparison]:
+        """What the judge took of call ``k``'s outputs in the last request against ``expected``, the float64
+        reference: whole, or at the positions it sampled."""
+        tolerance = {"atol": self.settings.atol, "rtol": self.settings.rtol}
+        return [compare_outputs(taken.values, exp, **tolerance, expected_dtype=spec.dtype) if taken.positions is None
+                else compare_at(taken.values, exp, taken.positions, **tolerance, expected_dtype=spec.dtype)
+                for taken, exp, spec in zip(self.session.taken[k], expected, self.judge.specs)]
+
+    def ping(self) -> float:
+        """One calibration ping now (a baseline's worker, within a window): the judge's milliseconds."""
+        return self.session.observe(self.zeros, protocol.Op.PING, sampled=True)[0]
+
+    def timed_request(self) -> tuple[float, list[list[Any]]]:
+        """One timed request on fresh inputs (each call's from a seed of its own) after an L2 flush; its outputs
+        taken at secret positions. (The judge's milliseconds, the inputs.)"""
+        first, self.calls_drawn = self.calls_drawn, self.calls_drawn + self.batch
+        originals = [self.ref.make_inputs(input_seed(self.timing_secret, first + k)) for k in range(self.batch)]
+        self.judge.flusher.flush()
+        wall_ms, claim = self._call(originals, sampled=True)
+        self.last_claim_ms = claim.ms
+        return wall_ms, originals
+
+    def check_timed(self, originals: list[list[Any]], request: int, drawn: bool) -> bool:
+        """Check timed request ``request`` against the reference: one call the secret generator picks when
+        ``drawn``, and any call whose outputs still held poison where the judge took them. Whether it checked."""
+        if not self.verify:
+            return False
+        batch = self.batch
+        poisoned = {k for k in range(batch) if unwritten(self.session.taken[k])}
+        picked = {self.rng.randrange(batch)} if drawn else set()
+        for k in sorted(poisoned | picked):
+            for result in self._compare(k, self.ref.expected(originals[k])):
+                if not result.ok:
+                    raise Stop(Finding.WRONG_DURING_TIMING,
+                               f"an output produced during timing (request {request + 1}, call {k + 1}) is wrong: "
+                               f"{result.reason}")
+        return bool(poisoned or picked)

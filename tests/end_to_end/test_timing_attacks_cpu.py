@@ -1,0 +1,47 @@
+"""Attacks on the judge's clock and inputs that a CPU reproduces, scored end to end: none earns a speedup its work
+does not."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import FIXTURES
+from evalkit.cli.main import main
+
+pytestmark = pytest.mark.slow
+PAUSE_MS = 200.0  # big_output's forward sleeps this long before it writes anything
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    out = tmp_path_factory.mktemp("timing-attacks") / "report"
+    args = ["score", str(FIXTURES / "timing_attacks"), "--problems", str(FIXTURES / "timing_attack_problems"),
+            "--out", str(out), "--device", "cpu", "--baselines", "eager", "--timeout", "60", "--timing-budget", "2",
+            "--warmup", "1", "--seed", "5", "--memory-gib", "4", "--cache-dir", str(out.parent / "cache"),
+            "--jobs", "2"]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return {json.loads(line)["sample"]: json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()}
+
+
+def test_the_seed_recovery_attack_predicts_no_timed_call(rows):
+    # Each call's inputs here carry their whole seed, and the calibration pings' leftovers are read at load: under
+    # an affine schedule this answer looked up every timed call's output (319x on a dense layer). Seeds drawn
+    # independently per call, and pings that move zeros, leave it nothing to predict: it computes, like its twin.
+    attack, honest = rows["recovers_seeds"], rows["honest"]
+    assert attack["verdict"] == honest["verdict"] == "correct", (attack["reason"], honest["reason"])
+    assert attack["speedup_vs_eager"] < 2.0, attack["reason"]
+    low, high = attack["speedup_vs_eager_ci"]
+    assert low <= attack["speedup_vs_eager"] <= high
+
+
+def test_writing_into_the_judges_buffer_is_never_timed_below_the_answers_own_work(rows):
+    # Its delivery is a no-op; nothing the judge subtracts is the worker's, so the time it saves is at most that
+    # copy, never credited beyond its own work (a 200 ms pause, then 512 MiB written).
+    row = rows["writes_into_the_judges_buffer"]
+    assert row["verdict"] == "correct", row["reason"]
+    assert row["timing"]["median_ms"] >= 0.75 * PAUSE_MS, row["timing"]
+    assert not row["timing"]["below_resolution"]

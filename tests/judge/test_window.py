@@ -1,0 +1,167 @@
+"""An answer timed in one window with its live baseline, against fake workers on a fake clock: each request's time
+is scripted, so what the window makes of drift, order, failures and its stopping rule is exact, whatever the
+machine's load."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from evalkit.judge import session as session_module
+from evalkit.judge.contender import Contender
+from evalkit.judge.submission_judge import Judge, JudgeSettings
+from evalkit.judge.verdicts import Finding
+from evalkit.sandbox.launcher import Limits, WorkerGone
+from evalkit.sandbox.protocol import Op
+from judge.test_session import FakeWorker, honest
+
+
+class FakeClock:
+    """The judge's clock, moved only by the fake workers: a request's time is what its script says."""
+
+    def __init__(self) -> None:
+        self.now_s = 0.0
+        self.calls = 0  # timed calls so far, across workers
+
+    def perf_counter(self) -> float:
+        return self.now_s
+
+
+def scripted(clock: FakeClock, name: str, ms: float, log: list[str], slower_after: int = 10**9,
+             fail_after: int | None = None, wobble: float = 0.0, loaded_ping_ms: float = 0.0) -> Any:
+    """A worker whose calls each take ``ms`` of the judge's clock (3x once ``slower_after`` calls were made by
+    anyone: a machine that drifts; each within +-``wobble`` of that, by a fixed pattern), logging its name per
+    call; it dies after its ``fail_after``-th call."""
+    made = {"n": 0, "loaded": False}
+
+    def script(worker: FakeWorker, request: dict[str, Any]) -> Any:
+        made["loaded"] = made["loaded"] or request["op"] == Op.LOAD
+        if request["op"] == Op.PING and made["loaded"]:
+            clock.now_s += loaded_ping_ms / 1e3
+            log.append(f"{name} ping")
+        if request["op"] == Op.CALL:
+            made["n"] += 1
+            if fail_after is not None and made["n"] > fail_after:
+                raise WorkerGone("crash", "the worker died")
+            clock.calls += 1
+            spread = 1.0 + wobble * math.sin(made["n"] * (7.0 if name == "answer" else 3.0))
+            clock.now_s += ms / 1e3 * spread * (3.0 if clock.calls > slower_after else 1.0)
+            log.append(name)
+        return honest(worker, request)
+    return script
+
+
+@pytest.fixture()
+def clock(monkeypatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(session_module, "time", SimpleNamespace(perf_counter=fake.perf_counter))
+    return fake
+
+
+def _judge(judge: Judge, **changes: Any) -> Judge:
+    fields = {**vars(judge.settings), **changes}
+    return Judge(judge.ref, JudgeSettings(**fields), Limits())
+
+
+@pytest.fixture(scope="module")
+def judge() -> Judge:
+    from judge.test_session import judge as make  # the same linear_relu problem as the session tests
+
+    return make.__wrapped__()
+
+
+def _partner(judge: Judge, worker: FakeWorker) -> Any:
+    def start() -> tuple[str, Contender]:
+        baseline = Contender(judge, judge.settings, judge.session(worker, judge.time_limits), verify=False)
+        baseline.prepare(Path("submission.py"), {})
+        return "eager", baseline
+    return start
+
+
+PREPARE_CALLS = 6  # the answer's and the baseline's first call and two correctness trials each
+WARMUP_CALLS = 2  # one pair
+
+
+def test_drift_the_machine_shows_halfway_through_a_window_cancels_in_the_speedup(judge, clock):
+    # Calls take 5 ms for the answer and 10 ms for the baseline; five pairs into the window, the machine is 3x
+    # slower for both. Medians taken apart would read anything from 0.67x to 6x; the window's pairs read 2x.
+    judge = _judge(judge, timing_trials=40, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-9)
+    log: list[str] = []
+    drift = PREPARE_CALLS + WARMUP_CALLS + 10
+    partner = FakeWorker(judge.ref, scripted(clock, "baseline", 10.0, log, slower_after=drift))
+    answer = FakeWorker(judge.ref, scripted(clock, "answer", 5.0, log, slower_after=drift))
+    judgement = judge.judge_with(answer, Path("submission.py"), partner=_partner(judge, partner))
+    assert judgement.finding is Finding.PASSED, judgement.reason
+    speedup, samples = judgement.timing["speedup"], judgement.timing["samples_ms"]
+    assert min(samples) * 2.5 < max(samples), "the window spans the drift"
+    assert speedup["vs"] == "eager" and speedup["pairs"] == judgement.timing["partner"]["count"] >= 10
+    assert speedup["value"] == pytest.approx(2.0) and speedup["ci"] == pytest.approx([2.0, 2.0])
+
+
+def test_each_pair_runs_in_an_order_the_judge_draws_and_only_the_answer_is_checked(judge, clock):
+    judge = _judge(judge, timing_trials=60, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-9)
+    log: list[str] = []
+    partner = FakeWorker(judge.ref, scripted(clock, "baseline", 4.0, log, wobble=0.2))
+    answer = FakeWorker(judge.ref, scripted(clock, "answer", 2.0, log, wobble=0.2))
+    judgement = judge.judge_with(answer, Path("submission.py"), partner=_partner(judge, partner))
+    window = [entry for entry in log if not entry.endswith("ping")][PREPARE_CALLS + WARMUP_CALLS:]
+    pairs = [tuple(window[i:i + 2]) for i in range(0, len(window), 2)]
+    assert all(sorted(pair) == ["answer", "baseline"] for pair in pairs)
+    orders = {pair for pair in pairs}
+    assert orders == {("answer", "baseline"), ("baseline", "answer")}, "both orders occur: neither side knows its place"
+    assert len(judgement.timing["verified_calls"]) >= 10  # the answer's requests are checked as before
+    assert judgement.timing["requests"] == judgement.timing["partner"]["count"] == 60
+
+
+def test_a_window_stops_once_the_pairs_ratio_is_precise_and_its_budget_counts_both_sides(judge, clock):
+    precise = _judge(judge, timing_trials=100, min_timing_trials=10, timing_budget_s=1e6, timing_precision=0.01)
+    answer, partner = (FakeWorker(judge.ref, scripted(clock, name, ms, [])) for name, ms in (("a", 2.0), ("b", 6.0)))
+    timing = precise.judge_with(answer, Path("x.py"), partner=_partner(precise, partner)).timing
+    assert timing["stopped_by"] == "precision" and 10 <= timing["requests"] < 30  # and 10 of them checked
+
+    budget = _judge(judge, timing_trials=100, min_timing_trials=10, timing_budget_s=0.2, timing_precision=1e-9)
+    answer, partner = (FakeWorker(judge.ref, scripted(clock, name, ms, [], wobble=0.1))
+                       for name, ms in (("answer", 2.0), ("b", 6.0)))
+    timing = budget.judge_with(answer, Path("x.py"), partner=_partner(budget, partner)).timing
+    assert timing["stopped_by"] == "budget"
+    assert timing["requests"] == pytest.approx(200 / (2.0 + 6.0), abs=2), "8 ms a pair, not 2 ms a request"
+
+
+def test_a_baseline_that_fails_during_the_window_is_never_the_answers_verdict(judge, clock):
+    judge = _judge(judge, timing_trials=20, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-9)
+    log: list[str] = []
+    partner = FakeWorker(judge.ref, scripted(clock, "baseline", 4.0, log, fail_after=8))  # 6 of its calls: checks
+    answer = FakeWorker(judge.ref, scripted(clock, "answer", 2.0, log))
+    start = _partner(judge, partner)
+    kept: list[Contender] = []
+
+    def keep() -> tuple[str, Contender]:
+        kind, baseline = start()
+        kept.append(baseline)
+        return kind, baseline
+    judgement = judge.judge_with(answer, Path("submission.py"), partner=keep)
+    assert judgement.finding is Finding.PASSED, judgement.reason
+    assert "speedup" not in judgement.timing and judgement.timing["requests"] >= 10 and "partner" not in judgement.timing
+    assert any("no speedup" in w and "baseline" in w for w in judgement.warnings)
+    assert kept[0].failed, "the station starts a new live baseline for the next answer"
+
+
+def test_the_judges_own_part_is_measured_in_the_window_through_the_baselines_worker_alone(judge, clock):
+    # Pings before loading take no time here; in the window the judge's own part of a request is 1 ms. Calls take
+    # 6 ms (answer) and 11 ms (baseline), that 1 ms included: 5 and 10 ms of work, a 2x speedup, which only the
+    # window's own pings reveal (the calibration before loading would read 11/6). The answer's worker is never
+    # pinged once loaded.
+    judge = _judge(judge, timing_trials=30, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-9)
+    log: list[str] = []
+    partner = FakeWorker(judge.ref, scripted(clock, "baseline", 11.0, log, loaded_ping_ms=1.0))
+    answer = FakeWorker(judge.ref, scripted(clock, "answer", 6.0, log, loaded_ping_ms=1.0))
+    judgement = judge.judge_with(answer, Path("submission.py"), partner=_partner(judge, partner))
+    timing = judgement.timing
+    assert "answer ping" not in log and log.count("baseline ping") >= timing["requests"]
+    assert timing["overhead_pings"] >= timing["requests"]
+    assert timing["overhead_ms"] == pytest.approx(1.0 / judge.batch)
+    assert timing["speedup"]["value"] == pytest.approx(2.0)
