@@ -11,8 +11,10 @@ Definitions (documented for users in ``docs/report-schema.md``):
   status is not ``compile_error``/``crash``/``timeout`` (the failure came after the build);
 - ``fast_p`` (KernelBench): over every problem of the problem set, the fraction whose best sample is
   correct, unflagged (no flag that ``records.FLAG_INFO`` marks ``excludes_from_fast_p``, i.e. none of
-  ``records.EXCLUDED_FLAGS``) and has a speedup strictly greater than ``p``; a problem with no
-  submission counts as a failure;
+  ``records.EXCLUDED_FLAGS``) and has a speedup whose 95% interval lies strictly above ``p`` (its low end,
+  ``speedup_vs_<baseline>_ci[0]``; a row of an earlier schema, which has no interval, by its point estimate);
+  a problem with no submission counts as a failure. ``fast_p_point`` counts by the point estimate alone, as
+  KernelBench does;
 - ``pass@k`` / ``fast_p@k``: Chen et al. (2021)'s unbiased estimator ``1 - C(n-c, k) / C(n, k)``
   averaged over the problem set (``k`` is clamped to ``n`` where a problem has fewer samples);
 - a baseline is *not measured* for a set of rows when the set has correct rows and none of them
@@ -85,10 +87,23 @@ def is_compiled(row: Row) -> bool:
     return isinstance(build, dict) and build.get("status") == "ok"
 
 
-def is_fast(row: Row, baseline: str, p: float) -> bool:
-    """Counts towards fast_p: correct, unflagged, speedup strictly above ``p``."""
+def speedup_low(row: Row, baseline: str) -> float | None:
+    """The low end of the row's speedup interval against ``baseline``, or None when it has none."""
+    interval = row.get(f"speedup_vs_{baseline}_ci")
+    if not isinstance(interval, list) or len(interval) != 2:
+        return None
+    low = interval[0]
+    return float(low) if isinstance(low, (int, float)) and not isinstance(low, bool) and math.isfinite(low) else None
+
+
+def is_fast(row: Row, baseline: str, p: float, point: bool = False) -> bool:
+    """Counts towards fast_p: correct, unflagged, and its speedup's interval strictly above ``p`` (with ``point``,
+    or for a row without an interval, the speedup itself)."""
     speed = speedup_of(row, baseline)
-    return is_correct(row) and not is_flagged(row) and speed is not None and speed > p
+    if not (is_correct(row) and not is_flagged(row) and speed is not None):
+        return False
+    low = None if point else speedup_low(row, baseline)
+    return (speed if low is None else low) > p
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -139,12 +154,12 @@ def counts(rows: list[Row]) -> dict[str, Any]:
 
 
 def fast_p(rows: list[Row], problems: list[str], baseline: str,
-           thresholds: tuple[float, ...] = THRESHOLDS) -> dict[str, float | None]:
+           thresholds: tuple[float, ...] = THRESHOLDS, point: bool = False) -> dict[str, float | None]:
     """KernelBench fast_p: a problem counts when any (so its best) sample is fast; all problems are the denominator."""
     grouped = by_problem(rows)
     result: dict[str, float | None] = {}
     for p in thresholds:
-        hits = sum(any(is_fast(r, baseline, p) for r in grouped.get(pid, [])) for pid in problems)
+        hits = sum(any(is_fast(r, baseline, p, point) for r in grouped.get(pid, [])) for pid in problems)
         result[threshold_key(p)] = _rate(hits, len(problems))
     return result
 
@@ -231,9 +246,11 @@ def score_rows(rows: list[Row], problems: list[str], levels: dict[str, int] | No
     scores["problems_correct"] = len({str(r.get("problem", "")) for r in rows if is_correct(r)})
     scores["baselines_not_measured"] = unmeasured
     scores["fast_p"] = {b: fast_p(rows, problems, b) for b in BASELINES}
+    scores["fast_p_point"] = {b: fast_p(rows, problems, b, point=True) for b in BASELINES}
     scores.update(at_k(rows, problems))
     for b in unmeasured:
         scores["fast_p"][b] = _unmeasured(scores["fast_p"][b])
+        scores["fast_p_point"][b] = _unmeasured(scores["fast_p_point"][b])
         scores["fast_p_at_k"][b] = _unmeasured(scores["fast_p_at_k"][b])
     scores["geomean_speedup"] = {b: geomean_speedup(rows, b) for b in BASELINES}
     scores["by_level"] = by_level(rows, problems, levels or {}, unmeasured)
@@ -273,6 +290,7 @@ def best_entry(rows: list[Row]) -> dict[str, Any] | None:
         return None
     return {"sample": str(best.get("sample", "")), "verdict": best.get("verdict"),
             "speedup_vs_eager": speedup_of(best, "eager"), "speedup_vs_compile": speedup_of(best, "compile"),
+            "speedup_vs_eager_ci": best.get("speedup_vs_eager_ci"), "speedup_vs_compile_ci": best.get("speedup_vs_compile_ci"),
             "flags": list(best.get("flags") or []), "samples": len(rows), "correct": sum(map(is_correct, rows)),
             "sha256": best.get("sha256")}
 

@@ -52,7 +52,8 @@ def format_leaderboard(summary: dict[str, Any]) -> str:
                       _measured(s, "eager", _x(geo["eager"]["value"])), _measured(s, "compile", _x(geo["compile"]["value"]))))
     text = _table(heads, lines)
     count = summary["problem_set"]["count"]
-    text.append(f"fast_p over {count} problem(s); rows flagged {', '.join(summary['excluded_flags'])} never count as fast")
+    text.append(f"fast_p over {count} problem(s), a speedup counted when its 95% interval clears p; rows flagged "
+                f"{', '.join(summary['excluded_flags'])} never count as fast")
     if summary["problem_set"].get("levels"):
         text += ["", *_level_table(named)]
     return "\n".join(text)

@@ -243,3 +243,14 @@ def test_a_failed_baseline_is_measured_and_nothing_correct_is_zero() -> None:
     # without a correct row nothing can be fast, whatever was timed: 0, not "not measured"
     s = scoring.score_all([row("m", "p1", "0", "no_code")])["runs"]["m"]
     assert s["baselines_not_measured"] == [] and s["fast_p"]["compile"]["1"] == 0.0
+
+
+def test_fast_p_counts_a_speedup_only_once_its_interval_clears_p_and_keeps_the_point_count_beside_it() -> None:
+    clear = {**row("m", "p1", "0", "correct", 1.20), "speedup_vs_eager_ci": [1.10, 1.30]}
+    unsure = {**row("m", "p2", "0", "correct", 1.04), "speedup_vs_eager_ci": [0.98, 1.09]}
+    earlier_schema = row("m", "p3", "0", "correct", 1.05)  # no interval: counted by its point estimate
+    scores = scoring.score_all([clear, unsure, earlier_schema])["runs"]["m"]
+    assert scores["fast_p"]["eager"]["1"] == pytest.approx(2 / 3)
+    assert scores["fast_p_point"]["eager"]["1"] == pytest.approx(1.0)
+    assert scores["fast_p"]["eager"]["0"] == pytest.approx(1.0)
+    assert scoring.is_fast(unsure, "eager", 1.0, point=True) and not scoring.is_fast(unsure, "eager", 1.0)

@@ -15,7 +15,8 @@ from typing import Any
 from evalkit.report import scoring
 from evalkit.report.answer_text import Answer
 from evalkit.report.html import svg
-from evalkit.report.html.parts import NOT_MEASURED, badge, document, esc, flags_html, fmt_ms, fmt_speedup
+from evalkit.report.html.parts import (NOT_MEASURED, badge, document, esc, flags_html, fmt_interval, fmt_ms,
+                                       fmt_speedup)
 
 Row = dict[str, Any]
 OPTIONAL_CANDIDATE_FIELDS = ("closed", "in_final_answer", "defines_model_new")
@@ -201,7 +202,8 @@ def timing_section(row: Row) -> str:
 def _speedup_text(row: Row, baseline: str) -> str:
     if baseline in scoring.baselines_not_measured([row]):
         return f"{NOT_MEASURED} (no {baseline} baseline was timed)"
-    return fmt_speedup(scoring.speedup_of(row, baseline))
+    interval = fmt_interval(row.get(f"speedup_vs_{baseline}_ci"))
+    return fmt_speedup(scoring.speedup_of(row, baseline)) + (f", 95% interval {interval}" if interval else "")
 
 
 SECTIONS = (("error", "Error"), ("answer", "The answer"), ("code", "Extracted code"),

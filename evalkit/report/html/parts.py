@@ -66,6 +66,13 @@ def fmt_speedup(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}\u00d7"
 
 
+def fmt_interval(interval: Any) -> str:
+    """A speedup's 95% interval, ``[1.95–2.05]``; "" when the row has none."""
+    if not (isinstance(interval, list) and len(interval) == 2 and all(isinstance(v, (int, float)) for v in interval)):
+        return ""
+    return f"[{interval[0]:.2f}\u2013{interval[1]:.2f}]"
+
+
 def fmt_rate(value: float | None) -> str:
     return "" if value is None else f"{100 * value:.1f}%"
 
@@ -74,9 +81,11 @@ def fmt_ms(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
 
 
-def num_td(value: float | None, text: str) -> str:
+def num_td(value: float | None, text: str, note: str = "") -> str:
+    """A numeric cell, sortable by ``value``; ``note`` (an interval, say) follows the text in small print."""
     v = "" if value is None else repr(float(value))
-    return f'<td class="num" data-v="{esc(v)}">{esc(text)}</td>'
+    small = f' <span class="muted small">{esc(note)}</span>' if note else ""
+    return f'<td class="num" data-v="{esc(v)}">{esc(text)}{small}</td>'
 
 
 def not_measured_td() -> str:
