@@ -49,13 +49,21 @@ def paired_ratios(slower_ms: list[float], faster_ms: list[float]) -> list[float]
     return [s / f for s, f in zip(slower_ms, faster_ms) if s > 0 and f > 0]
 
 
-def paired_speedup(baseline_ms: list[float], answer_ms: list[float]) -> Speedup | None:
-    """The answer's speedup over the baseline from the pairs of one window (per-call times), or None without pairs."""
+def paired_speedup(baseline_ms: list[float], answer_ms: list[float], resolution_ms: float = 0.0) -> Speedup | None:
+    """The answer's speedup over the baseline from the pairs of one window (per-call times), or None without pairs.
+
+    The interval holds the median's sampling error and, in quadrature, what the judge cannot resolve of one call
+    (``resolution_ms``: how far its own part of a request may be off, per call), which moves each side's time by up
+    to that much whatever the number of pairs: a share ``resolution_ms / median`` of each side, independently."""
     ratios = paired_ratios(baseline_ms, answer_ms)
     if not ratios:
         return None
+    value = statistics.median(ratios)
     low, high = median_interval(ratios)
-    return Speedup(statistics.median(ratios), low, high, len(ratios))
+    unresolved = math.hypot(resolution_ms / statistics.median(baseline_ms), resolution_ms / statistics.median(answer_ms))
+    below = math.hypot(math.log(value / low), math.log1p(unresolved))
+    above = math.hypot(math.log(high / value), math.log1p(unresolved))
+    return Speedup(value, value * math.exp(-below), value * math.exp(above), len(ratios))
 
 
 def chained(first: Speedup, second: Speedup) -> Speedup:

@@ -168,6 +168,17 @@ CALIBRATION_WARMUP = PingBudget(least_pings=5, most_pings=30, budget_ms=250.0)
 CALIBRATION_PINGS = PingBudget(least_pings=30, most_pings=100, budget_ms=500.0)
 
 
+# How far the judge's own part of one request may be off, beyond its pings' spread: on an H200 the part calls pay
+# and pings do not moved by about +-0.25 ms from one run to the next
+# (docs/gpu-runs/2026-11-27-speedups-that-reproduce-h200/); on a 2-core CPU the request overhead is about 0.1 ms.
+REQUEST_RESOLUTION_MS = {"cuda": 0.25, "cpu": 0.1}
+
+
+def request_resolution_ms(overhead: "Overhead", device: str) -> float:
+    """What the judge cannot resolve of one request: the device's floor, or its pings' spread (IQR) when larger."""
+    return max(REQUEST_RESOLUTION_MS.get(device, REQUEST_RESOLUTION_MS["cpu"]), overhead.jitter_ms)
+
+
 BATCH_TARGET_MS = 20.0  # a request runs forward this long (by the reference's time), in calls of one each
 MAX_BATCH = 32
 BATCH_MEMORY_BYTES = {"cuda": 8 * 2**30, "cpu": 2**30}

@@ -26,7 +26,7 @@ from typing import Any
 from evalkit.judge.contender import Contender
 from evalkit.judge.repetitions import Repetitions, RepetitionRule
 from evalkit.judge.speedups import Speedup, paired_ratios, paired_speedup
-from evalkit.judge.timing import Overhead
+from evalkit.judge.timing import Overhead, request_resolution_ms
 from evalkit.judge.verdicts import Stop
 from evalkit.sandbox.launcher import WorkerGone
 
@@ -57,10 +57,12 @@ class Window:
     pings: list[float] = field(default_factory=list)  # made through the partner's worker within the window
 
     def speedup(self, answer: Contender, partner: Contender) -> Speedup | None:
-        """The answer's speedup over the partner from this window's pairs."""
+        """The answer's speedup over the partner from this window's pairs, its interval holding what the judge
+        cannot resolve of a request (``timing.request_resolution_ms``) as well as the pairs' spread."""
         if self.partner is None:
             return None
-        return paired_speedup(self.partner.per_call(partner), self.answer.per_call(answer))
+        resolution = request_resolution_ms(answer.overhead, answer.ref.device) / answer.batch
+        return paired_speedup(self.partner.per_call(partner), self.answer.per_call(answer), resolution)
 
 
 MIN_WINDOW_PINGS = 5  # the window's own pings replace the calibration made before loading once there are this many

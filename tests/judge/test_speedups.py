@@ -77,3 +77,13 @@ def test_every_calls_input_seed_is_independent_of_every_other_calls():
     assert len({s % 2**32 for s in seeds}) == 200
     assert all(0 <= s < 2**63 for s in seeds)
     assert input_seed(secret + 1, 5) != seeds[5] and input_seed(secret, 5) == seeds[5]
+
+
+def test_an_interval_also_holds_what_the_judge_cannot_resolve_of_a_call():
+    # Every pair reads 2x, but the judge's own part of a request may be off by 0.05 ms a call: 1% of the answer's
+    # 5 ms and 0.5% of the baseline's 10 ms, whatever the number of pairs.
+    found = paired_speedup([10.0] * 50, [5.0] * 50, resolution_ms=0.05)
+    unresolved = math.log1p(math.hypot(0.005, 0.01))
+    assert found.value == 2.0
+    assert found.low == pytest.approx(2.0 * math.exp(-unresolved)) and found.high == pytest.approx(2.0 * math.exp(unresolved))
+    assert paired_speedup([10.0] * 50, [5.0] * 50).interval() == [2.0, 2.0]

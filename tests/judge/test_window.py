@@ -99,7 +99,9 @@ def test_drift_the_machine_shows_halfway_through_a_window_cancels_in_the_speedup
     speedup, samples = judgement.timing["speedup"], judgement.timing["samples_ms"]
     assert min(samples) * 2.5 < max(samples), "the window spans the drift"
     assert speedup["vs"] == "eager" and speedup["pairs"] == judgement.timing["partner"]["count"] >= 10
-    assert speedup["value"] == pytest.approx(2.0) and speedup["ci"] == pytest.approx([2.0, 2.0])
+    assert speedup["value"] == pytest.approx(2.0)
+    low, high = speedup["ci"]  # every pair reads 2x: the interval is only what the judge cannot resolve of a request
+    assert 1.97 < low < 2.0 < high < 2.03
 
 
 def test_each_pair_runs_in_an_order_the_judge_draws_and_only_the_answer_is_checked(judge, clock):

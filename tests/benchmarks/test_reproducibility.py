@@ -1,0 +1,48 @@
+"""`benchmarks/reproducibility.py`'s figures from report folders it would have made: the spread of an answer's
+speedups over runs, the gap between GPUs, the judge against the worker's claim, and interval coverage."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+spec = importlib.util.spec_from_file_location("reproducibility", ROOT / "benchmarks" / "reproducibility.py")
+repro = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(repro)
+
+
+def _report(where: Path, speedup: float, median: float, claim: float, ci: list[float] | None = None) -> Path:
+    where.mkdir(parents=True)
+    row = {"run": "r", "problem": "p", "sample": "s", "verdict": "correct", "speedup_vs_eager": speedup,
+           "speedup_vs_eager_ci": ci, "timing": {"median_ms": median, "claimed_median_ms": claim},
+           "baselines": {"eager": {"median_ms": 2.0}}}
+    failed = {"run": "r", "problem": "p", "sample": "bad", "verdict": "incorrect"}
+    (where / "results.jsonl").write_text(json.dumps(row) + "\n" + json.dumps(failed) + "\n")
+    return where
+
+
+def test_the_figures_are_the_spread_over_runs_the_gap_between_gpus_and_the_judge_against_the_claim(tmp_path):
+    rounds = [{"0": _report(tmp_path / f"{n}-0", s0, 1.0, 0.98, [s0 - 0.02, s0 + 0.02]),
+               "1": _report(tmp_path / f"{n}-1", s1, 1.03, 1.0, [s1 - 0.02, s1 + 0.02])}
+              for n, (s0, s1) in enumerate([(2.00, 2.10), (2.04, 2.10), (2.02, 2.10)])]
+    answers = repro.summarize(rounds)
+    answer = answers["r/p/s"]
+    assert answer["speedups"] == {"0": [2.00, 2.04, 2.02], "1": [2.10, 2.10, 2.10]}
+    assert answer["spread"] == pytest.approx(0.04 / 2.02)
+    assert answer["gpu_gap"] == pytest.approx(0.08 / 2.06)
+    assert answer["judge_vs_claim"] == pytest.approx(0.03)
+    assert answer["inside_other_intervals"] == [4 + 6, 12], "gpu 0: 2.00 and 2.04 miss each other's intervals"
+    assert answers["r/p/bad"] == {"verdicts": ["incorrect"]}
+    targets = repro.verdicts_of(answers)
+    assert targets["spread"]["met"] is True and targets["gpu_gap"]["met"] is False
+    assert targets["judge_vs_claim"]["worst"] == pytest.approx(0.03) and not targets["judge_vs_claim"]["met"]
+
+
+def test_one_gpus_run_sees_only_that_gpu():
+    assert repro.environment("3")["CUDA_VISIBLE_DEVICES"] == "3"
+    assert repro.environment("cpu").get("CUDA_VISIBLE_DEVICES") != "cpu"
