@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -48,6 +49,9 @@ def resume_key_of(row: dict[str, Any]) -> str:
 SYNC_EVERY_S = 5.0  # the most seconds of rows a machine crash (not a killed run) can take back
 
 
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
 class ResultsWriter:
     """Appends rows and hands each to the operating system at once, so a killed run loses only what was in
     flight; forces them onto the disk (fsync) at most every ``SYNC_EVERY_S`` seconds and on close, so a
@@ -62,7 +66,10 @@ class ResultsWriter:
         self._synced_at = time.monotonic()
 
     def write(self, row: dict[str, Any]) -> None:
-        self._file.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
+        """Append ``row``. No string in it can stop the writer: a lone surrogate, which UTF-8 cannot hold, is
+        written as U+FFFD (strings from a worker are made safe where they are read; this is the last guard)."""
+        text = json.dumps(row, ensure_ascii=False, allow_nan=False)
+        self._file.write(_SURROGATES.sub("\ufffd", text) + "\n")
         self._file.flush()
         if time.monotonic() - self._synced_at >= self.sync_every_s:
             self._sync()

@@ -17,6 +17,7 @@ import json
 import math
 import os
 import pickle
+import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -200,8 +201,18 @@ def _get(message: dict[str, Any], key: str, kind: type | tuple[type, ...], defau
     return value
 
 
+_UNSAFE = re.compile("[\ud800-\udfff\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def safe_text(text: str, limit: int = MAX_TEXT) -> str:
+    """``text`` as the judge may store and print it: at most ``limit`` characters, lone surrogates (which no UTF-8
+    file can hold: one in a reply stopped the results writer) and control characters other than tab and newline
+    each replaced by U+FFFD."""
+    return _UNSAFE.sub("\ufffd", text[:limit])
+
+
 def _text(message: dict[str, Any], key: str, limit: int = MAX_TEXT, default: Any = dataclasses.MISSING) -> str:
-    return str(_get(message, key, str, default))[:limit]
+    return safe_text(str(_get(message, key, str, default)), limit)
 
 
 def _choice(message: dict[str, Any], key: str, choices: tuple[str, ...]) -> str:
@@ -229,7 +240,7 @@ def _names(message: dict[str, Any], key: str, nullable: bool = False) -> list[An
     for name in names:
         if not (isinstance(name, str) or (nullable and name is None)):
             raise ProtocolViolation(f"'{message['op']}' reply with a '{key}' entry {_show(name)}")
-    return [n[:MAX_NAME] if isinstance(n, str) else None for n in names]
+    return [safe_text(n, MAX_NAME) if isinstance(n, str) else None for n in names]
 
 
 def _shape(value: Any) -> list[int] | None:
@@ -244,10 +255,11 @@ def _frame(value: Any) -> FrameClaim:
     if not isinstance(value, dict):
         raise ProtocolViolation(f"a traceback frame {_show(value)}")
     line = value.get("line")
-    return FrameClaim(file=str(value.get("file", ""))[:MAX_NAME],
+    return FrameClaim(file=safe_text(str(value.get("file", "")), MAX_NAME),
                       line=_small_int(line, "a traceback line", high=10**7) if line is not None else 0,
-                      function=str(value.get("function", ""))[:MAX_NAME],
-                      in_submission=value.get("in_submission") is True, text=str(value.get("text", ""))[:MAX_NAME])
+                      function=safe_text(str(value.get("function", "")), MAX_NAME),
+                      in_submission=value.get("in_submission") is True,
+                      text=safe_text(str(value.get("text", "")), MAX_NAME))
 
 
 def _error(m: dict[str, Any]) -> ErrorClaim:

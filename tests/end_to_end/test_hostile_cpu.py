@@ -144,3 +144,10 @@ def test_a_rewritten_harness_is_a_protocol_violation_not_a_judge_crash(rows, sam
     assert row["verdict"] == "runtime_error", row["reason"]
     assert "protocol violation" in row["reason"]
 
+
+
+def test_a_lone_surrogate_in_an_answers_error_is_its_row_not_the_end_of_the_run(rows):
+    row = rows["raises_lone_surrogate"]
+    assert row["verdict"] == "runtime_error", row["reason"]
+    assert "bad \ufffd output \ufffd" in row["reason"]
+    assert rows["zz_correct_after_all"]["verdict"] == "correct"

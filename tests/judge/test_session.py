@@ -15,7 +15,7 @@ import torch
 from conftest import FIXTURES
 from evalkit.judge.reference import ReferenceProblem
 from evalkit.judge import tensor_check
-from evalkit.judge.session import Session
+from evalkit.judge.session import Session, error_record
 from evalkit.judge.submission_judge import Judge, JudgeSettings
 from evalkit.judge.time_limits import TimeLimits
 from evalkit.judge.verdicts import VERDICT_OF, Finding
@@ -574,3 +574,15 @@ def test_a_profiling_worker_that_hangs_or_breaks_the_protocol_fails_its_answer(j
     judgement = judge.judge(timed, code, profiler=lambda: (profiling, code))
     assert VERDICT_OF[judgement.finding] is verdict and says in judgement.reason, judgement.reason
     assert profiling.closed
+
+
+def test_every_string_in_a_reply_is_made_safe_to_store():
+    # A lone surrogate (no UTF-8 file holds one) and control characters, in any string a worker sends.
+    raw = json.dumps({"op": "error", "kind": "runtime_error", "stage": "forward\x1b[2J",
+                      "message": "RuntimeError: \ud800 bad\x07", "type": "E\udc00",
+                      "traceback": [{"file": "x\ud800.py", "line": 3, "function": "f\x00", "text": "\ud800"}]})
+    claim = decode_reply(raw.encode())
+    stored = json.dumps(error_record(claim), ensure_ascii=False)
+    assert stored.encode("utf-8")  # no UnicodeEncodeError
+    assert claim.message == "RuntimeError: \ufffd bad\ufffd" and claim.stage == "forward\ufffd[2J"
+    assert claim.traceback[0].file == "x\ufffd.py" and claim.traceback[0].function == "f\ufffd"

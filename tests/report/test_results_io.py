@@ -41,3 +41,10 @@ def test_each_row_is_readable_at_once_and_synced_to_disk_only_every_few_seconds(
     eager.write({"run": "r"})
     assert len(synced) == 3
     eager.close()
+
+
+def test_no_string_stops_the_writer_a_lone_surrogate_is_written_as_a_replacement(tmp_path: Path):
+    with ResultsWriter(tmp_path / "results.jsonl") as writer:
+        writer.write({"sample": "a", "reason": "bad \ud800 text"})
+        writer.write({"sample": "b", "reason": "fine"})
+    assert [r["reason"] for r in read_rows(tmp_path / "results.jsonl")] == ["bad \ufffd text", "fine"]
