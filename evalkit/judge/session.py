@@ -290,6 +290,18 @@ def error_record(claim: protocol.ErrorClaim) -> dict[str, Any]:
             "traceback": [vars(frame).copy() for frame in claim.traceback]}
 
 
+NO_NETWORK = " [the sandbox has no network: no socket reaches any host]"
+_NETWORK_FAILURES = ("Network is unreachable", "Permission denied", "Name or service not known",
+                     "Temporary failure in name resolution")
+
+
 def _error_reason(claim: protocol.ErrorClaim) -> str:
     first_line = claim.message.strip().splitlines()[:1]
-    return f"{claim.stage or '?'}: {first_line[0] if first_line else 'error'}"[:300]
+    reason = f"{claim.stage or '?'}: {first_line[0] if first_line else 'error'}"[:300]
+    return reason + (NO_NETWORK if needed_network(claim) else "")
+
+
+def needed_network(claim: protocol.ErrorClaim) -> bool:
+    """Whether the error looks like a socket the sandbox refused (a claim: it only ever adds an explanation)."""
+    in_socket = any(frame.file in ("socket.py", "connection.py", "client.py") for frame in claim.traceback)
+    return in_socket and any(text in claim.message for text in _NETWORK_FAILURES)

@@ -5,8 +5,9 @@ every process it starts) may still read anything, but may create, write, truncat
 files only beneath the allowed folders. Landlock also stops it from ptracing any process outside its
 domain (so it cannot read another process's ``/proc/<pid>/environ`` or ``mem``), from ABI 5 from driving a
 device it opened outside those folders (``ioctl``: a build, whose list holds no GPU device, cannot use the
-GPU), and, from ABI 6, from signalling one or connecting to its abstract Unix sockets. Where the kernel lacks Landlock this returns
-0 and changes nothing; the judge records that in the row.
+GPU), from ABI 4 from binding or connecting any TCP socket (no network: on a Ray node the cluster's ports are
+out of reach too), and, from ABI 6, from signalling one or connecting to its abstract Unix sockets. Where the
+kernel lacks Landlock this returns 0 and changes nothing; the judge records that in the row.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ _FILE_RIGHTS = _WRITE_FILE | _TRUNCATE | _IOCTL_DEV  # the rights that apply to 
 
 
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4: handled with no rule, so every port is denied
+LANDLOCK_ABI_FOR_NETWORK = 4
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -53,6 +56,15 @@ def _write_rights(abi: int) -> int:
     return rights
 
 
+def _ruleset_attr(abi: int, rights: int) -> ctypes.Structure:
+    """What a ruleset handles: the file rights, TCP bind and connect from ABI 4, signals and abstract sockets
+    scoped from ABI 6 (a kernel takes the longer struct with the fields it does not know left zero)."""
+    if abi < LANDLOCK_ABI_FOR_NETWORK:
+        return _RulesetAttr(rights)
+    scoped = _SCOPE_SIGNAL | _SCOPE_ABSTRACT_UNIX_SOCKET if abi >= 6 else 0
+    return _ScopedRulesetAttr(rights, _NET_BIND_TCP | _NET_CONNECT_TCP, scoped)
+
+
 def abi_version() -> int:
     libc = ctypes.CDLL(None, use_errno=True)
     version = libc.syscall(_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
@@ -66,7 +78,7 @@ def restrict_writes(writable: list[str]) -> int:
         return 0
     libc = ctypes.CDLL(None, use_errno=True)
     rights = _write_rights(abi)
-    attr = _ScopedRulesetAttr(rights, 0, _SCOPE_SIGNAL | _SCOPE_ABSTRACT_UNIX_SOCKET) if abi >= 6 else _RulesetAttr(rights)
+    attr = _ruleset_attr(abi, rights)
     ruleset = libc.syscall(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
     if ruleset < 0:
         return 0

@@ -2,7 +2,8 @@
 
 - The worker dies with the judge: ``PR_SET_PDEATHSIG`` (SIGKILL), set after any change of user, since
   the kernel clears it then; if the judge is already gone, the worker exits at once.
-- Run as root, it becomes the unprivileged user the judge chose (``run_as``), which leaves it no
+- Run as root, it first leaves the host's network (a network namespace of its own), then becomes the
+  unprivileged user the judge chose (``run_as``), which leaves it no
   capabilities; where the judge found no user able to run the worker, it stays uid 0 but empties its
   capability bounding, permitted, effective and inheritable sets, so no program it executes regains any.
 
@@ -16,6 +17,7 @@ import os
 import signal
 
 _PR_SET_PDEATHSIG, _PR_CAPBSET_DROP = 1, 24
+_CLONE_NEWNET = 0x40000000
 _CAP_VERSION_3 = 0x20080522
 
 
@@ -41,6 +43,13 @@ def drop_privileges(run_as: tuple[int, int] | None, judge_pid: int) -> str:
         done = "uid 0 without capabilities" if _drop_capabilities(libc) else "uid 0 WITH capabilities"
     die_with_judge(judge_pid)  # again: a change of user cleared it
     return done
+
+
+def leave_network() -> bool:
+    """Move into a network namespace of its own (only a loopback, down): no socket reaches any host, over TCP, UDP
+    or abstract Unix sockets. Needs CAP_SYS_ADMIN, so it is done as root, before the change of user; elsewhere
+    (no privileges, or a kernel without network namespaces) False, and Landlock's TCP rules are the wall."""
+    return ctypes.CDLL(None, use_errno=True).unshare(_CLONE_NEWNET) == 0
 
 
 def die_with_judge(judge_pid: int) -> None:

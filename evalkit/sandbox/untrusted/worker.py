@@ -277,14 +277,16 @@ def _sets(flat: list[Any], batch: int) -> list[list[Any]]:
 
 
 def serve(conn: Connection) -> None:
-    from evalkit.sandbox.untrusted.privileges import drop_privileges
+    from evalkit.sandbox.untrusted.privileges import drop_privileges, leave_network
 
     mappings: list[Any] = []  # the judge's CPU buffers stay mapped for the worker's life
     setup = receive_setup(conn, mappings)
     if setup.get("extensions_dir"):  # chosen when the answer was: a worker may have started before it
         os.environ["TORCH_EXTENSIONS_DIR"] = setup["extensions_dir"]
     run_as = setup["limits"].get("run_as")
-    setup["privileges"] = drop_privileges(tuple(run_as) if run_as else None, setup["judge_pid"])
+    isolated = leave_network()
+    setup["privileges"] = drop_privileges(tuple(run_as) if run_as else None, setup["judge_pid"]) + (
+        "; network: own namespace" if isolated else "")
     _apply_limits(setup["limits"])
     landlock_abi = _confine_writes(gpu=setup["mode"] != "build")
     harness = Harness(conn, setup)
