@@ -151,3 +151,13 @@ def test_a_lone_surrogate_in_an_answers_error_is_its_row_not_the_end_of_the_run(
     assert row["verdict"] == "runtime_error", row["reason"]
     assert "bad \ufffd output \ufffd" in row["reason"]
     assert rows["zz_correct_after_all"]["verdict"] == "correct"
+
+
+def test_an_answer_cannot_change_the_judges_or_another_sandboxs_limits(rows):
+    import resource
+
+    row = rows["limits_everyone"]
+    assert row["verdict"] == "correct", row["reason"]
+    assert resource.getrlimit(resource.RLIMIT_CPU)[0] != 1, "the judge's CPU limit was changed"
+    assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] > 8
+    assert rows["zz_correct_after_all"]["verdict"] == "correct", "the next answers are judged as before"

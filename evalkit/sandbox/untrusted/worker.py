@@ -278,6 +278,7 @@ def _sets(flat: list[Any], batch: int) -> list[list[Any]]:
 
 def serve(conn: Connection) -> None:
     from evalkit.sandbox.untrusted.privileges import drop_privileges, leave_network
+    from evalkit.sandbox.untrusted.seccomp import confine_to_self
 
     mappings: list[Any] = []  # the judge's CPU buffers stay mapped for the worker's life
     setup = receive_setup(conn, mappings)
@@ -289,6 +290,8 @@ def serve(conn: Connection) -> None:
         "; network: own namespace" if isolated else "")
     _apply_limits(setup["limits"])
     landlock_abi = _confine_writes(gpu=setup["mode"] != "build")
+    if confine_to_self():
+        setup["privileges"] += "; other processes' limits and scheduling out of reach"
     harness = Harness(conn, setup)
     harness.inputs, harness.outputs = setup["inputs"], setup["outputs"]
     if setup["mode"] == "judge" and not _serve_until_load(conn, harness):
