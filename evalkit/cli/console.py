@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 from typing import Any, Callable, TypeVar
 
 import click
@@ -40,6 +41,12 @@ class _Formatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         record.levelname = record.levelname.lower()
         return super().format(record)
+
+
+def quiet_numpy_warning() -> None:
+    """torch warns that it cannot initialize NumPy wherever NumPy is missing (it is no dependency of evalkit, and
+    torch works without it): a line on every command's stderr, even with -q, that says nothing about the run."""
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
 
 
 def configure_logging(verbose: int = 0, quiet: bool = False) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import click
 
 from evalkit import __version__
-from evalkit.cli.console import configure_logging, is_quiet, verbose_level, verbosity_options
+from evalkit.cli.console import configure_logging, is_quiet, quiet_numpy_warning, verbose_level, verbosity_options
 from evalkit.cli.extract import extract_command
 from evalkit.cli.problems import problems
 from evalkit.cli.report import report_command
@@ -29,6 +29,7 @@ def main() -> None:
     which and what to do), 2 a usage error, 128 + N when stopped by signal N (`evalkit score`).
     """
     configure_logging(verbose_level(), is_quiet())
+    quiet_numpy_warning()
 
 
 for command in (extract_command, score_command, report_command, problems):

@@ -126,16 +126,20 @@ def score_command(ctx: click.Context, submissions: Path, problems_dir: Path, out
     number when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP; the report is written and the --resume
     command printed).
     """
+    if progress and is_quiet():
+        raise click.UsageError("--progress and -q/--quiet contradict each other; give one of them")
+    if not submissions.exists():  # before anything heavy (torch) is imported: a typo is told in a moment
+        raise click.ClickException(f"{submissions}: no such file or folder; give a folder of runs, one run folder, "
+                                   f"an answer file or a <run>.jsonl manifest (docs/submissions.md)")
+    out_dir = _resolve_out(submissions, out_dir, resume)
+    _require_problems_dir(problems_dir, submissions)
+
     from evalkit.schedule.interrupt import Interrupted
     from evalkit.schedule.local import score
     from evalkit.schedule.options import ScoreError, ScoreOptions, default_cache_dir
     from evalkit.sources.problems import ProblemError
     from evalkit.sources.submissions import SubmissionError
 
-    if progress and is_quiet():
-        raise click.UsageError("--progress and -q/--quiet contradict each other; give one of them")
-    out_dir = _resolve_out(submissions, out_dir, resume)
-    _require_problems_dir(problems_dir, submissions)
     opts = ScoreOptions(submissions=submissions, problems_dir=problems_dir, out_dir=out_dir, resume=resume,
                         baselines=baselines, cache_dir=cache_dir or default_cache_dir(), **options)
     logger.debug("scoring with %s", opts)

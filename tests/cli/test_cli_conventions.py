@@ -157,3 +157,27 @@ def test_verbose_logs_debug_lines_to_stderr(prose: Path, tmp_path: Path) -> None
     assert result.exit_code == 0 and "debug evalkit.cli.extract: read " in result.stderr
     assert "debug" not in result.stdout
     configure_logging()  # back to the defaults for the tests that follow in this process
+
+
+def test_a_missing_submissions_folder_is_told_before_torch_is_imported(tmp_path: Path):
+    import subprocess
+    import sys
+
+    probe = ("import sys\nfrom evalkit.cli.main import main\n"
+             "try:\n    main(['score', sys.argv[1]])\nexcept SystemExit as end:\n    print('exit', end.code, 'torch' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "nowhere")], capture_output=True, text=True)
+    assert result.stdout.strip() == "exit 1 False", result.stdout + result.stderr
+    assert "nowhere: no such file or folder" in result.stderr
+
+
+def test_no_command_prints_torchs_numpy_warning(tmp_path: Path):
+    import subprocess
+    import sys
+
+    answer = tmp_path / "run" / "linear_relu" / "answer.txt"
+    answer.parent.mkdir(parents=True)
+    answer.write_text("no code here")
+    result = subprocess.run([sys.executable, "-m", "evalkit", "score", str(tmp_path / "run"), "--problems", str(PROBLEMS),
+                             "--device", "cpu", "--out", str(tmp_path / "report"), "-q"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "NumPy" not in result.stderr and result.stderr == ""

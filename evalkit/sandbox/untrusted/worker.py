@@ -379,8 +379,12 @@ def _start_profiler(work: Any) -> None:
 
 def main() -> None:
     """``worker FD JUDGE_PID``: serve the judge on the socket ``FD``."""
+    import warnings
+
     from evalkit.sandbox.untrusted.privileges import die_with_judge
 
+    # torch's "Failed to initialize NumPy" (NumPy is no dependency): it filled the tail of build logs the reports show
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
     conn = Connection(int(sys.argv[1]))
     try:
         die_with_judge(int(sys.argv[2]))  # a worker started ahead may wait long for its answer: never orphaned
