@@ -68,3 +68,24 @@ def test_importing_evalkit_loads_no_torch_until_the_api_is_used():
     code = "import sys, evalkit; assert 'torch' not in sys.modules, 'import evalkit loaded torch'; print('ok')"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"timeout": 10}, "unknown setting(s) 'timeout' (did you mean 'timeout_s'?)"),
+    ({"timing_trials": "5"}, "'timing_trials' must be a number"),
+    ({"baselines": ["eager", "eagre"]}, "unknown kind(s) ['eagre']"),
+])
+def test_a_wrong_keyword_setting_is_refused_with_what_would_do(settings, message):
+    from evalkit.schedule.options import SettingError
+
+    with pytest.raises(SettingError) as refused:
+        Evaluator(problems=FIXTURES / "judge_problems", device="cpu", **settings)
+    assert message in str(refused.value)
+
+
+def test_baselines_take_the_command_lines_spelling():
+    from evalkit.schedule.options import judge_options
+
+    assert judge_options("cpu", {"baselines": "eager"}).baselines == ("eager",)
+    assert judge_options("cpu", {"baselines": "eager,compile"}).baselines == ("eager", "compile")
+    assert judge_options("cpu", {"baselines": "none"}).baselines == ()

@@ -153,6 +153,11 @@ def import_command(ctx: click.Context, source: Path, version: str, level: int | 
     linked or kept, never duplicated; new folders are named l<level>_<number>_<name>. See docs/problems.md.
     """
     try:
-        import_kernelbench(source, _problems_dir(ctx, problems_dir), report=click.echo, version=version, level=level)
+        outcome = import_kernelbench(source, _problems_dir(ctx, problems_dir), report=click.echo, version=version,
+                                     level=level)
     except ProblemError as err:
         raise click.ClickException(str(err)) from err
+    if outcome.skipped and not (outcome.created or outcome.linked or outcome.present):
+        raise click.ClickException(f"nothing was imported from {source}: every file was skipped (the lines above say "
+                                   "why); give KernelBench <n>_<Name>.py files, and --level where no level<L> "
+                                   "folder holds them")

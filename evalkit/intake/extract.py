@@ -178,6 +178,11 @@ def _shorten(line: str) -> str:
     return line if len(line) <= 80 else line[:77] + "..."
 
 
+_CUT_OFF = "cut off"  # what a reason says when the text ends mid-answer (``Extraction.truncated`` then)
+# A text this short that ends mid-sentence is a reply, not an answer cut off by a length limit ("hello", a refusal).
+CUT_OFF_MIN_CHARS = 400
+
+
 def _no_code_reason(text: str, blocks: list[Block], tags: list[Tag]) -> str:
     if tags and not tags[-1].closing:
         name = tags[-1].name
@@ -186,7 +191,7 @@ def _no_code_reason(text: str, blocks: list[Block], tags: list[Tag]) -> str:
     if not blocks:
         prose = _MODEL_NEW.search(text)
         last = _last_line(text)
-        if not tags and not last.endswith(_SENTENCE_END):
+        if not tags and not last.endswith(_SENTENCE_END) and len(text.strip()) >= CUT_OFF_MIN_CHARS:
             return ("no fenced code block; the text appears cut off before its final answer "
                     f"(last line: {_shorten(last)!r})")
         if prose:
@@ -238,8 +243,9 @@ def extract(text: str) -> Extraction:
     candidates = _candidates(blocks, defines, chosen, answer)
     listing = _listing_warnings(len(blocks), len(candidates))
     if chosen is None:
-        return Extraction(ok=False, reason=_no_code_reason(text, blocks, tags), candidates=candidates,
-                          warnings=listing)
+        reason = _no_code_reason(text, blocks, tags)
+        return Extraction(ok=False, reason=reason, candidates=candidates, warnings=listing,
+                          truncated=_CUT_OFF in reason)
     result = _chosen(chosen, candidates)
     result.warnings.extend(listing)
     if len(pool) > 1:

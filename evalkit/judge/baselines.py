@@ -171,4 +171,16 @@ def merge_entry(path: Path, key: str, entry: dict[str, Any]) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     with os.fdopen(fd, "w") as handle:
         json.dump(entries, handle, indent=2)
+    os.chmod(tmp, _file_mode())  # mkstemp's 0600 would set it apart from the report's other files (a served report)
     os.replace(tmp, path)
+
+
+def _file_mode() -> int:
+    """The mode a file created here would get: 0666 less the process's umask (read without changing it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o644

@@ -173,8 +173,11 @@ def built_row(submission: Submission, early: Triage, outcome: BuildOutcome, devi
 # ---- after judging ----------------------------------------------------------------------------------
 
 def judged_row(row: ResultRow, judgement: Judgement, early: Triage, baselines: dict[str, Any],
-               plausibility: tuple[float | None, float | None], extension_root: Path) -> ResultRow:
-    """Fill ``row`` (from ``built_row``) with what the judge observed; ``plausibility`` is (flops, min_bytes)."""
+               plausibility: tuple[float | None, float | None], extension_root: Path,
+               kinds: tuple[str, ...] = BASELINE_KINDS) -> ResultRow:
+    """Fill ``row`` (from ``built_row``) with what the judge observed; ``plausibility`` is (flops, min_bytes). Only
+    the baselines of ``kinds`` (the run's) are in it: a cache may hold others, timed by an earlier run."""
+    baselines = {k: v for k, v in baselines.items() if k not in BASELINE_KINDS or k in kinds}
     row.flags.extend(judgement.flags)
     if judgement.finding is Finding.PASSED and row.device == "cpu" and no_extension_built(extension_root):
         row.flags.append(Flag.NO_CUSTOM_KERNEL.value)  # on CPU no profiler names kernels: no build, no kernel

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Iterator
 from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.launcher import Limits
 from evalkit.schedule.machines import Machines
-from evalkit.schedule.options import JudgeOptions
+from evalkit.schedule.options import JudgeOptions, judge_options
 from evalkit.schedule.station import BaselineFiles
 from evalkit.sources.problems import Problem
 
@@ -46,11 +46,7 @@ class Evaluator:
         from evalkit.schedule.station import BaselineFiles
         from evalkit.sources.problems import discover_problems
 
-        if isinstance(settings.get("baselines"), list):
-            settings["baselines"] = tuple(settings["baselines"])
-        if settings.get("cache_dir") is not None:
-            settings["cache_dir"] = Path(settings["cache_dir"])
-        options = JudgeOptions(device=device, **{k: v for k, v in settings.items() if v is not None})
+        options = judge_options(device, settings)  # a wrong name or value is refused before anything starts
         where, limits = machines_and_limits(options)
         seed = options.seed if options.seed is not None else uuid.uuid4().int % 2**31
         baselines = BaselineFiles(None, options.cache_dir / "baselines.json", remeasure=options.remeasure_baselines,

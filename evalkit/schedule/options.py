@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import logging
 import os
 import uuid
@@ -9,6 +11,7 @@ from collections import Counter
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from evalkit.judge.submission_judge import JudgeSettings
 from evalkit.records import BASELINE_KINDS
@@ -77,6 +80,49 @@ class JudgeOptions:
     def build_jobs(self, cores: int | None = None) -> int:
         """Parallel builds: ``jobs``, or one per core left to building (``cores``), at most 8."""
         return self.jobs or max(1, min(8, cores or os.cpu_count() or 2))
+
+
+class SettingError(ValueError):
+    """A keyword setting of the Python API that does not exist or has a value of the wrong kind."""
+
+
+_NUMBERS = {"int": (int,), "float": (int, float)}
+
+
+def judge_options(device: str, settings: dict[str, Any]) -> JudgeOptions:
+    """``JudgeOptions`` from the Python API's keywords, each checked: an unknown name is refused with the valid
+    ones and the nearest (``timeout`` -> ``timeout_s``); ``baselines`` takes ``"eager,compile"``, ``"none"`` or a
+    list; a number must be a number (``timing_trials="5"`` is refused, not read as text); None means unset."""
+    known = {f.name: f for f in dataclasses.fields(JudgeOptions) if f.name != "device"}
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        hints = [f"{name!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(name, known, 1))
+                 else repr(name) for name in unknown]
+        raise SettingError(f"unknown setting(s) {', '.join(hints)}; the settings are: {', '.join(sorted(known))}")
+    values: dict[str, Any] = {}
+    for name, value in settings.items():
+        if value is None:
+            continue
+        kind = str(known[name].type).replace(" | None", "")
+        if name == "baselines":
+            value = _baseline_kinds(value)
+        elif name == "cache_dir":
+            value = Path(value)
+        elif kind in _NUMBERS and (isinstance(value, bool) or not isinstance(value, _NUMBERS[kind])):
+            raise SettingError(f"setting {name!r} must be a number ({kind}), got {value!r}")
+        values[name] = value
+    return JudgeOptions(device=device, **values)
+
+
+def _baseline_kinds(value: Any) -> tuple[str, ...]:
+    words = [w.strip() for w in value.split(",")] if isinstance(value, str) else list(value)
+    if words == ["none"]:
+        return ()
+    wrong = [w for w in words if w not in BASELINE_KINDS]
+    if wrong:
+        raise SettingError(f"baselines: unknown kind(s) {wrong}; give any of {', '.join(BASELINE_KINDS)} "
+                           "(a list, or one comma-separated string), or 'none'")
+    return tuple(words)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -280,7 +280,8 @@ class JudgeStation:
             baselines = self.prepare(submission.problem)
         settings = context.problem.settings
         row = verdicts.built_row(submission, early, outcome, self.device)
-        return verdicts.judged_row(row, judgement, early, baselines, (settings.flops, settings.min_bytes), extensions)
+        return verdicts.judged_row(row, judgement, early, baselines, (settings.flops, settings.min_bytes), extensions,
+                                   self.options.baselines)
 
 
 def _close_partner(context: _ProblemContext | None) -> None:

@@ -130,7 +130,7 @@ def test_import_links_the_shipped_problems_and_takes_a_level(tmp_path: Path) -> 
     loose = tmp_path / "7_Loose.py"
     shutil.copy(KB / "level1" / "19_ReLU.py", loose)
     skipped = _run("import", loose, "--problems-dir", tmp_path / "problems")
-    assert skipped.exit_code == 0 and "pass --level L" in skipped.output
+    assert skipped.exit_code == 1 and "pass --level L" in skipped.output  # imported nothing: a failure
     taken = _run("import", loose, "--level", "3", "--problems-dir", tmp_path / "problems")
     assert f"-> {tmp_path / 'problems' / 'l3_7_loose'}" in taken.output
     assert _run("import", loose, "--level", "0").exit_code == 2
@@ -143,3 +143,12 @@ def test_cuda_without_gpu_is_a_clean_error() -> None:
         pytest.skip("this machine has a GPU")
     result = _run("--problems-dir", FIXTURES, "check", "--device", "cuda")
     assert result.exit_code == 1 and "no CUDA GPU is usable here" in result.output
+
+
+def test_an_import_that_imports_nothing_fails(tmp_path: Path) -> None:
+    loose = tmp_path / "kb"
+    loose.mkdir()
+    shutil.copy(KB / "level2" / "2_Matmul_Scale_Tiny.py", loose)  # no level<L> folder, no --level: skipped
+    result = _run("import", loose, "--problems-dir", tmp_path / "problems")
+    assert result.exit_code == 1, result.output
+    assert "skipped 1 of 1" in result.output and "nothing was imported" in result.output

@@ -347,3 +347,10 @@ def test_twenty_megabytes_one_line_is_fast() -> None:
     start = time.perf_counter()
     result = extract("`" * 2 + "a" * 20_000_000)
     assert not result.ok and time.perf_counter() - start < 5
+
+
+def test_a_short_reply_without_code_is_not_called_cut_off_and_a_long_one_is():
+    short = extract("hello")
+    assert not short.ok and "cut off" not in short.reason and not short.truncated
+    long = extract("Let me think about the kernel. " * 20 + "First we tile the output and then we")
+    assert "cut off" in long.reason and long.truncated

@@ -87,3 +87,21 @@ def test_an_interval_also_holds_what_the_judge_cannot_resolve_of_a_call():
     assert found.value == 2.0
     assert found.low == pytest.approx(2.0 * math.exp(-unresolved)) and found.high == pytest.approx(2.0 * math.exp(unresolved))
     assert paired_speedup([10.0] * 50, [5.0] * 50).interval() == [2.0, 2.0]
+
+
+def test_a_row_shows_only_the_baselines_its_run_asked_for(tmp_path):
+    # The shared cache may hold a compiled baseline an earlier run timed; a run with --baselines eager shows none.
+    from evalkit.intake.triage import triage
+    from evalkit.judge.verdicts import Finding, Judgement, judged_row, new_row
+    from evalkit.records import Submission
+
+    text = "```python\nclass ModelNew:\n    pass\n```"
+    early = triage(text)
+    timing = {"median_ms": 1.0, "speedup": {"vs": "eager", "value": 3.0, "ci": [2.9, 3.1], "pairs": 20}}
+    baselines = {"eager": {"median_ms": 3.0},
+                 "compile": {"median_ms": 1.5, "relative": {"to": "eager", "value": 2.0, "ci": [1.9, 2.1], "pairs": 9}}}
+    row = new_row(Submission("r", "p", "s", "s.py", text), "cpu", early)
+    row = judged_row(row, Judgement(Finding.PASSED, "ok", timing=timing), early, baselines, (None, None), tmp_path,
+                     kinds=("eager",))
+    assert row.speedup_vs_eager == 3.0 and row.speedup_vs_compile is None and row.speedup_vs_compile_ci is None
+    assert set(row.baselines) == {"eager"}

@@ -102,3 +102,14 @@ def test_a_judge_waits_for_another_timing_the_same_baseline_and_uses_its_figures
     first.join(5)
     waiting.join(5)
     assert second.calls == []  # it used what the first one timed
+
+
+def test_a_baselines_file_has_the_mode_of_the_reports_other_files(tmp_path):
+    import stat
+
+    from evalkit.judge.baselines import merge_entry
+
+    merge_entry(tmp_path / "baselines.json", "key", {"eager": {"median_ms": 1.0}})
+    (tmp_path / "results.jsonl").write_text("")
+    mode = stat.S_IMODE((tmp_path / "baselines.json").stat().st_mode)
+    assert mode == stat.S_IMODE((tmp_path / "results.jsonl").stat().st_mode) and mode & stat.S_IROTH
