@@ -180,3 +180,32 @@ def test_typing_in_the_filter_box_filters_and_writes_the_hash(leveled: Path, tmp
 def test_detail_page_screenshots(leveled: Path, tmp_path: Path) -> None:
     for prefix in ("model-b__3_softmax__0", "model-a__4_conv2d__0"):
         assert screenshot(page(leveled, prefix), tmp_path, f"detail-{prefix}.png").stat().st_size > 20_000
+
+
+# --- what a first look needs ----------------------------------------------------------------------------
+
+def test_a_report_says_what_was_skipped_and_why(tmp_path: Path) -> None:
+    rows = [r for r in fixture_rows() if r["verdict"] != "skipped"]
+    plain = (write(tmp_path / "plain", rows).parent / "index.html").read_text()
+    assert "skipped-note" not in plain
+    for r in rows[:3]:
+        r.update(verdict="skipped", reason="needs a CUDA GPU (__global__ kernel) but this run's device is cpu; rerun")
+    html = (write(tmp_path / "r", rows).parent / "index.html").read_text()
+    assert f"3 of {len(rows)} submission(s) skipped" in html and "needs a CUDA GPU (3)" in html
+
+
+def test_a_report_without_curated_solutions_has_no_curated_column_nor_an_empty_overall(tmp_path: Path) -> None:
+    rows = [r for r in fixture_rows() if r["run"] != "curated"]
+    html = (write(tmp_path / "r", rows).parent / "index.html").read_text()
+    assert "curated (vs eager / compile)" not in html
+    only_curated = [{**r, "run": "curated"} for r in fixture_rows()]
+    html = (write(tmp_path / "c", only_curated).parent / "index.html").read_text()
+    assert "<tfoot></tfoot>" in html, "no 'overall' line over zero pooled submissions"
+
+
+def test_a_speedup_below_the_timings_resolution_is_marked(tmp_path: Path) -> None:
+    rows = fixture_rows()
+    fast = next(r for r in rows if r["verdict"] == "correct" and r.get("speedup_vs_eager"))
+    fast["timing"] = {**(fast.get("timing") or {}), "below_resolution": True}
+    html = (write(tmp_path / "r", rows).parent / "index.html").read_text()
+    assert "below the timing&#x27;s resolution" in html or "below the timing's resolution" in html

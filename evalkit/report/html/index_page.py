@@ -10,6 +10,7 @@ verdict, and level where levels are known), also driven by the hash (``#q=softma
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from evalkit.records import CURATED_RUN, EXCLUDED_FLAGS, VERDICT_ORDER
@@ -68,7 +69,8 @@ def leaderboard(summary: dict[str, Any]) -> str:
               th("geomean vs eager", "geomean_eager", True, "geometric mean over correct, unflagged rows"),
               th("geomean vs compile", "geomean_compile", True, "geometric mean over correct, unflagged rows")]
     rows = "".join(_leader_row(run, scores) for run, scores in summary["runs"].items())
-    foot = _leader_row("overall", summary["overall"])
+    pooled = summary["overall"]["submissions"]  # 0 when only curated solutions were scored: no overall to show
+    foot = _leader_row("overall", summary["overall"]) if pooled else ""
     return (f'<table id="leaderboard" class="sortable"><thead><tr>{"".join(heads)}</tr></thead>'
             f"<tbody>{rows}</tbody><tfoot>{foot}</tfoot></table>")
 
@@ -157,7 +159,8 @@ def problem_table(summary: dict[str, Any], names: PageNames) -> str:
     heads = [th("problem", "problem")] + ([th("level", "level", True)] if with_levels else [])
     heads += [th("eager ms", "eager_ms", True), th("compile ms", "compile_ms", True)]
     heads += [th(f"{run} (vs eager / compile)", f"run:{run}", True) for run in runs]
-    heads.append(th("curated (vs eager / compile)", "curated", True))
+    with_curated = CURATED_RUN in summary["runs"]  # a report that never scored curated solutions has no such column
+    heads += [th("curated (vs eager / compile)", "curated", True)] if with_curated else []
     body = []
     for entry in summary["per_problem"]:
         pid, base, level = entry["problem"], entry["baselines"], entry.get("level")
@@ -166,7 +169,8 @@ def problem_table(summary: dict[str, Any], names: PageNames) -> str:
         cells = [f"<td>{esc(pid)}</td>"] + ([num_td(level, "" if level is None else str(level))] if with_levels else [])
         cells += [_baseline_td(record, "eager", base["eager_ms"]), _baseline_td(record, "compile", base["compile_ms"])]
         cells += [_speed_cell(entry["runs"].get(run), run, pid, names, measured) for run in runs]
-        cells.append(_speed_cell(entry["curated"], CURATED_RUN, pid, names, measured))
+        if with_curated:
+            cells.append(_speed_cell(entry["curated"], CURATED_RUN, pid, names, measured))
         body.append("<tr>" + "".join(cells) + "</tr>")
     return (f'<table id="problems" class="sortable"><thead><tr>{"".join(heads)}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table>')
@@ -176,6 +180,9 @@ def _row_speed_td(row: Row, baseline: str) -> str:
     speed = scoring.speedup_of(row, baseline)
     if speed is None and baseline in scoring.baselines_not_measured([row]):
         return not_measured_td()
+    timing = row.get("timing") if isinstance(row.get("timing"), dict) else {}
+    if speed is not None and timing.get("below_resolution"):  # the call is faster than the judge can tell apart
+        return num_td(speed, f"\u2265{fmt_speedup(speed)}", "below the timing's resolution")
     return num_td(speed, fmt_speedup(speed), fmt_interval(row.get(f"speedup_vs_{baseline}_ci")))
 
 
@@ -253,6 +260,18 @@ def _header(summary: dict[str, Any]) -> str:
             '&middot; <a href="summary.json">summary.json</a> &middot; <a href="results.jsonl">results.jsonl</a></p>')
 
 
+def skipped_note(rows: list[Row]) -> str:
+    """A line saying how many answers were skipped and why (a CPU run of CUDA answers otherwise reads as 0% all
+    over), with the most common reasons."""
+    skipped = [r for r in rows if r.get("verdict") == "skipped"]
+    if not skipped:
+        return ""
+    why = Counter(str(r.get("reason", "")).split(" (")[0].split(";")[0] for r in skipped).most_common(3)
+    reasons = "; ".join(f"{esc(text)} ({count})" for text, count in why)
+    return (f'<p class="note" id="skipped-note"><b>{len(skipped)} of {len(rows)} submission(s) skipped</b>, never '
+            f"judged, and counted as failures in every rate below: {reasons}.</p>")
+
+
 def _one_of(badges: list[str]) -> str:
     """``a``, ``a or b``, ``a, b or c``."""
     return " or ".join(filter(None, [", ".join(badges[:-1]), badges[-1]])) if badges else ""
@@ -269,7 +288,7 @@ NOTES = ("<p class=\"muted small\">overall pools every run but <em>curated</em>.
 def render_index(summary: dict[str, Any], rows: list[Row], names: PageNames) -> str:
     """The whole ``index.html`` for ``summary`` (from ``scoring``) and its deduplicated ``rows``."""
     with_levels = bool(summary["problem_set"].get("levels"))
-    body = (_header(summary) + '<h2 id="leaderboard-h">Leaderboard</h2>' + leaderboard(summary) + NOTES
+    body = (_header(summary) + skipped_note(rows) + '<h2 id="leaderboard-h">Leaderboard</h2>' + leaderboard(summary) + NOTES
             + level_table(summary)
             + "<h3>fast_p at every threshold</h3>" + fast_p_table(summary)
             + "<h3>pass@k and fast_1@k (unbiased estimator)</h3>" + at_k_table(summary)
