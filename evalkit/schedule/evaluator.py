@@ -51,7 +51,7 @@ class Evaluator:
         seed = options.seed if options.seed is not None else uuid.uuid4().int % 2**31
         baselines = BaselineFiles(None, options.cache_dir / "baselines.json", remeasure=options.remeasure_baselines,
                                   run=limits.group)
-        self._start(discover_problems(Path(problems)), options, where, seed, limits, baselines, None)
+        self._start(discover_problems(Path(problems), lenient=True), options, where, seed, limits, baselines, None)
 
     @classmethod
     def for_report(cls, problems: dict[str, Problem], options: JudgeOptions, where: Machines, seed: int,

@@ -66,7 +66,7 @@ def _score(options: ScoreOptions, where: Machines, limits: Limits, report: Progr
            total_hook: Callable[[int], None] | None) -> ScoreOutcome:
     device = where.device
     preflight.check_out_dir(options.out_dir)
-    problems = discover_problems(options.problems_dir)
+    problems = discover_problems(options.problems_dir, lenient=True)  # an unrelated broken folder: a warning
     found = discover(options.submissions, problems)
     preflight.require_submissions(found, options.submissions)
     results_path = options.out_dir / RESULTS_FILE

@@ -240,6 +240,8 @@ class JudgeStation:
 
     def _judge_of(self, context: _ProblemContext) -> Judge | None:
         """The problem's judge, loaded on first need; None (and ``setup_error`` set) when the reference fails."""
+        if context.problem.broken and not context.setup_error:
+            context.setup_error = f"problem '{context.problem.id}' cannot be used: {context.problem.broken}"
         if context.judge is None and not context.setup_error:
             problem = context.problem
             try:

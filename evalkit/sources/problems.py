@@ -60,6 +60,7 @@ class Problem:
     tags: tuple[str, ...] = ()
     settings: ProblemSettings = field(default_factory=ProblemSettings)
     kernelbench: KernelBenchOrigin | None = None  # which KernelBench problem this is, when recorded
+    broken: str = ""  # why the folder cannot be used (``discover_problems(..., lenient=True)``); "" when it can
 
     @property
     def kernelbench_level(self) -> int | None:
@@ -214,8 +215,11 @@ def problem_folders(root: Path) -> list[Path]:
                    and p.name != "__pycache__"), key=lambda p: p.name)
 
 
-def discover_problems(root: Path) -> dict[str, Problem]:
-    """Every problem under ``root``, by id (sorted); one ProblemError lists every broken folder."""
+def discover_problems(root: Path, lenient: bool = False) -> dict[str, Problem]:
+    """Every problem under ``root``, by id (sorted); one ProblemError lists every broken folder. ``lenient`` (scoring
+    and listing): a folder with a reference.py but a broken problem.toml is kept as a ``Problem`` that says why
+    (``broken``), with a warning naming it, so that answers to the other problems are judged and its own answers
+    get a row saying why they were not; folders without a reference.py are still an error."""
     problems: dict[str, Problem] = {}
     missing: list[str] = []
     errors: list[str] = []
@@ -226,7 +230,11 @@ def discover_problems(root: Path) -> dict[str, Problem]:
         try:
             problems[folder.name] = load_problem(folder)
         except ProblemError as err:
-            errors.append(str(err))
+            if not lenient:
+                errors.append(str(err))
+                continue
+            logger.warning("problem %s is left out: %s", folder.name, err)
+            problems[folder.name] = Problem(id=folder.name, path=folder, title=folder.name, broken=str(err))
     if missing:
         errors.insert(0, f"{root}: folder(s) without {REFERENCE_FILE}: {', '.join(missing)}; add a "
                          f"{REFERENCE_FILE} to each, or move them out of the problems folder")

@@ -152,3 +152,25 @@ def test_an_import_that_imports_nothing_fails(tmp_path: Path) -> None:
     result = _run("import", loose, "--problems-dir", tmp_path / "problems")
     assert result.exit_code == 1, result.output
     assert "skipped 1 of 1" in result.output and "nothing was imported" in result.output
+
+
+def test_a_broken_problem_toml_leaves_out_its_folder_alone_unless_its_answers_are_being_scored(tmp_path: Path) -> None:
+    problems = tmp_path / "problems"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "judge_problems" / "linear_relu", problems / "linear_relu")
+    shutil.copytree(ROOT / "tests" / "fixtures" / "judge_problems" / "linear_relu", problems / "broken_one")
+    (problems / "broken_one" / "problem.toml").write_text("title = [unclosed\n")
+    listing = _run("--problems-dir", problems)
+    assert listing.exit_code == 0 and "linear_relu" in listing.output
+    assert "left out" in listing.output and "broken_one" in listing.output
+    answers = tmp_path / "answers" / "run"
+    for problem in ("linear_relu", "broken_one"):
+        (answers / problem).mkdir(parents=True)
+        (answers / problem / "a.txt").write_text("no code here")
+    from evalkit.cli.main import main
+
+    def score(*args: object) -> Result:
+        return CliRunner().invoke(main, ["score", *map(str, args)])
+    other = score(answers / "linear_relu" / "a.txt", "--problems", problems, "--device", "cpu", "--out", tmp_path / "r1")
+    assert other.exit_code == 0, other.output
+    own = score(answers, "--problems", problems, "--device", "cpu", "--out", tmp_path / "r2")
+    assert own.exit_code == 1 and "broken_one" in own.output and "problem.toml" in own.output
