@@ -47,6 +47,8 @@ class Limits:
     memory_bytes: int = 16 * 1024**3
     address_space_bytes: int | None = None  # RLIMIT_AS; None on CUDA, whose driver maps huge ranges
     file_size_bytes: int = 2 * 1024**3
+    disk_bytes: int = 8 * 1024**3  # all it may hold in its folders together (its own, its extensions')
+    max_files: int = 100_000  # and in how many files
     open_files: int = 4096
     max_processes: int = 64
     output_bytes: int = 64 * 1024  # head and tail each kept from stdout and stderr
@@ -56,6 +58,27 @@ class Limits:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def folder_usage(folders: list[Path], max_files: int) -> tuple[int, int]:
+    """Bytes and files under ``folders`` (links not followed), counting stops one file past ``max_files``."""
+    used = files = 0
+    stack = [str(folder) for folder in folders]
+    while stack and files <= max_files:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                else:
+                    files += 1
+                    used += entry.stat(follow_symlinks=False).st_blocks * 512  # what it holds on disk: sparse files too
+            except OSError:
+                continue
+    return used, files
 
 
 class WorkerGone(Exception):
@@ -280,6 +303,12 @@ class UntrustedProcess:
         if rss > self.limits.memory_bytes:
             self.kill(f"killed: host memory {rss / 2**30:.1f} GiB exceeds the limit of "
                       f"{self.limits.memory_bytes / 2**30:.1f} GiB")
+            return
+        folders = [self.workdir] + ([self.extensions_dir] if self.extensions_dir else [])
+        used, files = folder_usage(folders, self.limits.max_files)
+        if used > self.limits.disk_bytes or files > self.limits.max_files:
+            self.kill(f"killed: its folders hold {used / 2**30:.1f} GiB in {files} file(s), over the limit of "
+                      f"{self.limits.disk_bytes / 2**30:.1f} GiB in {self.limits.max_files} files")
 
     def _gone(self, message: str) -> WorkerGone:
         code = self._proc.poll()

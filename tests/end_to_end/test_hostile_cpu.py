@@ -161,3 +161,9 @@ def test_an_answer_cannot_change_the_judges_or_another_sandboxs_limits(rows):
     assert resource.getrlimit(resource.RLIMIT_CPU)[0] != 1, "the judge's CPU limit was changed"
     assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] > 8
     assert rows["zz_correct_after_all"]["verdict"] == "correct", "the next answers are judged as before"
+
+
+def test_a_sandbox_that_fills_its_folders_with_files_is_stopped(rows):
+    row = rows["many_files"]
+    assert row["verdict"] == "crash", row["reason"]
+    assert "file(s), over the limit" in row["reason"]

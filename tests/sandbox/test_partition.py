@@ -17,7 +17,7 @@ import pytest
 from evalkit.sandbox import freezer as freezer_module
 from evalkit.sandbox.freezer import BuildFreezer, _Cgroup, parse_cpu_list
 from evalkit.sandbox.processes import MARKER_VARIABLE, process_state
-from evalkit.sandbox.untrusted import worker
+from evalkit.sandbox.untrusted import confine
 from evalkit.schedule import engine
 
 SPIN = "while True: pass\n"
@@ -98,9 +98,9 @@ def test_only_a_gpu_judge_with_landlock_for_devices_lets_builds_run_on(monkeypat
 
 
 def test_a_builds_confinement_leaves_out_the_gpu_device_files(monkeypatch):
-    monkeypatch.setattr(worker.os, "listdir", lambda path: ["null", "nvidia0", "nvidiactl", "nvidia-uvm", "dri"])
-    monkeypatch.setattr(worker.os.path, "isdir", lambda path: True)
-    judge, build = worker.writable_paths(gpu=True), worker.writable_paths(gpu=False)
+    monkeypatch.setattr(confine.os, "listdir", lambda path: ["null", "nvidia0", "nvidiactl", "nvidia-uvm", "dri"])
+    monkeypatch.setattr(confine.os.path, "isdir", lambda path: True)
+    judge, build = confine.writable_paths(gpu=True), confine.writable_paths(gpu=False)
     assert {"/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/dri"} <= set(judge)
     assert not [path for path in build if path.startswith(("/dev/nvidia", "/dev/dri"))]
 
@@ -138,7 +138,7 @@ def test_a_partitioned_build_cannot_move_itself_onto_the_judges_cores():
 CONFINED_GPU_PROBE = """
 import errno, fcntl, json, os, sys
 from evalkit.sandbox.untrusted.landlock import restrict_writes
-from evalkit.sandbox.untrusted.worker import writable_paths
+from evalkit.sandbox.untrusted.confine import writable_paths
 os.environ.pop("CUDA_VISIBLE_DEVICES", None)  # what a hostile build would do first
 restrict_writes(writable_paths(gpu=sys.argv[1] == "judge"))
 found = {}

@@ -89,3 +89,16 @@ def test_a_marker_prefix_finds_every_sandbox_of_a_group():
         for proc in procs + [other]:
             proc.kill()
             proc.wait()
+
+
+def test_a_sandboxs_folders_are_measured_in_bytes_held_and_files_without_following_links(tmp_path):
+    from evalkit.sandbox.launcher import folder_usage
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "big").write_bytes(b"x" * 100_000)
+    for i in range(5):
+        (tmp_path / f"f{i}").write_text("")
+    (tmp_path / "elsewhere").symlink_to("/usr")
+    used, files = folder_usage([tmp_path], max_files=1000)
+    assert files == 7 and 100_000 <= used < 200_000
+    assert folder_usage([tmp_path], max_files=2)[1] >= 3, "counting stops once over the limit"

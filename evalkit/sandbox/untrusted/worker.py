@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import os
-import resource
 import sys
 import traceback
 from multiprocessing.connection import Connection
@@ -22,14 +21,6 @@ from evalkit.sandbox.protocol import Op
 
 SUBMISSION_MODULE = "submission"
 PRELOADED = ("torch", "torch.profiler", "evalkit.sandbox.clock", "evalkit.sandbox.shared_buffers")
-
-
-def _apply_limits(limits: dict[str, Any]) -> None:
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_size_bytes"], limits["file_size_bytes"]))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"], limits["open_files"]))
-    if limits.get("address_space_bytes"):
-        resource.setrlimit(resource.RLIMIT_AS, (limits["address_space_bytes"], limits["address_space_bytes"]))
 
 
 def _frames(exc: BaseException, code_path: str) -> list[protocol.FrameClaim]:
@@ -225,33 +216,6 @@ def _forward_signature_problem(model: Any, n_inputs: int) -> str:
     return ""
 
 
-# Devices a worker may open for writing: the usual character devices and the GPU's. Not /dev/shm:
-# shared memory it created there would outlive it and escape its memory limit.
-WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
-GPU_DEVICE_PREFIXES = ("nvidia", "dri", "kfd")
-
-
-def writable_paths(gpu: bool = True) -> list[str]:
-    """Where the worker may write: its own folder, its extension folder, its /proc entry and device files; the
-    GPU's device files only with ``gpu`` (a build gets none: it cannot drive the GPU a judge times on)."""
-    # /proc/<own pid>: the CUDA driver writes there while it initialises (Error 304 without it).
-    writable = [os.getcwd(), os.path.realpath("/proc/self"), *WRITABLE_DEVICES]
-    if gpu and os.path.isdir("/dev"):
-        writable += [os.path.join("/dev", name) for name in sorted(os.listdir("/dev"))
-                     if name.startswith(GPU_DEVICE_PREFIXES)]
-    extensions = os.environ.get("TORCH_EXTENSIONS_DIR")
-    if extensions:
-        os.makedirs(extensions, exist_ok=True)
-        writable.append(extensions)
-    return writable
-
-
-def _confine_writes(gpu: bool) -> int:
-    from evalkit.sandbox.untrusted.landlock import restrict_writes
-
-    return restrict_writes(writable_paths(gpu))
-
-
 def receive_setup(conn: Connection, mappings: list[Any]) -> dict[str, Any]:
     """The setup request with its values unpacked and the judge's buffers mapped (before any confinement)."""
     import pickle
@@ -277,21 +241,13 @@ def _sets(flat: list[Any], batch: int) -> list[list[Any]]:
 
 
 def serve(conn: Connection) -> None:
-    from evalkit.sandbox.untrusted.privileges import drop_privileges, leave_network
-    from evalkit.sandbox.untrusted.seccomp import confine_to_self
+    from evalkit.sandbox.untrusted.confine import confine
 
     mappings: list[Any] = []  # the judge's CPU buffers stay mapped for the worker's life
     setup = receive_setup(conn, mappings)
     if setup.get("extensions_dir"):  # chosen when the answer was: a worker may have started before it
         os.environ["TORCH_EXTENSIONS_DIR"] = setup["extensions_dir"]
-    run_as = setup["limits"].get("run_as")
-    isolated = leave_network()
-    setup["privileges"] = drop_privileges(tuple(run_as) if run_as else None, setup["judge_pid"]) + (
-        "; network: own namespace" if isolated else "")
-    _apply_limits(setup["limits"])
-    landlock_abi = _confine_writes(gpu=setup["mode"] != "build")
-    if confine_to_self():
-        setup["privileges"] += "; other processes' limits and scheduling out of reach"
+    landlock_abi, setup["privileges"] = confine(setup["limits"], setup["judge_pid"], gpu=setup["mode"] != "build")
     harness = Harness(conn, setup)
     harness.inputs, harness.outputs = setup["inputs"], setup["outputs"]
     if setup["mode"] == "judge" and not _serve_until_load(conn, harness):
