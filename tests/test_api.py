@@ -99,3 +99,13 @@ def test_baselines_take_the_command_lines_spelling():
     assert judge_options("cpu", {"baselines": "eager"}).baselines == ("eager",)
     assert judge_options("cpu", {"baselines": "eager,compile"}).baselines == ("eager", "compile")
     assert judge_options("cpu", {"baselines": "none"}).baselines == ()
+
+
+def test_a_cpu_evaluator_says_that_the_compile_baseline_takes_minutes(tmp_path: Path, caplog):
+    with caplog.at_level("WARNING"):
+        Evaluator(problems=PROBLEMS, device="cpu", cache_dir=tmp_path).close()
+    assert "torch.compile baseline" in caplog.text and "baselines='eager'" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        Evaluator(problems=PROBLEMS, device="cpu", baselines="eager", cache_dir=tmp_path).close()
+    assert "torch.compile baseline" not in caplog.text

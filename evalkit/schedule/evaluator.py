@@ -48,6 +48,9 @@ class Evaluator:
 
         options = judge_options(device, settings)  # a wrong name or value is refused before anything starts
         where, limits = machines_and_limits(options)
+        if where.device == "cpu" and "compile" in options.baselines:
+            logger.warning("each problem's first timed answer waits for its torch.compile baseline, which takes "
+                           "minutes on a CPU; pass baselines='eager' to leave it out")
         seed = options.seed if options.seed is not None else uuid.uuid4().int % 2**31
         baselines = BaselineFiles(None, options.cache_dir / "baselines.json", remeasure=options.remeasure_baselines,
                                   run=limits.group)
