@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evalkit.report import scoring
-from evalkit.report.html.compare_page import render_comparison
+from evalkit.report.html.compare_page import ComparedReport, render_comparison
 from evalkit.report.html.parts import PageNames, page_names
 from evalkit.report.run_diff import diff_many
 from evalkit.report.summary import DETAIL_DIR, INDEX_FILE, known_problems, read_judge_host, write_text
@@ -24,19 +23,6 @@ from evalkit.results_file import ENVIRONMENT_FILE, RESULTS_FILE, SUMMARY_FILE, r
 logger = logging.getLogger(__name__)
 
 Row = dict[str, Any]
-
-
-@dataclass
-class ComparedReport:
-    """One report folder as the comparison page shows it; ``links`` are relative to the page's folder."""
-
-    label: str
-    folder: Path
-    rows: list[Row]
-    scores: dict[str, Any]
-    judge_host: dict[str, Any] | None
-    index_link: str | None
-    detail_links: dict[tuple[str, str, str], str]
 
 
 def labels_for(folders: list[Path]) -> list[str]:

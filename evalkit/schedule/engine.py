@@ -307,3 +307,14 @@ class LocalBackend:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+
+
+@dataclass
+class Machines:
+    """A run's device, judges and backend; ``environment``: the judging machine's facts when they are not this
+    machine's (a Ray cluster's GPU node), else None."""
+
+    device: str
+    placement: Placement
+    backend: Backend | None = None  # None: this machine (``LocalBackend``)
+    environment: dict[str, Any] | None = None

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.launcher import Limits
-from evalkit.schedule.machines import Machines
+from evalkit.schedule.engine import Machines
 from evalkit.schedule.options import JudgeOptions, judge_options
 from evalkit.schedule.station import BaselineFiles
 from evalkit.sources.problems import Problem

@@ -30,7 +30,8 @@ from evalkit.sandbox.launcher import Limits, kill_group
 from evalkit.schedule import preflight, run_settings
 from evalkit.schedule.evaluator import Evaluator
 from evalkit.schedule.interrupt import Interrupted, interruptible
-from evalkit.schedule.machines import Machines, machines_and_limits, resolve_device
+from evalkit.schedule.engine import Machines
+from evalkit.schedule.machines import machines_and_limits, resolve_device
 from evalkit.schedule.options import ScoreOptions, ScoreOutcome, default_cache_dir, default_limits
 from evalkit.schedule.station import BaselineFiles
 from evalkit.sources.problems import Problem, discover_problems

@@ -5,27 +5,14 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from evalkit.sandbox.identity import unprivileged_identity
 from evalkit.sandbox.launcher import Limits
-from evalkit.schedule.engine import Backend
+from evalkit.schedule.engine import Machines
 from evalkit.schedule.options import JudgeOptions, ScoreError, default_limits
 from evalkit.schedule.placement import Placement, PlacementError, plan
-
-
-@dataclass
-class Machines:
-    """A run's device, judges and backend; ``environment``: the judging machine's facts when they are not this
-    machine's (a Ray cluster's GPU node), else None."""
-
-    device: str
-    placement: Placement
-    backend: Backend | None = None  # None: this machine (``LocalBackend``)
-    environment: dict[str, Any] | None = None
 
 
 def resolve_device(device: str) -> str:

@@ -46,7 +46,7 @@ from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.identity import sandbox_user, unprivileged_identity
 from evalkit.sandbox.launcher import Limits, kill_group
 from evalkit.schedule.judge_process import StationSpec
-from evalkit.schedule.machines import Machines
+from evalkit.schedule.engine import Machines
 from evalkit.schedule.options import JudgeOptions, ScoreError
 from evalkit.schedule.placement import JudgeSlot, Placement
 from evalkit.schedule.station import JudgeStation

@@ -10,7 +10,9 @@ value from a row is escaped; the one script is the constant ``assets.SCRIPT``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from evalkit.records import CURATED_RUN
 from evalkit.report import scoring
@@ -19,15 +21,25 @@ from evalkit.report.html.parts import (NOT_MEASURED, Row, badge, document, esc, 
                                        fmt_speedup, num_td, rate_td, th)
 from evalkit.report.run_diff import CHANGE_KINDS, SPEEDUP_CHANGE, change_kinds
 
-if TYPE_CHECKING:
-    from evalkit.report.compare import ComparedReport
-
 Key = tuple[str, str, str]
+@dataclass
+class ComparedReport:
+    """One report folder as the comparison page shows it (``evalkit.report.compare.load_report`` makes it); ``links`` are relative to the page's folder."""
+
+    label: str
+    folder: Path
+    rows: list[Row]
+    scores: dict[str, Any]
+    judge_host: dict[str, Any] | None
+    index_link: str | None
+    detail_links: dict[tuple[str, str, str], str]
+
+
 CHANGE_LABELS = {"verdict": "verdict flipped", "speedup": f"speedup moved > {100 * SPEEDUP_CHANGE:.0f}%",
                  "only": "not in every report", "same": "unchanged"}
 
 
-def _settings(report: "ComparedReport") -> dict[str, str]:
+def _settings(report: ComparedReport) -> dict[str, str]:
     seen, scores = report.scores["settings"], report.scores
     judged = scores["judged_on"]
     host = report.judge_host or {}
@@ -43,7 +55,7 @@ def _settings(report: "ComparedReport") -> dict[str, str]:
 SETTINGS_COMPARED = ("problems", "GPU", "torch", "evalkit", "atol", "rtol", "trials", "timing trials", "baselines timed")
 
 
-def reports_table(reports: list["ComparedReport"]) -> str:
+def reports_table(reports: list[ComparedReport]) -> str:
     table = [_settings(r) for r in reports]
     shown = [name for name in table[0] if any(values[name] for values in table)]  # no column nobody recorded
     table = [{name: values[name] for name in shown} for values in table]
@@ -64,12 +76,12 @@ def reports_table(reports: list["ComparedReport"]) -> str:
             f'<tbody>{"".join(body)}</tbody></table>{note}')
 
 
-def _runs(reports: list["ComparedReport"]) -> list[str]:
+def _runs(reports: list[ComparedReport]) -> list[str]:
     names = {run for r in reports for run in r.scores["runs"]}
     return sorted(names - {CURATED_RUN}) + ([CURATED_RUN] if CURATED_RUN in names else []) + ["overall"]
 
 
-def _scores_of(report: "ComparedReport", run: str) -> dict[str, Any] | None:
+def _scores_of(report: ComparedReport, run: str) -> dict[str, Any] | None:
     return report.scores["overall"] if run == "overall" else report.scores["runs"].get(run)
 
 
@@ -80,7 +92,7 @@ def _delta_td(now: float | None, first: float | None) -> str:
     return num_td(points, f"{points:+.1f} pts")
 
 
-def scores_table(reports: list["ComparedReport"]) -> str:
+def scores_table(reports: list[ComparedReport]) -> str:
     heads = [th("run"), th("report"), th("submissions"), th("correct"), th("fast_0 eager"), th("fast_1 eager"),
              th("fast_1 compile"), th("pass@1"), th("geomean vs eager"),
              th(f"fast_1 eager vs {reports[0].label}", title="change in percentage points against the first report")]
@@ -104,7 +116,7 @@ def scores_table(reports: list["ComparedReport"]) -> str:
     return f'<table id="scores"><thead><tr>{"".join(heads)}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def levels_table(reports: list["ComparedReport"]) -> str:
+def levels_table(reports: list[ComparedReport]) -> str:
     """fast_1 per KernelBench level: one row per run and level, one eager and one compile column per report."""
     if not any(r.scores["problem_set"].get("levels") for r in reports):
         return ""
@@ -149,7 +161,7 @@ def _x(value: float | None) -> str:
     return fmt_speedup(value) or "\u2013"
 
 
-def change_notes(reports: list["ComparedReport"], diffs: list[dict[str, Any]]) -> tuple[dict[Key, list[str]], set[tuple[Key, int]]]:
+def change_notes(reports: list[ComparedReport], diffs: list[dict[str, Any]]) -> tuple[dict[Key, list[str]], set[tuple[Key, int]]]:
     """What changed for each key, in words naming the report, and the (key, report index) cells that changed."""
     notes: dict[Key, list[str]] = {}
     cells: set[tuple[Key, int]] = set()
@@ -172,7 +184,7 @@ def change_notes(reports: list["ComparedReport"], diffs: list[dict[str, Any]]) -
     return {k: list(dict.fromkeys(v)) for k, v in notes.items()}, cells
 
 
-def changes_table(reports: list["ComparedReport"], kinds: dict[Key, list[str]], diffs: list[dict[str, Any]]) -> str:
+def changes_table(reports: list[ComparedReport], kinds: dict[Key, list[str]], diffs: list[dict[str, Any]]) -> str:
     by_key = [{scoring.sample_key(r): r for r in report.rows} for report in reports]
     notes, changed = change_notes(reports, diffs)
     heads = [th("run", "run"), th("problem", "problem"), th("sample", "sample")]
@@ -197,7 +209,7 @@ def _change_summary(kinds: dict[Key, list[str]]) -> str:
     return f'<p id="change-summary">{" &middot; ".join(links)} <span class="muted small">(click one to show only those)</span></p>'
 
 
-def render_comparison(reports: list["ComparedReport"], diffs: list[dict[str, Any]]) -> str:
+def render_comparison(reports: list[ComparedReport], diffs: list[dict[str, Any]]) -> str:
     """The whole comparison page: ``reports`` in order (the first is the reference), ``diffs`` from ``diff_many``."""
     keys = sorted({scoring.sample_key(r) for report in reports for r in report.rows})
     kinds = change_kinds(keys, diffs)
