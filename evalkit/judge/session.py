@@ -81,13 +81,10 @@ class TakenCopies:
         self.sample_size = tensor_check.SAMPLED_ELEMENTS
         self.room = [[torch.empty(min(math.prod(s.shape), self.sample_size), dtype=s.dtype, device=device)
                       for s in specs] for _ in range(batch)]
-        self._generator = torch.Generator(device=device)
-        self._generator.manual_seed(secrets.randbits(63))  # which positions a request samples: the judge's secret
 
     def draw_positions(self) -> list[torch.Tensor | None]:
-        """Fresh secret positions for each output larger than a sample (None for one taken whole)."""
-        return [torch.randint(math.prod(s.shape), (self.sample_size,), generator=self._generator, device=self.device)
-                if math.prod(s.shape) > self.sample_size else None for s in self.specs]
+        """Fresh positions for each output larger than a sample, from the judge's secret (None for one taken whole)."""
+        return [tensor_check.sample_positions(math.prod(s.shape), secrets.randbits(63), self.device) for s in self.specs]
 
 
 def held_copies(specs: list[OutputSpec], batch: int, device: str) -> list[list[torch.Tensor]]:
@@ -162,8 +159,9 @@ class Session:
     def calibrate(self, originals: list[list[Any]], enough: Callable[[list[float]], bool]) -> list[float]:
         """Pings along a timed call's exact path on the judge's side (its copies in and out, the round trip, the
         freeze and the wait for an idle GPU), before any submission code has run, until ``enough`` of their times
-        (the judge's milliseconds): the judge's own overhead. The worker only echoes a ping: it delivers
-        nothing, so nothing subtracted is work the worker does, and no answer can skip a cost subtracted for it."""
+        (the judge's milliseconds): the judge's own overhead. The worker echoes a ping after one tiny kernel (the
+        GPU's hand-over, which every call pays): it delivers nothing, so no answer can skip a cost subtracted for
+        it."""
         pings: list[float] = []
         while not enough(pings):
             pings.append(self.observe(originals, Op.PING, sampled=True)[0])

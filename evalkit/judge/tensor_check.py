@@ -97,7 +97,7 @@ def _concluded(base: Comparison, atol: float, rtol: float, which: str = "element
 
 def sample_positions(numel: int, seed: int, device: str | torch.device) -> torch.Tensor | None:
     """``SAMPLED_ELEMENTS`` flat positions drawn uniformly from ``seed``, or None when the tensor has no more
-    elements than that (it is then compared whole)."""
+    elements than that (it is then compared, or taken by the judge, whole)."""
     if numel <= SAMPLED_ELEMENTS:
         return None
     generator = torch.Generator(device=device)

@@ -133,7 +133,8 @@ NOISE_FLOOR_MS = {"cuda": 0.5, "cpu": 1.0}
 class Overhead:
     """What the judge's own part of a request costs, calibrated before any submission ran: pings along a timed
     request's path on the judge's side (its copies in and out, the round trip, the freeze, the idle probe), which
-    the worker only echoes. Everything the worker does, delivering its outputs included, is charged to the call:
+    the worker echoes after one tiny kernel (the GPU's hand-over between the processes, which every call pays).
+    Everything else the worker does, delivering its outputs included, is charged to the call:
     to an answer and a baseline alike."""
 
     total_ms: float  # the pings' median
