@@ -8,7 +8,11 @@ neighbour's load) is in both, and cancels in the pair's ratio: a speedup is the 
 calibration ping through the baseline's worker, at a place the judge draws (the answer's worker is never
 pinged once loaded, and cannot tell): once there are ``MIN_WINDOW_PINGS``, their median is the judge's own part
 of a request for both sides, measured in the window's conditions rather than before either worker loaded, and
-one figure for both, so neither side's calibration error moves the ratio. The window stops by the
+one figure for both, so neither side's calibration error moves the ratio. Calls also pay a part pings do not
+(0.2-0.45 ms a request on an H200, answers and baselines alike, cause unknown); the baseline's worker runs no
+submission code, so its own CUDA events are trusted to measure it: the median of what its requests took beyond
+their events, within ``RESIDUAL_BOUND_MS`` above the pings, is the overhead (``window_overhead``); a baseline timed
+alone measures it the same way on itself, an answer timed alone never. The window stops by the
 repetition rule (``repetitions``), its precision asked of the pairs' ratios when there is a partner; its
 budget counts both sides' requests. With no partner (no baseline asked for, or timing a baseline alone) the
 answer's requests run alone, as before.
@@ -55,6 +59,7 @@ class Window:
     partner: Side | None = None
     checked: list[int] = field(default_factory=list)
     pings: list[float] = field(default_factory=list)  # made through the partner's worker within the window
+    beyond_events: list[float] = field(default_factory=list)  # each partner request's span minus its own events
 
     def speedup(self, answer: Contender, partner: Contender) -> Speedup | None:
         """The answer's speedup over the partner from this window's pairs, its interval holding what the judge
@@ -66,6 +71,11 @@ class Window:
 
 
 MIN_WINDOW_PINGS = 5  # the window's own pings replace the calibration made before loading once there are this many
+# How far above the pings the baseline's own events may put the judge's part of a request: the most the part calls
+# pay and pings do not was measured at 0.45 ms a request on an H200 (docs/gpu-runs/2026-11-27-trusted-residual-h200/).
+# Were the baseline's worker's clock ever made to lie (it runs only the problem's reference), an answer would gain at
+# most this much of each request.
+RESIDUAL_BOUND_MS = 1.0
 PING = "ping"
 
 
@@ -73,6 +83,9 @@ def time_window(answer: Contender, partner: Contender | None, rule: RepetitionRu
     """Warm-up pairs, then timed pairs until ``rule`` stops them (``Repetitions``): see the module's docstring."""
     window = Window(Repetitions(rule, answer.rng, floor_ms=answer.per_call.jitter_ms), Side(),
                     Side() if partner is not None else None)
+    # Whose own events may measure what calls pay beyond the pings: a worker that runs the reference only.
+    trusted = partner if partner is not None else (None if answer.verify else answer)
+    calibrated = answer.overhead  # a side timed alone keeps the pings made before it loaded
     request = 0
     while request < warmup or not window.count.done:
         order: list[Any] = [answer] if partner is None else [answer, partner, PING]
@@ -83,8 +96,11 @@ def time_window(answer: Contender, partner: Contender | None, rule: RepetitionRu
                 window.pings.append(_ping(partner))
             else:
                 done[id(step)] = _request(step, step is partner)
-        if len(window.pings) >= MIN_WINDOW_PINGS:
-            _share_overhead(window.pings, answer, partner)
+        if trusted is not None and trusted.last_claim_ms is not None:
+            window.beyond_events.append(done[id(trusted)][0] - trusted.batch * trusted.last_claim_ms)
+        if len(window.pings) >= MIN_WINDOW_PINGS or (partner is None and trusted is not None):
+            by_pings = Overhead.from_pings(window.pings) if partner is not None else calibrated
+            _share(window_overhead(by_pings, window.beyond_events), answer, partner)
         wall_ms, originals = done[id(answer)]
         drawn = False
         if request >= warmup:
@@ -95,11 +111,21 @@ def time_window(answer: Contender, partner: Contender | None, rule: RepetitionRu
     return window
 
 
-def _share_overhead(pings: list[float], *contenders: Contender) -> None:
-    """The judge's own part of a request, as the window's pings measured it, for both sides: one figure, taken in
-    the window's own conditions, so neither side's calibration error is the other's."""
+def _share(overhead: Overhead, *contenders: Contender | None) -> None:
+    """One figure for the judge's own part of a request, for both sides, taken in the window's own conditions, so
+    neither side's calibration error is the other's."""
     for contender in contenders:
-        contender.overhead = Overhead.from_pings(pings)
+        if contender is not None:
+            contender.overhead = overhead
+
+
+def window_overhead(by_pings: Overhead, beyond_events: list[float]) -> Overhead:
+    """The pings' figure, raised to the median of what the reference's requests took beyond its worker's own
+    events once there are ``MIN_WINDOW_PINGS`` of those, by ``RESIDUAL_BOUND_MS`` at most."""
+    if len(beyond_events) < MIN_WINDOW_PINGS:
+        return by_pings
+    residual = min(max(statistics.median(beyond_events) - by_pings.total_ms, 0.0), RESIDUAL_BOUND_MS)
+    return Overhead(by_pings.total_ms + residual, by_pings.jitter_ms)
 
 
 def _ping(partner: Contender) -> float:

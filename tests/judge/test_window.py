@@ -17,7 +17,7 @@ from evalkit.judge.submission_judge import Judge, JudgeSettings
 from evalkit.judge.verdicts import Finding
 from evalkit.sandbox.launcher import Limits, WorkerGone
 from evalkit.sandbox.protocol import Op
-from judge.test_session import FakeWorker, honest
+from judge.test_session import FakeWorker, called, honest
 
 
 class FakeClock:
@@ -32,10 +32,13 @@ class FakeClock:
 
 
 def scripted(clock: FakeClock, name: str, ms: float, log: list[str], slower_after: int = 10**9,
-             fail_after: int | None = None, wobble: float = 0.0, loaded_ping_ms: float = 0.0) -> Any:
+             fail_after: int | None = None, wobble: float = 0.0, loaded_ping_ms: float = 0.0,
+             beyond_pings_ms: float = 0.0, claim_share: float = 1.0) -> Any:
     """A worker whose calls each take ``ms`` of the judge's clock (3x once ``slower_after`` calls were made by
     anyone: a machine that drifts; each within +-``wobble`` of that, by a fixed pattern), logging its name per
-    call; it dies after its ``fail_after``-th call."""
+    call; it dies after its ``fail_after``-th call. Once loaded, a ping takes ``loaded_ping_ms``, and a call request
+    that much plus ``beyond_pings_ms`` of the judge's part on top of its work; its claim is ``claim_share`` of its
+    work (1: the truth), per call."""
     made = {"n": 0, "loaded": False}
 
     def script(worker: FakeWorker, request: dict[str, Any]) -> Any:
@@ -49,8 +52,12 @@ def scripted(clock: FakeClock, name: str, ms: float, log: list[str], slower_afte
                 raise WorkerGone("crash", "the worker died")
             clock.calls += 1
             spread = 1.0 + wobble * math.sin(made["n"] * (7.0 if name == "answer" else 3.0))
-            clock.now_s += ms / 1e3 * spread * (3.0 if clock.calls > slower_after else 1.0)
+            request_ms = ms * spread * (3.0 if clock.calls > slower_after else 1.0)
+            clock.now_s += request_ms / 1e3
             log.append(name)
+            worker.forward_into_outputs()
+            work_ms = max(request_ms - loaded_ping_ms - beyond_pings_ms, 0.0)
+            return called(worker, request, ms=claim_share * work_ms / (request.get("calls") or len(worker.inputs)))
         return honest(worker, request)
     return script
 
@@ -167,3 +174,52 @@ def test_the_judges_own_part_is_measured_in_the_window_through_the_baselines_wor
     assert timing["overhead_pings"] >= timing["requests"]
     assert timing["overhead_ms"] == pytest.approx(1.0 / judge.batch)
     assert timing["speedup"]["value"] == pytest.approx(2.0)
+
+
+def test_what_calls_pay_beyond_the_pings_is_measured_by_the_baselines_own_events(judge, clock):
+    # Pings in the window take 1 ms; every call request pays 0.75 ms more that pings do not. Work: 10 ms (baseline)
+    # against 2.5 ms (answer), a 4x speedup; pings alone would leave 0.75 ms in each side (10.75 / 3.25 = 3.3x). The
+    # baseline's worker runs no submission code: what its requests took beyond its own events is the judge's part.
+    judge = _judge(judge, timing_trials=30, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-9)
+    log: list[str] = []
+    partner = FakeWorker(judge.ref, scripted(clock, "baseline", 11.75, log, loaded_ping_ms=1.0, beyond_pings_ms=0.75))
+    answer = FakeWorker(judge.ref, scripted(clock, "answer", 4.25, log, loaded_ping_ms=1.0, beyond_pings_ms=0.75,
+                                            claim_share=0.01))  # the answer's claim is never used
+    timing = judge.judge_with(answer, Path("submission.py"), partner=_partner(judge, partner)).timing
+    assert timing["overhead_ms"] == pytest.approx(1.75 / judge.batch)
+    assert timing["speedup"]["value"] == pytest.approx(4.0)
+
+
+def test_a_baseline_clock_made_to_lie_moves_the_judges_part_by_the_bound_at_most(judge, clock):
+    from evalkit.judge.timing import Overhead
+    from evalkit.judge.window import RESIDUAL_BOUND_MS, window_overhead
+
+    # The baseline's worker claims no work at all: its whole request would be the judge's part. The pings (1 ms)
+    # are the floor and RESIDUAL_BOUND_MS above them the ceiling.
+    judge = _judge(judge, timing_trials=30, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-9)
+    log: list[str] = []
+    partner = FakeWorker(judge.ref, scripted(clock, "baseline", 11.0, log, loaded_ping_ms=1.0, claim_share=0.0))
+    answer = FakeWorker(judge.ref, scripted(clock, "answer", 6.0, log, loaded_ping_ms=1.0))
+    timing = judge.judge_with(answer, Path("submission.py"), partner=_partner(judge, partner)).timing
+    assert timing["overhead_ms"] == pytest.approx((1.0 + RESIDUAL_BOUND_MS) / judge.batch)
+    assert timing["speedup"]["value"] == pytest.approx((11.0 - 2.0) / (6.0 - 2.0))
+    # A baseline that claims more than its request took never lowers the judge's part below the pings.
+    assert window_overhead(Overhead(1.0, 0.0), [-3.0] * 5).total_ms == 1.0
+    assert window_overhead(Overhead(1.0, 0.0), [1.4] * 4).total_ms == 1.0  # too few of its requests: the pings alone
+
+
+@pytest.mark.parametrize("reference_code", [True, False])
+def test_alone_only_a_reference_measures_what_calls_pay_beyond_the_pings(judge, clock, reference_code):
+    from evalkit.judge.window import time_window
+
+    # Pings take 1 ms before loading and after; each call request pays 0.5 ms more than they do, and runs 4 ms of
+    # work. A baseline timed alone (the reference's code: its events are trusted) takes the 0.5 ms out; an answer
+    # timed alone never uses its own claim, and keeps it.
+    judge = _judge(judge, timing_trials=20, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-9)
+    worker = FakeWorker(judge.ref, scripted(clock, "alone", 5.5, [], loaded_ping_ms=1.0, beyond_pings_ms=0.5))
+    contender = Contender(judge, judge.settings, judge.session(worker, judge.time_limits), verify=not reference_code)
+    contender.prepare(Path("submission.py"), {})
+    contender.overhead = type(contender.overhead)(1.0, 0.0)  # what the pings before loading measured
+    window = time_window(contender, None, judge.settings.repetitions(), warmup=2)
+    per_call = sorted(window.answer.per_call(contender))[len(window.answer.walls) // 2]
+    assert per_call == pytest.approx((4.0 if reference_code else 4.5) / judge.batch)
