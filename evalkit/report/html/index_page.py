@@ -43,44 +43,47 @@ def _geo_td(scores: dict[str, Any], baseline: str) -> str:
     return num_td(geo["value"], f"{fmt_speedup(geo['value'])} (n={geo['n']})")
 
 
-def _leader_row(name: str, scores: dict[str, Any]) -> str:
+def _leader_row(name: str, scores: dict[str, Any], shown: tuple[str, ...]) -> str:
     rates, fast = scores["rates"], scores["fast_p"]
     cells = [f"<td>{esc(name)}</td>", num_td(scores["submissions"], str(scores["submissions"]))]
     cells += [num_td(rates[key], f"{fmt_rate(rates[key])} ({scores['counts'][key]})") for _, key, _ in LEADER_COLUMNS[1:]]
     point = scores.get("fast_p_point") or {}
-    cells += [rate_td(scores, "eager", fast["eager"]["0"]), rate_td(scores, "eager", fast["eager"]["1"]),
-              rate_td(scores, "eager", (point.get("eager") or {}).get("1")),
-              rate_td(scores, "compile", fast["compile"]["1"]),
-              num_td(scores["pass_at_k"]["1"], fmt_rate(scores["pass_at_k"]["1"])),
-              _geo_td(scores, "eager"), _geo_td(scores, "compile")]
+    eager = [rate_td(scores, "eager", fast["eager"]["0"]), rate_td(scores, "eager", fast["eager"]["1"]),
+             rate_td(scores, "eager", (point.get("eager") or {}).get("1"))]
+    cells += (eager if "eager" in shown else []) + ([rate_td(scores, "compile", fast["compile"]["1"])]
+                                                    if "compile" in shown else [])
+    cells += [num_td(scores["pass_at_k"]["1"], fmt_rate(scores["pass_at_k"]["1"]))]
+    cells += [_geo_td(scores, baseline) for baseline in shown]
     return "<tr>" + "".join(cells) + "</tr>"
 
 
-def leaderboard(summary: dict[str, Any]) -> str:
+def leaderboard(summary: dict[str, Any], shown: tuple[str, ...] = scoring.BASELINES) -> str:
+    """The runs' scores; columns of a baseline not in ``shown`` (measured by no row) left out."""
     heads = [th("run", "run")] + [th(label, key, True, title) for label, key, title in LEADER_COLUMNS]
-    heads += [th("fast_0 eager", "fast_0_eager", True, "correct and faster than 0x: KernelBench fast_0"),
-              th("fast_1 eager", "fast_1_eager", True,
-                 "correct with speedup > 1 vs eager (its 95% interval's low end above 1), over all problems"),
-              th("fast_1 eager, point estimate", "fast_1_eager_point", True,
-                 "as fast_1 eager, counting a speedup's point estimate above 1 (KernelBench's count)"),
-              th("fast_1 compile", "fast_1_compile", True,
-                 "correct with speedup > 1 vs torch.compile (its 95% interval's low end above 1)"),
-              th("pass@1", "pass_at_1", True, "unbiased pass@1 over all problems"),
-              th("geomean vs eager", "geomean_eager", True, "geometric mean over correct, unflagged rows"),
-              th("geomean vs compile", "geomean_compile", True, "geometric mean over correct, unflagged rows")]
-    rows = "".join(_leader_row(run, scores) for run, scores in summary["runs"].items())
+    eager = [th("fast_0 eager", "fast_0_eager", True, "correct and faster than 0x: KernelBench fast_0"),
+             th("fast_1 eager", "fast_1_eager", True,
+                "correct with speedup > 1 vs eager (its 95% interval's low end above 1), over all problems"),
+             th("fast_1 eager, point estimate", "fast_1_eager_point", True,
+                "as fast_1 eager, counting a speedup's point estimate above 1 (KernelBench's count)")]
+    heads += (eager if "eager" in shown else []) + ([th("fast_1 compile", "fast_1_compile", True,
+                                                       "correct with speedup > 1 vs torch.compile (its 95% "
+                                                       "interval's low end above 1)")] if "compile" in shown else [])
+    heads += [th("pass@1", "pass_at_1", True, "unbiased pass@1 over all problems")]
+    heads += [th(f"geomean vs {b}", f"geomean_{b}", True, "geometric mean over correct, unflagged rows")
+              for b in shown]
+    rows = "".join(_leader_row(run, scores, shown) for run, scores in summary["runs"].items())
     pooled = summary["overall"]["submissions"]  # 0 when only curated solutions were scored: no overall to show
-    foot = _leader_row("overall", summary["overall"]) if pooled else ""
+    foot = _leader_row("overall", summary["overall"], shown) if pooled else ""
     return (f'<table id="leaderboard" class="sortable"><thead><tr>{"".join(heads)}</tr></thead>'
             f"<tbody>{rows}</tbody><tfoot>{foot}</tfoot></table>")
 
 
-def fast_p_table(summary: dict[str, Any]) -> str:
+def fast_p_table(summary: dict[str, Any], shown: tuple[str, ...] = scoring.BASELINES) -> str:
     ths = summary["thresholds"]
     head = "<tr><th>run</th><th>baseline</th>" + "".join(f"<th>fast_{esc(p)}</th>" for p in ths) + "</tr>"
     body = []
     for name, scores in _named_scores(summary):
-        for base in scoring.BASELINES:
+        for base in shown:
             values = scores["fast_p"][base]
             body.append(f"<tr><td>{esc(name)}</td><td>{esc(base)}</td>"
                         + "".join(rate_td(scores, base, values[p]) for p in ths) + "</tr>")
@@ -112,7 +115,7 @@ def level_table(summary: dict[str, Any]) -> str:
             'rows carry no <code>problem_level</code> are in no level.</p>')
 
 
-def at_k_table(summary: dict[str, Any]) -> str:
+def at_k_table(summary: dict[str, Any], shown: tuple[str, ...] = scoring.BASELINES) -> str:
     body = []
     for name, scores in _named_scores(summary):
         fast = scores["fast_p_at_k"]
@@ -120,9 +123,8 @@ def at_k_table(summary: dict[str, Any]) -> str:
             key = str(k)
             body.append(f"<tr><td>{esc(name)}</td>{num_td(k, key)}"
                         f"{num_td(scores['pass_at_k'][key], fmt_rate(scores['pass_at_k'][key]))}"
-                        f"{rate_td(scores, 'eager', fast['eager'][key]['1'])}"
-                        f"{rate_td(scores, 'compile', fast['compile'][key]['1'])}</tr>")
-    head = "<tr><th>run</th><th>k</th><th>pass@k</th><th>fast_1@k eager</th><th>fast_1@k compile</th></tr>"
+                        + "".join(rate_td(scores, b, fast[b][key]["1"]) for b in shown) + "</tr>")
+    head = "<tr><th>run</th><th>k</th><th>pass@k</th>" + "".join(f"<th>fast_1@k {b}</th>" for b in shown) + "</tr>"
     return f'<table id="at-k"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
 
 
@@ -153,11 +155,11 @@ def _baseline_td(record: dict[str, Any] | None, baseline: str, median: float | N
     return num_td(median, fmt_ms(median))
 
 
-def problem_table(summary: dict[str, Any], names: PageNames) -> str:
+def problem_table(summary: dict[str, Any], names: PageNames, shown: tuple[str, ...] = scoring.BASELINES) -> str:
     runs = [r for r in summary["runs"] if r != CURATED_RUN]
     with_levels = bool(summary["problem_set"].get("levels"))
     heads = [th("problem", "problem")] + ([th("level", "level", True)] if with_levels else [])
-    heads += [th("eager ms", "eager_ms", True), th("compile ms", "compile_ms", True)]
+    heads += [th(f"{b} ms", f"{b}_ms", True) for b in shown]
     heads += [th(f"{run} (vs eager / compile)", f"run:{run}", True) for run in runs]
     with_curated = CURATED_RUN in summary["runs"]  # a report that never scored curated solutions has no such column
     heads += [th("curated (vs eager / compile)", "curated", True)] if with_curated else []
@@ -167,7 +169,7 @@ def problem_table(summary: dict[str, Any], names: PageNames) -> str:
         record = summary["baselines"].get(pid)
         measured = {b: not isinstance(record, dict) or b in record for b in scoring.BASELINES}
         cells = [f"<td>{esc(pid)}</td>"] + ([num_td(level, "" if level is None else str(level))] if with_levels else [])
-        cells += [_baseline_td(record, "eager", base["eager_ms"]), _baseline_td(record, "compile", base["compile_ms"])]
+        cells += [_baseline_td(record, b, base[f"{b}_ms"]) for b in shown]
         cells += [_speed_cell(entry["runs"].get(run), run, pid, names, measured) for run in runs]
         if with_curated:
             cells.append(_speed_cell(entry["curated"], CURATED_RUN, pid, names, measured))
@@ -197,12 +199,15 @@ def submissions_filter(rows: list[Row], with_levels: bool) -> str:
     return filter_box("submissions", choices, "filter: run, problem, sample, reason, flag\u2026")
 
 
-def submissions_table(rows: list[Row], names: PageNames, with_levels: bool = False) -> str:
+def submissions_table(rows: list[Row], names: PageNames, with_levels: bool = False,
+                      shown: tuple[str, ...] = scoring.BASELINES) -> str:
+    titles = {"eager": "speedup vs eager PyTorch", "compile": "speedup vs torch.compile"}
+    timed = any(isinstance(r.get("timing"), dict) and isinstance(r["timing"].get("median_ms"), (int, float))
+                for r in rows)  # nothing timed (a CPU run of GPU problems, all failed): no column of blanks
     heads = [th("run", "run"), th("problem", "problem")] + ([th("level", "level", True)] if with_levels else [])
-    heads += [th("sample", "sample"), th("verdict", "verdict", True),
-              th("vs eager", "speedup_vs_eager", True, "speedup vs eager PyTorch"),
-              th("vs compile", "speedup_vs_compile", True, "speedup vs torch.compile"),
-              th("median ms", "median_ms", True), th("flags"), th("reason"), th("details")]
+    heads += [th("sample", "sample"), th("verdict", "verdict", True)]
+    heads += [th(f"vs {b}", f"speedup_vs_{b}", True, titles[b]) for b in shown]
+    heads += ([th("median ms", "median_ms", True)] if timed else []) + [th("flags"), th("reason"), th("details")]
     body = []
     for row in rows:
         key = scoring.sample_key(row)
@@ -214,8 +219,8 @@ def submissions_table(rows: list[Row], names: PageNames, with_levels: bool = Fal
         body.append(f'<tr data-verdict="{esc(row.get("verdict"))}" data-level="{esc(level)}">'
                     f"<td>{esc(key[0])}</td><td>{esc(key[1])}</td>{level_td}<td>{esc(key[2])}</td>"
                     f'<td data-v="{rank}">{badge(row.get("verdict"))}</td>'
-                    f'{_row_speed_td(row, "eager")}{_row_speed_td(row, "compile")}{num_td(median, fmt_ms(median))}'
-                    f'<td>{flags_html(row.get("flags") or [])}</td><td class="reason">{esc(row.get("reason"))}</td>'
+                    + "".join(_row_speed_td(row, b) for b in shown) + (num_td(median, fmt_ms(median)) if timed else "")
+                    + f'<td>{flags_html(row.get("flags") or [])}</td><td class="reason">{esc(row.get("reason"))}</td>'
                     f'<td><a class="detail" href="submissions/{esc(names[key])}">details</a></td></tr>')
     return (f'<table id="submissions" class="sortable"><thead><tr>{"".join(heads)}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table>')
@@ -288,12 +293,15 @@ NOTES = ("<p class=\"muted small\">overall pools every run but <em>curated</em>.
 def render_index(summary: dict[str, Any], rows: list[Row], names: PageNames) -> str:
     """The whole ``index.html`` for ``summary`` (from ``scoring``) and its deduplicated ``rows``."""
     with_levels = bool(summary["problem_set"].get("levels"))
-    body = (_header(summary) + skipped_note(rows) + '<h2 id="leaderboard-h">Leaderboard</h2>' + leaderboard(summary) + NOTES
-            + level_table(summary)
-            + "<h3>fast_p at every threshold</h3>" + fast_p_table(summary)
-            + "<h3>pass@k and fast_1@k (unbiased estimator)</h3>" + at_k_table(summary)
+    # A baseline no correct row was timed against (left out by --baselines) has no column: it would read "not
+    # measured" all the way down.
+    shown = tuple(b for b in scoring.BASELINES if b not in scoring.baselines_not_measured(rows))
+    body = (_header(summary) + skipped_note(rows) + '<h2 id="leaderboard-h">Leaderboard</h2>'
+            + leaderboard(summary, shown) + NOTES + level_table(summary)
+            + "<h3>fast_p at every threshold</h3>" + fast_p_table(summary, shown)
+            + "<h3>pass@k and fast_1@k (unbiased estimator)</h3>" + at_k_table(summary, shown)
             + '<h2 id="charts-h">Speedup</h2><div>' + charts(summary, rows) + "</div>"
-            + '<h2 id="problems-h">Per problem: each run\'s best submission</h2>' + problem_table(summary, names)
+            + '<h2 id="problems-h">Per problem: each run\'s best submission</h2>' + problem_table(summary, names, shown)
             + f'<h2 id="submissions-h">Submissions ({len(rows)})</h2>' + submissions_filter(rows, with_levels)
-            + submissions_table(rows, names, with_levels))
+            + submissions_table(rows, names, with_levels, shown))
     return document(f"evalkit report: {summary.get('report', '')}", body, SCRIPT)
