@@ -156,8 +156,16 @@ class BuildFreezer:
             self._lock.wait_for(lambda: self._timers == 0 or self.partitioned)
             yield
 
-    def register(self, pid: int, marker: str) -> None:
-        """A new build sandbox, before it runs any untrusted code (inside ``launching``)."""
+    def cgroup_parent(self) -> Path | None:
+        """The v2 cgroup a build sandbox's own cgroup is made in, so freezing this one freezes it; None elsewhere
+        (v1: the freezer is a hierarchy of its own)."""
+        return self._cgroup.path if self._cgroup is not None and self._cgroup.kind == "cgroup2" else None
+
+    def register(self, pid: int, marker: str, in_own_cgroup: bool = False) -> None:
+        """A new build sandbox, before it runs any untrusted code (inside ``launching``). ``in_own_cgroup``: it is
+        already in a cgroup of its own under ``cgroup_parent()``, which this group's freeze reaches."""
+        if self._cgroup is not None and in_own_cgroup and self.cgroup_parent() is not None:
+            return
         if self._cgroup is not None:
             try:
                 self._cgroup.add(pid)

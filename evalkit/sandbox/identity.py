@@ -1,23 +1,24 @@
 """Trusted side: who a sandbox runs as: its user (when evalkit runs as root), its environment, its folders.
 
-A worker started by root becomes ``UNPRIVILEGED_USER`` (which leaves it no capabilities) when that user
-can run it: read this Python, torch and evalkit, and enter the folders the worker writes to. Where it
-cannot, the worker stays uid 0 and drops every capability instead (``sandbox/untrusted/privileges.py``).
+A worker started by root becomes a uid of its own, leased for its life from ``uid_pool.SANDBOX_UIDS`` (which leaves
+it no capabilities), when such a uid can run it: read this Python, torch and evalkit, and enter the folders the
+worker writes to. Where it cannot, the judge says at start what to change, and the worker stays uid 0 and drops
+every capability instead (``sandbox/untrusted/privileges.py``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import pwd
-import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+
+from evalkit.sandbox.uid_pool import SANDBOX_UIDS, NoSandboxUid, UidLease
 
 logger = logging.getLogger(__name__)
 
-UNPRIVILEGED_USER = "nobody"
 _KEEP_ENV = (
     "PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
     "CC", "CXX", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "TORCH_CUDA_ARCH_LIST", "NCCL_NVLS_ENABLE",
@@ -41,48 +42,51 @@ def scrubbed_env(extra: dict[str, str], home: Path) -> dict[str, str]:
     return env
 
 
-def unprivileged_identity(user: str = UNPRIVILEGED_USER) -> tuple[int, int] | None:
-    """(uid, gid) of ``user`` when this process is root and that user can run a worker, else None.
+# What a worker does before it runs anything of a submission's, as a pool uid: open the way to this Python
+# (``untrusted/mounts.py``), become the uid, import torch and the harness.
+_PROBE = """
+import os
+from evalkit.sandbox.untrusted.mounts import open_the_way
+open_the_way({uid}, [os.getcwd()])
+os.setgroups([]); os.setgid({uid}); os.setuid({uid})
+import torch, evalkit.sandbox.untrusted.worker
+"""
 
-    The user must be able to read this Python, torch and evalkit; where they live under a folder only root
-    may enter (a virtual environment in /root, say), workers stay uid 0 and drop every capability instead.
+
+def unprivileged_identity() -> tuple[int, int] | None:
+    """(uid, gid) a probe ran as, when this process is root and a uid of the sandbox pool can run a worker (each
+    sandbox then leases a uid of its own: ``uid_pool``); else None.
+
+    A pool uid must be able to read this Python, torch and evalkit: where they live under a folder only root may
+    enter (a virtual environment in /root, say), the worker opens the way in a mount namespace of its own
+    (``untrusted/mounts.py``); where it cannot (no CAP_SYS_ADMIN), the judge warns with what to change, and
+    workers stay uid 0 and drop every capability instead.
     """
     if os.geteuid() != 0:
         return None
     try:
-        entry = pwd.getpwnam(user)
-    except KeyError:
-        logger.info("no user %r: sandboxes run as uid 0 without capabilities", user)
+        lease = UidLease.take()
+    except (NoSandboxUid, OSError) as err:
+        logger.warning("no uid for sandboxes (%s): they run as uid 0 without capabilities", err)
         return None
-    probe = [sys.executable, "-c", "import torch, evalkit.sandbox.untrusted.worker"]
+    probe = [sys.executable, "-c", _PROBE.format(uid=lease.uid)]
     try:
-        result = subprocess.run(probe, user=entry.pw_uid, group=entry.pw_gid, extra_groups=[], cwd="/",
-                                env=scrubbed_env({}, Path("/tmp")), capture_output=True, timeout=300)
+        with tempfile.TemporaryDirectory(prefix="evalkit-probe-") as staging:
+            result = subprocess.run(probe, cwd=staging, env=scrubbed_env({}, Path(staging)), capture_output=True,
+                                    timeout=300)
     except (OSError, subprocess.SubprocessError) as err:
-        logger.info("user %r cannot start a worker (%s): sandboxes run as uid 0 without capabilities", user, err)
+        logger.warning("uid %d cannot start a worker (%s): sandboxes run as uid 0 without capabilities",
+                       lease.uid, err)
         return None
+    finally:
+        lease.release()
     if result.returncode != 0:
-        logger.info("user %r cannot import torch and evalkit (%s): sandboxes run as uid 0 without "
-                       "capabilities", user, result.stderr.decode(errors="replace").strip().splitlines()[-1:])
+        logger.warning("sandboxes run as uid 0 without capabilities, not as a uid of their own: another user cannot "
+                       "import torch and evalkit with %s (%s). Install evalkit where every user may read it (e.g. "
+                       "a virtual environment under /opt), or open the folders above it to others (chmod o+rx)",
+                       sys.executable, result.stderr.decode(errors="replace").strip().splitlines()[-1:])
         return None
-    return entry.pw_uid, entry.pw_gid
-
-
-def reachable_by(folder: Path, run_as: tuple[int, int]) -> bool:
-    """Whether the user ``run_as`` (uid, gid) may enter every folder above ``folder`` (permission bits only)."""
-    uid, gid = run_as
-    for parent in folder.resolve().parents:
-        try:
-            info = parent.stat()
-        except FileNotFoundError:
-            continue  # made later by evalkit itself, open to others under the usual umask
-        except OSError:
-            return False
-        allowed = (stat.S_IXOTH | (stat.S_IXGRP if info.st_gid == gid else 0)
-                   | (stat.S_IXUSR if info.st_uid == uid else 0))
-        if not info.st_mode & allowed:
-            return False
-    return True
+    return lease.identity
 
 
 def hand_over(folder: Path, run_as: tuple[int, int] | None) -> None:
@@ -97,7 +101,7 @@ def hand_over(folder: Path, run_as: tuple[int, int] | None) -> None:
 def sandbox_user(run_as: tuple[int, int] | None) -> str:
     """Who a run's sandboxes run as, in words (for the report's environment)."""
     if run_as is not None:
-        return f"{pwd.getpwuid(run_as[0]).pw_name} (uid {run_as[0]})"
+        return f"a uid of its own per sandbox ({SANDBOX_UIDS.start}-{SANDBOX_UIDS.stop - 1}), without capabilities"
     if os.geteuid() == 0:
-        return "uid 0 without capabilities (no unprivileged user could run the workers)"
+        return "uid 0 without capabilities (no other uid could run the workers)"
     return f"the user running evalkit (uid {os.geteuid()})"

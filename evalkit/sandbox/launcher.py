@@ -13,7 +13,6 @@ a reply that breaks the protocol gets the worker killed at once.
 from __future__ import annotations
 
 import logging
-import ctypes
 import os
 import signal
 import socket
@@ -27,17 +26,19 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable
 
-from evalkit.sandbox.identity import hand_over, reachable_by, scrubbed_env
-from evalkit.sandbox.processes import MARKER_VARIABLE, ProcessTable, process_state, resident_bytes, sandbox_members
+from evalkit.sandbox.cgroup import SandboxCgroup
+from evalkit.sandbox.identity import hand_over, scrubbed_env
+from evalkit.sandbox.remains import files_under, folder_usage, remove_added, remove_shared_memory
+from evalkit.sandbox.processes import MARKER_VARIABLE, ProcessTable, process_state, resident_bytes
 from evalkit.sandbox.protocol import (ARMED_FILE, MAX_REPLY_BYTES, Claim, Op, ProtocolViolation, decode_reply,
                                       simple_request)
 from evalkit.sandbox.shared_buffers import send_fds
+from evalkit.sandbox.uid_pool import UidLease
 
 logger = logging.getLogger(__name__)
 
 WATCHDOG_PERIOD_S = 0.25
 ENDED_WAIT_S = 2.0  # how long a closed worker's killed processes get to finish exiting
-_IPC_RMID = 0
 
 
 @dataclass(frozen=True)
@@ -58,27 +59,6 @@ class Limits:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def folder_usage(folders: list[Path], max_files: int) -> tuple[int, int]:
-    """Bytes and files under ``folders`` (links not followed), counting stops one file past ``max_files``."""
-    used = files = 0
-    stack = [str(folder) for folder in folders]
-    while stack and files <= max_files:
-        try:
-            entries = list(os.scandir(stack.pop()))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                else:
-                    files += 1
-                    used += entry.stat(follow_symlinks=False).st_blocks * 512  # what it holds on disk: sparse files too
-            except OSError:
-                continue
-    return used, files
 
 
 class WorkerGone(Exception):
@@ -114,31 +94,6 @@ class _BoundedCapture(threading.Thread):
         return (bytes(self.head).decode("utf-8", "replace") + middle + bytes(self.tail).decode("utf-8", "replace"))
 
 
-def remove_shared_memory(pids: list[int]) -> None:
-    """Remove the System V shared memory segments these processes created (they would outlive them)."""
-    wanted = set(pids)
-    try:
-        lines = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
-    except OSError:
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    for line in lines:
-        fields = line.split()
-        if len(fields) > 4 and int(fields[4]) in wanted:
-            libc.shmctl(int(fields[1]), _IPC_RMID, None)
-
-
-def kill_group(group: str) -> int:
-    """SIGKILL every live process of every sandbox of ``group`` (a run's ``Limits.group``); return how many."""
-    members = sandbox_members(-1, f"{MARKER_VARIABLE}={group}.")
-    for pid in members:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return len(members)
-
-
 def _pin(pid: int, cpus: tuple[int, ...] | None) -> None:
     """Start the sandbox on ``cpus``: keeps it off a judge's cores. Advisory only, since a process may change its
     own affinity: what enforces isolation while a judge times is the build cgroup's cpuset or the freeze
@@ -167,7 +122,9 @@ class UntrustedProcess:
         # The extension folder may also be chosen after the start (a worker started ahead: ``sandbox.spare``).
         self.extensions_dir: Path | None = \
             Path(env_extra["TORCH_EXTENSIONS_DIR"]) if env_extra.get("TORCH_EXTENSIONS_DIR") else None
-        self.run_as = limits.run_as
+        # ``limits.run_as`` says a uid of the pool can run workers here; this sandbox gets one of its own.
+        self._uid = UidLease.take() if limits.run_as else None
+        self.run_as = self._uid.identity if self._uid else None
         parent_sock, child_sock = socket.socketpair()
         self._conn = Connection(parent_sock.detach())
         child_fd = child_sock.detach()
@@ -178,6 +135,10 @@ class UntrustedProcess:
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
         )
         os.close(child_fd)
+        # Its cgroup before it runs anything untrusted: every process it starts is born inside (``sandbox.cgroup``).
+        self.cgroup = SandboxCgroup.create(uuid.uuid4().hex[:12], limits.group, limits.memory_bytes,
+                                           limits.max_processes, freezer.cgroup_parent() if freezer else None)
+        self._join_cgroup()
         _pin(self._proc.pid, limits.cpus)
         self._stdout = _BoundedCapture(self._proc.stdout, limits.output_bytes)
         self._stderr = _BoundedCapture(self._proc.stderr, limits.output_bytes)
@@ -185,10 +146,27 @@ class UntrustedProcess:
         self._last_watch = 0.0
         self._seen = {self._proc.pid}  # every process of the sandbox seen alive, for cleaning up after them
         self._none_left = False  # set once ``kill`` finds no process of the sandbox alive
+        self._built: set[str] | None = None  # a judged worker's extension folder as its build left it
 
     @property
     def pid(self) -> int:
         return self._proc.pid
+
+    def _join_cgroup(self) -> None:
+        if self.cgroup is None:
+            return
+        try:
+            self.cgroup.add(self._proc.pid)
+        except OSError as err:
+            logger.warning("could not put sandbox %d in its cgroup (%s): the /proc sweep and the memory poll only",
+                           self._proc.pid, err)
+            self.cgroup.remove()
+            self.cgroup = None
+
+    def _members(self, fresh: bool = False) -> set[int]:
+        """The sandbox's live processes: its cgroup's, and what the /proc sweep finds (session, marker)."""
+        found = set(self._processes.members(self._proc.pid, self.marker, fresh=fresh))
+        return found | (self.cgroup.pids() if self.cgroup else set())
 
     def send(self, message: dict[str, Any]) -> None:
         if message.get("op") == Op.SETUP:
@@ -203,11 +181,9 @@ class UntrustedProcess:
         sandbox user's (only now: until its answer comes, a worker started ahead owns nothing another sandbox
         could reach), its extension folder, and the identity it runs as."""
         folders = [self.workdir] + ([self.extensions_dir] if self.extensions_dir else [])
-        if self.run_as and not all(reachable_by(folder, self.run_as) for folder in folders):
-            logger.warning("the sandbox user cannot reach %s (a parent folder is closed to it): this worker "
-                           "runs as uid 0 without capabilities; choose a --cache-dir it can reach", folders)
-            self.run_as = None
-        for folder in folders:
+        if message.get("mode") == "judge" and self.extensions_dir:  # what it adds to its build's folder goes with it
+            self._built = files_under(self.extensions_dir)
+        for folder in folders:  # under a folder closed to its uid, the worker opens the way (``untrusted.mounts``)
             hand_over(folder, self.run_as)
         extensions = {"extensions_dir": str(self.extensions_dir)} if self.extensions_dir else {}
         return {**message, **extensions, "limits": {**message["limits"], "run_as": self.run_as}}
@@ -294,12 +270,12 @@ class UntrustedProcess:
         if self.killed_because or self._proc.poll() is not None or (not force and now - self._last_watch < WATCHDOG_PERIOD_S):
             return
         self._last_watch = now
-        members = self._processes.members(self._proc.pid, self.marker)
+        members = self._members()
         self._seen.update(members)
         if len(members) > self.limits.max_processes:
             self.kill(f"killed: {len(members)} processes exceed the limit of {self.limits.max_processes}")
             return
-        rss = sum(resident_bytes(pid) for pid in members)
+        rss = max(sum(resident_bytes(pid) for pid in members), self.cgroup.memory_bytes() if self.cgroup else 0)
         if rss > self.limits.memory_bytes:
             self.kill(f"killed: host memory {rss / 2**30:.1f} GiB exceeds the limit of "
                       f"{self.limits.memory_bytes / 2**30:.1f} GiB")
@@ -312,7 +288,10 @@ class UntrustedProcess:
 
     def _gone(self, message: str) -> WorkerGone:
         code = self._proc.poll()
-        if code is not None and code < 0 and not self.killed_because:
+        if self.cgroup is not None and self.cgroup.out_of_memory() and not self.killed_because:
+            message += (f" (killed by the kernel: its memory, page cache and shared memory included, went over the "
+                        f"limit of {self.limits.memory_bytes / 2**30:.1f} GiB)")
+        elif code is not None and code < 0 and not self.killed_because:
             message += f" (killed by signal {signal.Signals(-code).name})"
         elif code is not None and not self.killed_because:
             message += f" (exit code {code})"
@@ -339,8 +318,10 @@ class UntrustedProcess:
         """Kill the worker's whole session: its group and any child that left the group."""
         if reason and not self.killed_because:
             self.killed_because = reason
+        if self.cgroup is not None:
+            self.cgroup.kill()
         for _ in range(3):
-            targets = self._processes.members(self._proc.pid, self.marker, fresh=True)
+            targets = self._members(fresh=True)
             try:
                 os.killpg(self._proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -358,6 +339,10 @@ class UntrustedProcess:
             self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             logger.warning("worker %s did not exit after SIGKILL", self._proc.pid)
+        if self._none_left:
+            self._give_uid_back()
+        if self.cgroup is not None and self._none_left:
+            self.cgroup.remove()
         remove_shared_memory(sorted(self._seen))
 
     def close(self) -> tuple[str, str]:
@@ -371,6 +356,8 @@ class UntrustedProcess:
                 pass
         self.kill()
         self._conn.close()
+        if self._built is not None and self.extensions_dir and self._none_left:
+            remove_added(self.extensions_dir, self._built)
         return self._stdout.text(), self._stderr.text()
 
     def ended(self, wait_s: float = ENDED_WAIT_S) -> bool:
@@ -379,11 +366,18 @@ class UntrustedProcess:
         deadline = time.monotonic() + wait_s
         if self._none_left and self._proc.poll() is not None:
             return True  # ``kill`` found no process of it left: scanning /proc again would find none either
-        while self._proc.poll() is None or self._processes.members(self._proc.pid, self.marker, fresh=True):
+        while self._proc.poll() is None or self._members(fresh=True):
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.01)
+        self._give_uid_back()
         return True
+
+    def _give_uid_back(self) -> None:
+        """Release this sandbox's uid, once nothing of it is left (a process still running as it keeps it out of
+        the pool anyway: ``UidLease.take`` skips uids in use)."""
+        if self._uid is not None and self._proc.poll() is not None:
+            self._uid.release()
 
     @property
     def returncode(self) -> int | None:

@@ -27,7 +27,8 @@ from evalkit.judge import verdicts
 from evalkit.judge.builder import BuildOutcome, build
 from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.freezer import BuildFreezer
-from evalkit.sandbox.launcher import WATCHDOG_PERIOD_S, Limits, kill_group
+from evalkit.sandbox.launcher import WATCHDOG_PERIOD_S, Limits
+from evalkit.sandbox.remains import kill_group
 from evalkit.sandbox.processes import ProcessTable
 from evalkit.sandbox.untrusted.landlock import LANDLOCK_ABI_FOR_DEVICES, abi_version
 from evalkit.schedule.judge_process import ProcessStation, StationSpec

@@ -141,7 +141,7 @@ def with_origin(row: ResultRow, problem: Problem | None) -> ResultRow:
 
 
 def _shut_down(engine: Any) -> None:
-    from evalkit.sandbox.launcher import kill_group
+    from evalkit.sandbox.remains import kill_group
 
     try:
         engine.close(abandon=True)

@@ -25,8 +25,10 @@ from evalkit.judge import verdicts
 from evalkit.judge.environment import environment
 from evalkit.records import ResultRow, Submission, Verdict
 from evalkit.results_file import BASELINES_FILE, ENVIRONMENT_FILE, RESULTS_FILE, ResultsWriter, read_rows, resume_key_of
+from evalkit.sandbox.cgroup import sandbox_cgroups
 from evalkit.sandbox.identity import sandbox_user
-from evalkit.sandbox.launcher import Limits, kill_group
+from evalkit.sandbox.launcher import Limits
+from evalkit.sandbox.remains import kill_group
 from evalkit.schedule import preflight, run_settings
 from evalkit.schedule.evaluator import Evaluator
 from evalkit.schedule.interrupt import Interrupted, interruptible
@@ -109,7 +111,8 @@ def _record_environment(path: Path, limits: Limits, facts: dict[str, Any] | None
     """The machine this report is judged on and who its sandboxes run as (kept from the first run)."""
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        facts = {"sandbox_user": sandbox_user(limits.run_as), **(facts or environment())}
+        facts = {"sandbox_user": sandbox_user(limits.run_as), "sandbox_cgroups": sandbox_cgroups(),
+                 **(facts or environment())}
         path.write_text(json.dumps(facts, indent=2) + "\n")
 
 

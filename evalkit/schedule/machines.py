@@ -52,4 +52,4 @@ def machines_and_limits(options: JudgeOptions) -> tuple[Machines, Limits]:
     with ThreadPoolExecutor(1, thread_name_prefix="evalkit-identity") as pool:
         identity = pool.submit(unprivileged_identity)
         where = machines(options)
-        return where, default_limits(where.device, options.memory_gib, cache_dir=options.cache_dir, identity=identity)
+        return where, default_limits(where.device, options.memory_gib, identity=identity)

@@ -15,7 +15,7 @@ from typing import Any
 
 from evalkit.judge.submission_judge import JudgeSettings
 from evalkit.records import BASELINE_KINDS
-from evalkit.sandbox.identity import reachable_by, unprivileged_identity
+from evalkit.sandbox.identity import unprivileged_identity
 from evalkit.sandbox.launcher import Limits
 from evalkit.sources.problems import Problem
 
@@ -148,20 +148,16 @@ class ScoreOutcome:
 
 
 def default_limits(device: str, memory_gib: float | None, group: str | None = None,
-                   cache_dir: Path | None = None, identity: Future[tuple[int, int] | None] | None = None) -> Limits:
+                   identity: Future[tuple[int, int] | None] | None = None) -> Limits:
     """The limits of every sandbox of one run. ``group`` (a fresh random token when None) marks all of
     them, so ``evalkit.sandbox.launcher.kill_group(limits.group)`` ends every one the run started.
-    Workers run as the unprivileged sandbox user when one can run them and reach ``cache_dir``;
-    ``identity``: that user's probe (``unprivileged_identity``) already started, else it runs now."""
+    Workers run as uids of their own when one can run them (``unprivileged_identity``; ``identity``: its probe
+    already started, else it runs now); a cache under a folder closed to them is opened to each worker in a mount
+    namespace of its own (``sandbox.untrusted.mounts``)."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     memory = int(memory_gib * 2**30) if memory_gib else int(min(total * 0.5, 64 * 2**30))
     # Address space, not resident memory, is what RLIMIT_AS counts: leave torch's own mappings room.
     address_space = max(2 * memory, memory + 8 * 2**30) if device == "cpu" else None
     run_as = identity.result() if identity is not None else unprivileged_identity()
-    if run_as and cache_dir is not None and not reachable_by(cache_dir / "builds", run_as):
-        logger.warning("the sandbox user cannot enter the build cache %s (a parent folder is closed to it): "
-                       "workers run as uid 0 without capabilities; pass a --cache-dir it can reach "
-                       "(e.g. under /tmp) to run them unprivileged", cache_dir)
-        run_as = None
     return Limits(memory_bytes=memory, address_space_bytes=address_space, group=group or uuid.uuid4().hex,
                   run_as=run_as)

@@ -42,9 +42,11 @@ from evalkit.judge.baselines import merge_entry, read_entries
 from evalkit.judge.builder import BuildOutcome
 from evalkit.judge.environment import environment
 from evalkit.records import ResultRow, Submission
+from evalkit.sandbox.cgroup import sandbox_cgroups
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.identity import sandbox_user, unprivileged_identity
-from evalkit.sandbox.launcher import Limits, kill_group
+from evalkit.sandbox.launcher import Limits
+from evalkit.sandbox.remains import kill_group
 from evalkit.schedule.judge_process import StationSpec
 from evalkit.schedule.engine import Machines
 from evalkit.schedule.options import JudgeOptions, ScoreError
@@ -168,7 +170,7 @@ def _probe(ray: Any, options: JudgeOptions, device: str) -> dict[str, Any]:
 
 def _node_facts(marker: str) -> tuple[dict[str, Any], bool, str]:
     """(a task) this node's ``environment()`` and sandbox user, whether it sees ``marker``, and its name."""
-    facts = {**environment(), "sandbox_user": sandbox_user(_node_identity())}
+    facts = {**environment(), "sandbox_user": sandbox_user(_node_identity()), "sandbox_cgroups": sandbox_cgroups()}
     return facts, Path(marker).exists(), platform.node()
 
 

@@ -176,16 +176,20 @@ def test_the_judges_own_part_is_measured_in_the_window_through_the_baselines_wor
     assert timing["speedup"]["value"] == pytest.approx(2.0)
 
 
+def _paired(judge: Judge, clock: FakeClock, baseline: dict[str, Any], answer: dict[str, Any]) -> tuple[Judge, dict]:
+    """An answer timed beside its baseline, both scripted (``scripted``'s keywords), pings in the window 1 ms."""
+    judge = _judge(judge, timing_trials=30, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-9)
+    partner = FakeWorker(judge.ref, scripted(clock, "baseline", log=[], loaded_ping_ms=1.0, **baseline))
+    worker = FakeWorker(judge.ref, scripted(clock, "answer", log=[], loaded_ping_ms=1.0, **answer))
+    return judge, judge.judge_with(worker, Path("submission.py"), partner=_partner(judge, partner)).timing
+
+
 def test_what_calls_pay_beyond_the_pings_is_measured_by_the_baselines_own_events(judge, clock):
     # Pings in the window take 1 ms; every call request pays 0.75 ms more that pings do not. Work: 10 ms (baseline)
     # against 2.5 ms (answer), a 4x speedup; pings alone would leave 0.75 ms in each side (10.75 / 3.25 = 3.3x). The
     # baseline's worker runs no submission code: what its requests took beyond its own events is the judge's part.
-    judge = _judge(judge, timing_trials=30, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-9)
-    log: list[str] = []
-    partner = FakeWorker(judge.ref, scripted(clock, "baseline", 11.75, log, loaded_ping_ms=1.0, beyond_pings_ms=0.75))
-    answer = FakeWorker(judge.ref, scripted(clock, "answer", 4.25, log, loaded_ping_ms=1.0, beyond_pings_ms=0.75,
-                                            claim_share=0.01))  # the answer's claim is never used
-    timing = judge.judge_with(answer, Path("submission.py"), partner=_partner(judge, partner)).timing
+    judge, timing = _paired(judge, clock, {"ms": 11.75, "beyond_pings_ms": 0.75},
+                            {"ms": 4.25, "beyond_pings_ms": 0.75, "claim_share": 0.01})  # the answer's claim: unused
     assert timing["overhead_ms"] == pytest.approx(1.75 / judge.batch)
     assert timing["speedup"]["value"] == pytest.approx(4.0)
 
@@ -196,11 +200,7 @@ def test_a_baseline_clock_made_to_lie_moves_the_judges_part_by_the_bound_at_most
 
     # The baseline's worker claims no work at all: its whole request would be the judge's part. The pings (1 ms)
     # are the floor and RESIDUAL_BOUND_MS above them the ceiling.
-    judge = _judge(judge, timing_trials=30, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-9)
-    log: list[str] = []
-    partner = FakeWorker(judge.ref, scripted(clock, "baseline", 11.0, log, loaded_ping_ms=1.0, claim_share=0.0))
-    answer = FakeWorker(judge.ref, scripted(clock, "answer", 6.0, log, loaded_ping_ms=1.0))
-    timing = judge.judge_with(answer, Path("submission.py"), partner=_partner(judge, partner)).timing
+    judge, timing = _paired(judge, clock, {"ms": 11.0, "claim_share": 0.0}, {"ms": 6.0})
     assert timing["overhead_ms"] == pytest.approx((1.0 + RESIDUAL_BOUND_MS) / judge.batch)
     assert timing["speedup"]["value"] == pytest.approx((11.0 - 2.0) / (6.0 - 2.0))
     # A baseline that claims more than its request took never lowers the judge's part below the pings.

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import evalkit
-from evalkit.sandbox.identity import reachable_by, scrubbed_env
+from evalkit.sandbox.identity import scrubbed_env
 
 
 def test_the_worker_can_import_this_evalkit_without_it_being_installed(tmp_path):
@@ -27,27 +25,23 @@ def test_secrets_do_not_reach_the_worker(tmp_path, monkeypatch):
     assert env.get("PATH") == os.environ.get("PATH")
 
 
-def test_a_folder_under_a_closed_parent_is_unreachable_for_the_sandbox_user(tmp_path):
-    closed = tmp_path / "closed"
-    inner = closed / "cache" / "extensions"
-    inner.mkdir(parents=True)
-    closed.chmod(0o700)
-    tmp_path.chmod(0o755)
-    other = (os.getuid() + 12345, os.getgid() + 12345)
-    assert not reachable_by(inner, other)
-    closed.chmod(0o711)
-    assert reachable_by(inner, other) == all(p.stat().st_mode & 0o001 for p in inner.resolve().parents)
-    assert reachable_by(inner, (os.getuid(), os.getgid()))
+def test_what_a_judged_worker_adds_to_its_builds_folder_goes_with_it(tmp_path):
+    # The extension folder is the answer's build-cache entry: its build's files stay; whatever the judged worker
+    # wrote there (up to the disk bound) is removed when the worker ends.
+    import uuid
 
+    from evalkit.sandbox.launcher import Limits, UntrustedProcess
 
-def test_folders_not_made_yet_do_not_close_the_way():
-    base = Path(tempfile.mkdtemp(dir="/tmp"))  # /tmp and / are open to every user
-    try:
-        base.chmod(0o755)
-        other = (os.getuid() + 12345, os.getgid() + 12345)
-        assert reachable_by(base / "cache" / "builds" / "abc", other)
-        base.chmod(0o700)
-        assert not reachable_by(base / "cache" / "builds" / "abc", other)
-    finally:
-        base.chmod(0o700)
-        shutil.rmtree(base)
+    extensions = tmp_path / "extensions"
+    (extensions / "answer_ext").mkdir(parents=True)
+    (extensions / "answer_ext" / "answer_ext.so").write_bytes(b"built")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    worker = UntrustedProcess(workdir, Limits(group=f"test-{uuid.uuid4().hex[:8]}"),
+                              {"TORCH_EXTENSIONS_DIR": str(extensions)})
+    worker._hand_over({"op": "setup", "mode": "judge", "limits": {}})
+    (extensions / "answer_ext" / "hoard.bin").write_bytes(b"x" * 4096)  # what the judged worker wrote
+    (extensions / "planted" / "deep").mkdir(parents=True)
+    worker.close()
+    assert (extensions / "answer_ext" / "answer_ext.so").read_bytes() == b"built"
+    assert sorted(p.name for p in extensions.rglob("*")) == ["answer_ext", "answer_ext.so"]

@@ -92,7 +92,7 @@ def test_a_marker_prefix_finds_every_sandbox_of_a_group():
 
 
 def test_a_sandboxs_folders_are_measured_in_bytes_held_and_files_without_following_links(tmp_path):
-    from evalkit.sandbox.launcher import folder_usage
+    from evalkit.sandbox.remains import folder_usage
 
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "big").write_bytes(b"x" * 100_000)

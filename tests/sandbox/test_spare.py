@@ -15,7 +15,8 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from evalkit.sandbox.launcher import Limits, sandbox_members
+from evalkit.sandbox.launcher import Limits
+from evalkit.sandbox.processes import sandbox_members
 from evalkit.sandbox.spare import SpareWorker, discard
 
 
@@ -77,17 +78,17 @@ def test_with_two_spares_answers_get_the_oldest_and_two_stay_ready(tmp_path):
 def test_a_spares_folder_stays_the_judges_until_its_answer_comes():
     # Another sandbox (the answer judged meanwhile, running as the sandbox user) must not plant files where
     # the next answer will run: the folder is handed over with the setup request, not when the worker starts.
-    sandbox_user = (65534, 65534) if os.geteuid() == 0 else None
-    spares = SpareWorker(replace(_limits(), run_as=sandbox_user), {})
+    pool = (61000, 61000) if os.geteuid() == 0 else None  # root: each sandbox leases a uid of its own
+    spares = SpareWorker(replace(_limits(), run_as=pool), {})
     try:
         discard(spares.take(None))
         spare = spares._spares[0]
         mode = spare.workdir.stat()
         assert mode.st_uid == os.getuid() and not mode.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
         setup = spare._hand_over({"op": "setup", "limits": {}})
-        assert setup["limits"]["run_as"] == sandbox_user
-        if sandbox_user is not None:
-            assert spare.workdir.stat().st_uid == sandbox_user[0]  # its answer has come: now it is the sandbox's
+        assert setup["limits"]["run_as"] == spare.run_as and (spare.run_as is None) == (pool is None)
+        if pool is not None:
+            assert spare.workdir.stat().st_uid == spare.run_as[0]  # its answer has come: now it is the sandbox's
     finally:
         spares.close()
 

@@ -80,7 +80,7 @@ def test_a_judge_process_on_the_gpu_times_what_the_schedulers_own_judge_times(tm
 
     problems = discover_problems(FIXTURES / "timing_problems")
     options = JudgeOptions(device="cuda", baselines=("eager",), timing_trials=30, cache_dir=tmp_path)
-    limits = default_limits("cuda", None, cache_dir=tmp_path)
+    limits = default_limits("cuda", None)
     spec = StationSpec(problems, options, "cuda", 1, limits, BaselineFiles(None, None), None)
     freezer = BuildFreezer(limits.group)
     in_process = JudgeStation(problems, options, "cuda", 1, limits, BaselineFiles(None, None), None,

@@ -1,8 +1,11 @@
 """Untrusted side (the worker calls it on itself, before any submission code runs): every wall a sandbox is put
 behind, in the order they must go up.
 
-1. its own network namespace, where it starts as root (``privileges.leave_network``: it needs CAP_SYS_ADMIN);
-2. the unprivileged user, or no capabilities, and the parent-death signal (``privileges.drop_privileges``);
+1. its own network namespace (``privileges.leave_network``: as root, or unprivileged inside a user namespace of its
+   own, for builds and CPU workers);
+   and, where this Python lives under a folder closed to other users, its own mount namespace opening the way to
+   it (``mounts.open_the_way``);
+2. its own uid, or no capabilities, and the parent-death signal (``privileges.drop_privileges``);
 3. its resource limits: no core dumps, file size, open files, address space on CPU;
 4. Landlock: writes only beneath its folders and device files, no TCP from ABI 4, signals and abstract sockets
    scoped from ABI 6 (``landlock.restrict_writes``);
@@ -16,6 +19,7 @@ import resource
 from typing import Any
 
 from evalkit.sandbox.untrusted.landlock import restrict_writes
+from evalkit.sandbox.untrusted.mounts import open_the_way, still_closed
 from evalkit.sandbox.untrusted.privileges import drop_privileges, leave_network
 from evalkit.sandbox.untrusted.seccomp import confine_to_self
 
@@ -23,14 +27,31 @@ from evalkit.sandbox.untrusted.seccomp import confine_to_self
 def confine(limits: dict[str, Any], judge_pid: int, gpu: bool) -> tuple[int, str]:
     """Put this process behind every wall; (the Landlock ABI it got, 0 without; what was done, for the records)."""
     run_as = limits.get("run_as")
-    isolated = leave_network()
-    done = drop_privileges(tuple(run_as) if run_as else None, judge_pid)
+    # A GPU worker of an unprivileged judge stays in the judge's user namespace: the CUDA driver was never shown to
+    # work inside one of its own (Landlock's TCP rules are its network wall).
+    isolated = leave_network(unprivileged_too=not gpu)
+    opened, closed = _open_the_way(run_as[0] if run_as else None)
+    done = drop_privileges(tuple(run_as) if run_as and not closed else None, judge_pid)
     done += "; network: own namespace" if isolated else ""
+    done += f"; opened to its uid: {', '.join(opened)}" if opened else ""
+    done += f"; its uid could not reach {', '.join(closed)}" if closed else ""
     _apply_limits(limits)
     landlock_abi = restrict_writes(writable_paths(gpu))
     if confine_to_self():
         done += "; other processes' limits and priority out of reach"
     return landlock_abi, done
+
+
+def _open_the_way(uid: int | None) -> tuple[list[str], list[str]]:
+    """As root, before becoming its own uid: open the way to this Python and the worker's folders where a closed
+    folder bars it (``mounts``). (The closed folders opened; the folders still out of the uid's reach, in which
+    case it stays uid 0 without capabilities.)"""
+    if uid is None or os.geteuid() != 0:
+        return [], []
+    folders = [os.getcwd()] + ([os.environ["TORCH_EXTENSIONS_DIR"]] if os.environ.get("TORCH_EXTENSIONS_DIR") else [])
+    for folder in folders:
+        os.makedirs(folder, exist_ok=True)
+    return open_the_way(uid, folders), still_closed(uid, folders)
 
 
 def _apply_limits(limits: dict[str, Any]) -> None:

@@ -2,9 +2,10 @@
 
 - The worker dies with the judge: ``PR_SET_PDEATHSIG`` (SIGKILL), set after any change of user, since
   the kernel clears it then; if the judge is already gone, the worker exits at once.
-- Run as root, it first leaves the host's network (a network namespace of its own), then becomes the
-  unprivileged user the judge chose (``run_as``), which leaves it no
-  capabilities; where the judge found no user able to run the worker, it stays uid 0 but empties its
+- It leaves the host's network (a network namespace of its own): as root; or, run by an unprivileged judge, a
+  build or a CPU worker does so inside a user namespace of its own (``leave_network``). Run as root, it then becomes the
+  uid the judge leased it (``run_as``, its own: ``sandbox.uid_pool``), which leaves it no
+  capabilities; where that uid cannot run the worker, it stays uid 0 but empties its
   capability bounding, permitted, effective and inheritable sets, so no program it executes regains any.
 
 Returns a short description for the judge's records (a claim, like everything the worker says).
@@ -16,8 +17,8 @@ import ctypes
 import os
 import signal
 
-_PR_SET_PDEATHSIG, _PR_CAPBSET_DROP = 1, 24
-_CLONE_NEWNET = 0x40000000
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_CAPBSET_DROP = 1, 4, 24
+_CLONE_NEWNET, _CLONE_NEWUSER = 0x40000000, 0x10000000
 _CAP_VERSION_3 = 0x20080522
 
 
@@ -38,6 +39,9 @@ def drop_privileges(run_as: tuple[int, int] | None, judge_pid: int) -> str:
         os.setgroups([])
         os.setgid(gid)
         os.setuid(uid)
+        # A change of uid leaves the process undumpable: its /proc entries root's, which it then can neither read
+        # nor write (the CUDA driver writes there). Only its own uid (its own sandbox) may trace a dumpable one.
+        libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
         done = f"uid {uid}"
     elif os.geteuid() == 0:
         done = "uid 0 without capabilities" if _drop_capabilities(libc) else "uid 0 WITH capabilities"
@@ -45,11 +49,24 @@ def drop_privileges(run_as: tuple[int, int] | None, judge_pid: int) -> str:
     return done
 
 
-def leave_network() -> bool:
+def leave_network(unprivileged_too: bool) -> bool:
     """Move into a network namespace of its own (only a loopback, down): no socket reaches any host, over TCP, UDP
-    or abstract Unix sockets. Needs CAP_SYS_ADMIN, so it is done as root, before the change of user; elsewhere
-    (no privileges, or a kernel without network namespaces) False, and Landlock's TCP rules are the wall."""
-    return ctypes.CDLL(None, use_errno=True).unshare(_CLONE_NEWNET) == 0
+    or abstract Unix sockets. As root (CAP_SYS_ADMIN) before the change of user; else, with ``unprivileged_too``
+    and where the kernel lets unprivileged users make user namespaces, inside a user namespace of its own that maps
+    only its uid and gid, whose capabilities it then drops. False elsewhere: Landlock's TCP rules are the wall."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(_CLONE_NEWNET) == 0:
+        return True
+    if not unprivileged_too or os.geteuid() == 0:
+        return False
+    uid, gid = os.geteuid(), os.getegid()
+    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
+        return False
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as control:
+            control.write(text)
+    _drop_capabilities(libc)  # those it holds in its own user namespace
+    return True
 
 
 def die_with_judge(judge_pid: int) -> None:

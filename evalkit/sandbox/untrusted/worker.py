@@ -247,7 +247,8 @@ def serve(conn: Connection) -> None:
     setup = receive_setup(conn, mappings)
     if setup.get("extensions_dir"):  # chosen when the answer was: a worker may have started before it
         os.environ["TORCH_EXTENSIONS_DIR"] = setup["extensions_dir"]
-    landlock_abi, setup["privileges"] = confine(setup["limits"], setup["judge_pid"], gpu=setup["mode"] != "build")
+    drives_gpu = setup["mode"] != "build" and setup["device"] == "cuda"
+    landlock_abi, setup["privileges"] = confine(setup["limits"], setup["judge_pid"], gpu=drives_gpu)
     harness = Harness(conn, setup)
     harness.inputs, harness.outputs = setup["inputs"], setup["outputs"]
     if setup["mode"] == "judge" and not _serve_until_load(conn, harness):

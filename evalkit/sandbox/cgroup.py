@@ -1,0 +1,173 @@
+"""Trusted side: a cgroup of its own for every sandbox, where the machine allows one (cgroup v2 or v1, written by
+root or a delegated user).
+
+The kernel counts every process of a sandbox in its cgroup, whatever it does: a process that re-executes itself
+with a clean environment and ``setsid`` (and so escapes the marker sweep) is still a member, and is killed with
+it. Its memory is counted and bounded by the kernel, page cache and shared memory included: a ``memfd`` written
+and never mapped (which the resident-size poll misses) counts against ``memory.max``. Its tasks are bounded too
+(``pids.max``: a fork bomb stops at the kernel, not at the next poll). The /proc sweep and the resident-size poll
+stay, as the fallback where no cgroup can be made; ``SandboxCgroup.walls`` says which held. No CPU quota is set:
+a build's cores are bounded by the build partition's cpuset or the freeze (``freezer``), and a quota on a judged
+worker would throttle the very calls the judge times.
+
+v2: ``<root>/evalkit-<group>-sandboxes/<sandbox>`` (memory and pids enabled for the children of the run's group;
+a build's cgroup sits instead under the run's build freezer group, so freezing that freezes it). v1: one cgroup
+per sandbox in the ``memory`` and ``pids`` hierarchies.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+V2_ROOT, V1_ROOT = Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup")
+TASKS_PER_PROCESS = 64  # pids.max counts threads: a torch worker runs dozens (OpenMP, CUDA)
+
+
+class SandboxCgroup:
+    """One sandbox's cgroup(s): v2, one folder; v1, one per hierarchy (memory, pids)."""
+
+    def __init__(self, kind: str, paths: dict[str, Path]) -> None:
+        self.kind, self.paths = kind, paths
+
+    @classmethod
+    def create(cls, name: str, group: str, memory_bytes: int, max_processes: int,
+               parent: Path | None = None) -> "SandboxCgroup | None":
+        """A cgroup for sandbox ``name`` of the run ``group`` with its limits, or None where none can be made.
+        ``parent``: a v2 cgroup to make it in (the run's build freezer group)."""
+        try:
+            if (V2_ROOT / "cgroup.controllers").exists():
+                return cls._create_v2(parent or V2_ROOT / f"evalkit-{group}-sandboxes", name, memory_bytes,
+                                      max_processes)
+            return cls._create_v1(f"evalkit-{group}-{name}", memory_bytes, max_processes)
+        except OSError as err:
+            logger.debug("no cgroup for sandbox %s: %s", name, err)
+            return None
+
+    @classmethod
+    def _create_v2(cls, parent: Path, name: str, memory_bytes: int, max_processes: int) -> "SandboxCgroup | None":
+        parent.mkdir(exist_ok=True)
+        wanted = {"memory", "pids"}
+        enabled = set((parent / "cgroup.subtree_control").read_text().split())
+        if not wanted <= enabled:
+            (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in sorted(wanted - enabled)))
+        path = parent / name
+        path.mkdir()
+        group = cls("cgroup2", {"memory": path, "pids": path})
+        group._limit(memory_bytes, max_processes)
+        return group
+
+    @classmethod
+    def _create_v1(cls, name: str, memory_bytes: int, max_processes: int) -> "SandboxCgroup | None":
+        paths = {}
+        for controller in ("memory", "pids"):
+            hierarchy = V1_ROOT / controller
+            if not (hierarchy / "cgroup.procs").exists():
+                return None
+            paths[controller] = hierarchy / name
+        group = cls("cgroup1", paths)
+        for path in paths.values():
+            path.mkdir()
+        group._limit(memory_bytes, max_processes)
+        return group
+
+    def _limit(self, memory_bytes: int, max_processes: int) -> None:
+        memory, pids = self.paths["memory"], self.paths["pids"]
+        (pids / "pids.max").write_text(f"{max_processes * TASKS_PER_PROCESS}\n")
+        if self.kind == "cgroup2":
+            (memory / "memory.max").write_text(f"{memory_bytes}\n")
+            _write_if_there(memory / "memory.swap.max", "0\n")
+        else:
+            (memory / "memory.limit_in_bytes").write_text(f"{memory_bytes}\n")
+            _write_if_there(memory / "memory.memsw.limit_in_bytes", f"{memory_bytes}\n")
+
+    @property
+    def walls(self) -> str:
+        return f"{self.kind} (memory, tasks)"
+
+    def add(self, pid: int) -> None:
+        """Put ``pid`` in the sandbox's cgroup(s): before it runs anything untrusted; its children are born inside."""
+        for path in set(self.paths.values()):
+            (path / "cgroup.procs").write_text(f"{pid}\n")
+
+    def pids(self) -> set[int]:
+        """Every live process of the sandbox, wherever it moved its session or environment."""
+        try:
+            return {int(line) for line in (self.paths["pids"] / "cgroup.procs").read_text().split()}
+        except (OSError, ValueError):
+            return set()
+
+    def memory_bytes(self) -> int:
+        """What the kernel charges the sandbox: anonymous memory, page cache and shared memory (memfd) alike."""
+        name = "memory.current" if self.kind == "cgroup2" else "memory.usage_in_bytes"
+        try:
+            return int((self.paths["memory"] / name).read_text())
+        except (OSError, ValueError):
+            return 0
+
+    def out_of_memory(self) -> bool:
+        """Whether the kernel killed a process of the sandbox for going over its memory limit."""
+        name = "memory.events" if self.kind == "cgroup2" else "memory.oom_control"
+        try:
+            for line in (self.paths["memory"] / name).read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and int(value) > 0:
+                    return True
+        except (OSError, ValueError):
+            pass
+        return False
+
+    def kill(self) -> None:
+        """SIGKILL every process of the sandbox (v2: ``cgroup.kill`` where the kernel has it, 5.14+)."""
+        if self.kind == "cgroup2" and (self.paths["pids"] / "cgroup.kill").exists():
+            _write_if_there(self.paths["pids"] / "cgroup.kill", "1\n")
+        for pid in self.pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def remove(self, wait_s: float = 2.0) -> None:
+        """Kill what is left and remove the cgroup(s) (a cgroup goes only once empty)."""
+        self.kill()
+        deadline = time.monotonic() + wait_s
+        while self.pids() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for path in set(self.paths.values()):
+            try:
+                path.rmdir()
+            except OSError as err:
+                logger.debug("cgroup %s not removed: %s", path, err)
+
+
+def _write_if_there(path: Path, text: str) -> None:
+    try:
+        path.write_text(text)
+    except OSError:  # no swap accounting, or an older kernel
+        pass
+
+
+def remove_run_cgroups(group: str) -> None:
+    """Remove what is left of the cgroups of the run ``group``'s sandboxes (each is removed with its sandbox;
+    a judge killed mid-run leaves its own behind), and the run's v2 parent."""
+    parents = [V2_ROOT / f"evalkit-{group}-sandboxes"] if (V2_ROOT / "cgroup.controllers").exists() else []
+    leftovers = [child for parent in parents if parent.is_dir() for child in parent.iterdir() if child.is_dir()]
+    leftovers += [path for controller in ("memory", "pids") if (V1_ROOT / controller / "cgroup.procs").exists()
+                  for path in (V1_ROOT / controller).glob(f"evalkit-{group}-*")]
+    for path in leftovers + parents:
+        SandboxCgroup("cgroup2" if path.parent in parents else "cgroup1", {"memory": path, "pids": path}).remove(0.5)
+
+
+def sandbox_cgroups() -> str:
+    """Whether each sandbox gets a cgroup of its own here, in words (for the report's environment)."""
+    probe = SandboxCgroup.create("probe", f"probe-{os.getpid()}", 2**30, 1)
+    if probe is None:
+        return "none (no writable cgroup): processes found by session and marker, memory by resident size"
+    probe.remove(0.5)
+    remove_run_cgroups(f"probe-{os.getpid()}")
+    return f"one per sandbox, {probe.walls}"

@@ -1,0 +1,83 @@
+"""A cgroup per sandbox, where the machine allows one: memory the resident-size poll cannot see (a memfd written
+and never mapped) is bounded by the kernel, and a process that left the sandbox's session with a clean
+environment (the marker sweep cannot find it) is still killed with it."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from evalkit.judge import builder
+from evalkit.sandbox.cgroup import SandboxCgroup, remove_run_cgroups
+from evalkit.sandbox.launcher import Limits
+
+
+def _limits(**changes) -> Limits:
+    return replace(Limits(group=f"test-cgroup-{uuid.uuid4().hex[:8]}"), **changes)
+
+
+@pytest.fixture()
+def cgroups() -> None:
+    probe = SandboxCgroup.create("probe", f"test-cgroup-probe-{uuid.uuid4().hex[:8]}", 2**30, 8)
+    if probe is None:
+        pytest.skip("no cgroup can be made here (cgroup v1 or v2, as root or delegated)")
+    probe.remove()
+
+
+MEMFD = """
+import os, time
+fd = os.memfd_create("hoard")
+chunk = b"x" * 2**20
+for _ in range({mib}):
+    os.write(fd, chunk)  # never mapped: not in any process's resident size
+time.sleep(60)
+"""
+
+
+def test_memory_in_a_memfd_counts_against_the_sandbox(tmp_path, cgroups):
+    limits = _limits(memory_bytes=1536 * 2**20)
+    start = time.monotonic()
+    outcome = builder.build(MEMFD.format(mib=2000), tmp_path / "cache", "cpu", 120, limits)
+    assert outcome.status == "crash", outcome
+    assert "memory" in outcome.message and "GiB" in outcome.message, outcome.message
+    assert time.monotonic() - start < 60  # stopped by the limit, not by the build's own time limit
+
+
+ESCAPE = """
+import subprocess
+# A new session, and an environment without the sandbox's marker: the /proc sweep cannot tell it is the sandbox's.
+subprocess.Popen(["setsid", "env", "-i", "sleep", "{seconds}"], start_new_session=True)
+raise RuntimeError("left a process behind")
+"""
+
+
+def _running(argv_tail: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes().replace(b"\0", b" ").strip().endswith(
+                    argv_tail.encode()):
+                found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
+
+
+def test_a_process_that_left_the_session_and_the_marker_dies_with_its_sandbox(tmp_path, cgroups):
+    seconds = f"{time.time() % 1000 + 1000:.3f}"  # a sleep no other test runs
+    limits = _limits()
+    outcome = builder.build(ESCAPE.format(seconds=seconds), tmp_path / "cache", "cpu", 120, limits)
+    assert outcome.status == "import_failed" and "left a process behind" in outcome.message, outcome
+    deadline = time.monotonic() + 5
+    while _running(f"sleep {seconds}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = _running(f"sleep {seconds}")
+    for pid in left:
+        os.kill(pid, 9)
+    assert not left, "a process that left the sandbox's session and marker outlived it"
+    remove_run_cgroups(limits.group)

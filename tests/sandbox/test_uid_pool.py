@@ -1,0 +1,92 @@
+"""A uid per sandbox: leases never handed out twice at once, never a uid a process still runs as, never a user's;
+and real sandboxes of a root judge, started at once, run as uids of their own, neither the judge's nor each
+other's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+import pytest
+
+from evalkit.sandbox.uid_pool import NoSandboxUid, UidLease
+
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="only a root judge gives sandboxes uids of their own")
+
+
+def test_a_uid_leased_is_not_leased_again_until_given_back(tmp_path):
+    uids = range(61000, 61002)
+    first = UidLease.take(tmp_path, uids)
+    second = UidLease.take(tmp_path, uids)
+    assert {first.uid, second.uid} == set(uids) and first.identity == (first.uid, first.uid)
+    with pytest.raises(NoSandboxUid, match="61000-61001"):
+        UidLease.take(tmp_path, uids)
+    first.release()
+    first.release()  # idempotent
+    assert UidLease.take(tmp_path, uids).uid == first.uid
+
+
+def test_a_lease_holds_across_processes(tmp_path):
+    # Another launcher (the build pool, a judge process, another run) must not get the same uid meanwhile.
+    held = UidLease.take(tmp_path, range(61000, 61001))
+    other = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        from pathlib import Path
+        from evalkit.sandbox.uid_pool import NoSandboxUid, UidLease
+        try:
+            UidLease.take(Path({str(tmp_path)!r}), range(61000, 61001))
+        except NoSandboxUid:
+            print("refused")
+        """)], capture_output=True, text=True, timeout=60)
+    assert other.stdout.strip() == "refused", other.stderr
+    held.release()
+
+
+def test_a_uid_that_a_process_still_runs_as_or_a_user_has_is_never_leased(tmp_path):
+    # Root (a user of every machine, in use here too) is never leased; nor is a uid a process still runs as (one
+    # that escaped an earlier sandbox's kill), until it is gone.
+    with pytest.raises(NoSandboxUid):
+        UidLease.take(tmp_path, range(0, 1))
+    if os.geteuid() != 0:
+        mine = os.geteuid()
+        with pytest.raises(NoSandboxUid):
+            UidLease.take(tmp_path, range(mine, mine + 1))
+        return
+    left_behind = subprocess.Popen(["sleep", "60"], user=61500, group=61500, extra_groups=[])
+    try:
+        with pytest.raises(NoSandboxUid):
+            UidLease.take(tmp_path, range(61500, 61501))
+    finally:
+        left_behind.kill()
+        left_behind.wait()
+    assert UidLease.take(tmp_path, range(61500, 61501)).uid == 61500
+
+
+UID_AT_IMPORT = """
+import os, time
+time.sleep({sleep})  # both sandboxes alive at once
+raise RuntimeError(f"uid={{os.getuid()}} gid={{os.getgid()}} groups={{os.getgroups()}}")
+"""
+
+
+@as_root
+def test_sandboxes_started_at_once_run_as_uids_of_their_own(tmp_path):
+    from evalkit.judge import builder
+    from evalkit.sandbox.identity import unprivileged_identity
+    from evalkit.sandbox.launcher import Limits
+
+    pool = unprivileged_identity()
+    if pool is None:
+        pytest.skip("no uid of the pool can import torch and evalkit here (the judge warned with what to change)")
+    limits = replace(Limits(group=f"test-uids-{uuid.uuid4().hex[:8]}"), run_as=pool)
+    codes = [UID_AT_IMPORT.format(sleep=2.0) + f"# sandbox {n}\n" for n in range(2)]
+    with ThreadPoolExecutor(2) as threads:
+        outcomes = list(threads.map(lambda code: builder.build(code, tmp_path / "cache", "cpu", 120, limits), codes))
+    seen = [outcome.message for outcome in outcomes]
+    uids = {message.split("uid=")[1].split()[0] for message in seen}
+    assert len(uids) == 2 and str(os.geteuid()) not in uids and "0" not in uids, seen
+    assert all("groups=[]" in message for message in seen), seen
