@@ -4,7 +4,8 @@ Verdicts (with their place in the pipeline), flags (with whether they exclude a 
 the baselines, the curated run, and the plain records that flow between stages and are written to
 ``results.jsonl``. Every record is JSON-safe (``to_dict``), versioned by ``SCHEMA_VERSION`` and carries
 units in its field names. The schema is documented in ``docs/report-schema.md``; bump
-``SCHEMA_VERSION`` whenever a field changes meaning or is removed.
+``SCHEMA_VERSION`` whenever a field changes meaning or is removed, and add the step from the old version to
+``MIGRATIONS``: rows of every earlier version are read through ``migrate``.
 
 A new verdict is declared here (``Verdict`` and ``VERDICT_INFO``), decided in
 ``evalkit.judge.verdicts`` and coloured in the report's CSS; a new flag is declared here only.
@@ -215,5 +216,46 @@ class ResultRow:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ResultRow":
+        """A row of any schema version this evalkit reads (``migrate``); fields it does not know are left out."""
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**{k: v for k, v in migrate(data).items() if k in known})
+
+
+class SchemaError(ValueError):
+    """A row written by a newer evalkit than this one, whose schema this one cannot read."""
+
+
+def _from_1(row: dict[str, Any]) -> dict[str, Any]:
+    """Schema 1 -> 2: a time was the worker's clock, checked against the judge's (``observed_median_ms``), and the
+    judge's where they disagreed (flag ``timing_mismatch``, the worker's kept as ``reported_median_ms``). Its
+    figures stay; ``clock`` says whose they are where the row did not."""
+    timing = row.get("timing")
+    if isinstance(timing, dict) and "clock" not in timing:
+        mismatch = Flag.TIMING_MISMATCH.value in (row.get("flags") or [])
+        row["timing"] = {**timing, "clock": "judge" if mismatch else "worker"}
+    return row
+
+
+def _from_2(row: dict[str, Any]) -> dict[str, Any]:
+    """Schema 2 -> 3: speedups came from medians taken apart, with no interval."""
+    return {"speedup_vs_eager_ci": None, "speedup_vs_compile_ci": None, **row}
+
+
+MIGRATIONS = {1: _from_1, 2: _from_2}  # version -> the step to the next; one per version ever written
+
+
+def migrate(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` (a ``results.jsonl`` object) brought to ``SCHEMA_VERSION``, one step per version; a row without a
+    version is taken as schema 1. ``SchemaError`` for a row of a newer schema than this evalkit knows."""
+    version = row.get("schema_version", 1)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise SchemaError(f"a row of schema version {version!r}: this evalkit reads versions 1 to {SCHEMA_VERSION}; "
+                          f"upgrade evalkit to read it")
+    row = dict(row)
+    if version < SCHEMA_VERSION:
+        row["migrated_from"] = version  # what was on disk, for the summary's ``results_schema_versions``
+    while version < SCHEMA_VERSION:
+        row = MIGRATIONS[version](row)
+        version += 1
+    row["schema_version"] = version
+    return row

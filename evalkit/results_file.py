@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 import jsonlines
 
-from evalkit.records import resume_key
+from evalkit.records import SchemaError, migrate, resume_key
 
 logger = logging.getLogger(__name__)
 
@@ -26,11 +26,16 @@ RUN_SETTINGS_FILE = "run.json"  # settings that change verdicts or times, record
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """All complete rows; a torn last line (a run killed mid-write) is skipped with a warning."""
+    """All complete rows, each brought to the current schema (``records.migrate``); a torn last line (a run
+    killed mid-write) is skipped with a warning. ``SchemaError`` naming the file for a row of a newer schema."""
     if not path.exists():
         return []
     with jsonlines.open(path) as reader:
-        return list(_iter_valid(reader, path))
+        rows = list(_iter_valid(reader, path))
+    try:
+        return [migrate(row) for row in rows]
+    except SchemaError as err:
+        raise SchemaError(f"{path}: {err}") from None
 
 
 def _iter_valid(reader: jsonlines.Reader, path: Path) -> Iterator[dict[str, Any]]:

@@ -19,6 +19,7 @@ import click
 from click.core import ParameterSource
 
 from evalkit.cli.console import say, verbosity_options
+from evalkit.records import SchemaError
 from evalkit.results_file import RESULTS_FILE
 
 logger = logging.getLogger(__name__)
@@ -66,12 +67,15 @@ def report_command(ctx: click.Context, report_dirs: tuple[Path, ...], compare: b
     _check_export_options(ctx, fmt)
     for folder in report_dirs:
         _require_results(folder)
-    if compare:
-        _compare(list(report_dirs), out_file, fmt == "json")
-    elif fmt == "kernelbench":
-        _export(report_dirs[0], out_file, run_name, level, _problems_dir(ctx, problems_dir))
-    else:
-        _rebuild(report_dirs[0], fmt == "json")
+    try:
+        if compare:
+            _compare(list(report_dirs), out_file, fmt == "json")
+        elif fmt == "kernelbench":
+            _export(report_dirs[0], out_file, run_name, level, _problems_dir(ctx, problems_dir))
+        else:
+            _rebuild(report_dirs[0], fmt == "json")
+    except SchemaError as err:
+        raise click.ClickException(str(err)) from None
 
 
 def _format(fmt: str | None, as_json: bool) -> str:

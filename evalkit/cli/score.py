@@ -134,6 +134,7 @@ def score_command(ctx: click.Context, submissions: Path, problems_dir: Path, out
     out_dir = _resolve_out(submissions, out_dir, resume)
     _require_problems_dir(problems_dir, submissions)
 
+    from evalkit.records import SchemaError
     from evalkit.schedule.interrupt import Interrupted
     from evalkit.schedule.local import score
     from evalkit.schedule.options import ScoreError, ScoreOptions, default_cache_dir
@@ -149,7 +150,7 @@ def score_command(ctx: click.Context, submissions: Path, problems_dir: Path, out
             outcome = score(opts, progress=shown.on_progress, total_hook=shown.on_total)
         except Interrupted as stop:
             interrupted = stop
-        except (ProblemError, SubmissionError, ScoreError, FileExistsError, RuntimeError) as err:
+        except (ProblemError, SubmissionError, ScoreError, SchemaError, FileExistsError, RuntimeError) as err:
             raise click.ClickException(str(err)) from err
     if interrupted is not None:
         _finish_interrupted(ctx, interrupted, out_dir, as_json)

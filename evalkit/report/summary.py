@@ -45,7 +45,8 @@ def build_summary(rows: list[Row], problems: list[str] | None = None, name: str 
     judged_on = scores.pop("judged_on")
     return {
         "summary_schema_version": SUMMARY_SCHEMA_VERSION,
-        "results_schema_versions": sorted({r.get("schema_version") for r in rows if r.get("schema_version") is not None}),
+        "results_schema_versions": sorted({r.get("migrated_from", r.get("schema_version")) for r in rows}
+                                           - {None}),
         "report": name,
         "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "rows": {"read": len(rows), "scored": len(scoring.dedupe(rows))},
