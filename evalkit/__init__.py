@@ -6,7 +6,8 @@
 
 from typing import Any
 
-__version__ = "0.2.0"
+from evalkit.version import __version__
+
 __all__ = ["Evaluator", "__version__"]
 
 

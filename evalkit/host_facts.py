@@ -10,7 +10,7 @@ from __future__ import annotations
 import platform
 from typing import Any
 
-from evalkit import __version__
+from evalkit.version import __version__
 
 
 def report_host_facts() -> dict[str, Any]:

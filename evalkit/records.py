@@ -221,7 +221,12 @@ class ResultRow:
         return cls(**{k: v for k, v in migrate(data).items() if k in known})
 
 
-class SchemaError(ValueError):
+class EvalkitError(Exception):
+    """The base of every error a user can fix (a file, an option, the machine): its message names what is wrong and
+    what to do, and the command line prints it as one line (exit 1). Anything else escaping is a bug, shown whole."""
+
+
+class SchemaError(EvalkitError, ValueError):
     """A row written by a newer evalkit than this one, whose schema this one cannot read."""
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import click
 
-from evalkit import __version__
+from evalkit.version import __version__
 from evalkit.cli.console import configure_logging, is_quiet, quiet_numpy_warning, verbose_level, verbosity_options
 from evalkit.cli.extract import extract_command
 from evalkit.cli.problems import problems

@@ -134,12 +134,10 @@ def score_command(ctx: click.Context, submissions: Path, problems_dir: Path, out
     out_dir = _resolve_out(submissions, out_dir, resume)
     _require_problems_dir(problems_dir, submissions)
 
-    from evalkit.records import SchemaError
+    from evalkit.records import EvalkitError
     from evalkit.schedule.interrupt import Interrupted
     from evalkit.schedule.local import score
-    from evalkit.schedule.options import ScoreError, ScoreOptions, default_cache_dir
-    from evalkit.sources.problems import ProblemError
-    from evalkit.sources.submissions import SubmissionError
+    from evalkit.schedule.options import ScoreOptions, default_cache_dir
 
     opts = ScoreOptions(submissions=submissions, problems_dir=problems_dir, out_dir=out_dir, resume=resume,
                         baselines=baselines, cache_dir=cache_dir or default_cache_dir(), **options)
@@ -150,7 +148,7 @@ def score_command(ctx: click.Context, submissions: Path, problems_dir: Path, out
             outcome = score(opts, progress=shown.on_progress, total_hook=shown.on_total)
         except Interrupted as stop:
             interrupted = stop
-        except (ProblemError, SubmissionError, ScoreError, SchemaError, FileExistsError, RuntimeError) as err:
+        except (EvalkitError, FileExistsError) as err:  # what the user can fix; anything else is a bug: shown whole
             raise click.ClickException(str(err)) from err
     if interrupted is not None:
         _finish_interrupted(ctx, interrupted, out_dir, as_json)

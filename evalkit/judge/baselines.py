@@ -63,7 +63,7 @@ def cache_key(ref: ReferenceProblem, timing: str = "", driver: str | None = None
 def baseline_key(problem_sha256: str, device: str, timing: str = "", driver: str | None = None) -> str:
     """What a baseline's time depends on: the device and its driver, torch, evalkit (its timing protocol),
     the problem's content, and ``timing`` (the settings that shape the measurement)."""
-    from evalkit import __version__
+    from evalkit.version import __version__
 
     return (f"{device_name(device)}|driver {driver}|torch {torch.__version__}|evalkit {__version__}|"
             f"{problem_sha256}|{timing}")

@@ -27,7 +27,6 @@ MIN_REQUESTS = 3  # no timing stops before this many timed requests (fewer only 
 VERIFIED_SHARE = 0.25  # each timed request is checked with at least this probability, whatever came before
 MIN_VERIFIED = 3  # a timing never stops before this many requests were checked (all, when fewer are allowed)
 VERIFIED_TARGET = 10  # ... nor before this many, when the budget affords as many requests at the pace so far
-STOPPED_BY = ("precision", "budget", "max_trials")
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit import __version__
+from evalkit.version import __version__
 from evalkit.intake.triage import Triage
 from evalkit.judge.builder import BuildOutcome
 from evalkit.judge.compiler_errors import first_compiler_errors, map_to_submission

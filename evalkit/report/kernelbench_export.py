@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from evalkit.records import CURATED_RUN, Flag
+from evalkit.records import CURATED_RUN, EvalkitError, Flag
 from evalkit.report.scoring import dedupe, is_compiled, is_correct
 from evalkit.results_file import RESULTS_FILE, read_rows
 
@@ -42,7 +42,7 @@ Row = dict[str, Any]
 Place = tuple[int | None, str, int | None]  # (level, key, sample_id if the file name says it)
 
 
-class ExportError(ValueError):
+class ExportError(EvalkitError, ValueError):
     """The rows cannot be written as one ``eval_results.json``; the message says why and what to do."""
 
 

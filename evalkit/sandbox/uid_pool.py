@@ -24,13 +24,15 @@ import secrets
 import tempfile
 from pathlib import Path
 
+from evalkit.records import EvalkitError
+
 logger = logging.getLogger(__name__)
 
 SANDBOX_UIDS = range(61000, 65000)  # below 65534 (nobody): within the 65536 uids a container's root usually maps
 LEASE_FOLDER = "evalkit-sandbox-uids"
 
 
-class NoSandboxUid(RuntimeError):
+class NoSandboxUid(EvalkitError, RuntimeError):
     """Every uid of the pool is leased or in use."""
 
 

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Iterator, Protocol
 from evalkit.intake.triage import Triage, triage
 from evalkit.judge import verdicts
 from evalkit.judge.builder import BuildOutcome, build
-from evalkit.records import ResultRow, Submission
+from evalkit.records import EvalkitError, ResultRow, Submission
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.launcher import WATCHDOG_PERIOD_S, Limits
 from evalkit.sandbox.remains import kill_group
@@ -43,6 +43,10 @@ BUILD_STOP_S = 5.0  # how long an interrupted run keeps killing sandboxes while 
 JUDGE_STOP_S = 30.0  # how long close() waits for judge threads to leave their answer (their sandboxes are killed)
 ROW_POLL_S = 0.5  # the caller's thread wakes this often while it waits for rows (so signals get through)
 
+
+
+class JudgesStopped(EvalkitError):
+    """Every judge station ended before the batch was judged (each one's reason is logged as it stops)."""
 
 class Station(Protocol):
     current_problem: str | None
@@ -201,7 +205,8 @@ class Engine:
                         break
                     except queue.Empty:
                         if not any(thread.is_alive() for thread in threads) and rows.empty():
-                            raise RuntimeError("every judge station stopped before all answers were judged")
+                            raise JudgesStopped("every judge station stopped before all answers were judged; "
+                                                "the log above says why each stopped")
         finally:
             ready.stop()
 

@@ -19,7 +19,7 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("--device cuda was asked for, but torch sees no CUDA GPU on this machine "
+        raise ScoreError("--device cuda was asked for, but torch sees no CUDA GPU on this machine "
                            f"(torch {torch.__version__}); use --device cpu or auto")
     return device
 

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.judge.submission_judge import JudgeSettings
-from evalkit.records import BASELINE_KINDS
+from evalkit.records import BASELINE_KINDS, EvalkitError
 from evalkit.sandbox.identity import unprivileged_identity
 from evalkit.sandbox.launcher import Limits
 from evalkit.sources.problems import Problem
 
 
-class ScoreError(Exception):
+class ScoreError(EvalkitError):
     """A run that cannot start as asked (its report folder, or settings that differ from the ones recorded
     there); the message names the file, the problem and what to do."""
 
@@ -82,7 +82,7 @@ class JudgeOptions:
         return self.jobs or max(1, min(8, cores or os.cpu_count() or 2))
 
 
-class SettingError(ValueError):
+class SettingError(EvalkitError, ValueError):
     """A keyword setting of the Python API that does not exist or has a value of the wrong kind."""
 
 

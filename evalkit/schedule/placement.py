@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evalkit.records import EvalkitError
+
 JUDGE_CORES = 2  # the judge's own thread and its worker's
 MIN_BUILD_CORES = 2  # keep at least this many for builds before pinning judges at all
 
 
-class PlacementError(ValueError):
+class PlacementError(EvalkitError, ValueError):
     """A ``--gpus`` or ``--judges`` value that names no usable device; the message says what to give."""
 
 

@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import torch
 
-from evalkit import __version__
+from evalkit.version import __version__
 from evalkit.intake.triage import Triage
 from evalkit.judge import builder
 from evalkit.judge.baselines import merge_entry, read_entries
@@ -198,7 +198,7 @@ class _JudgeActor:
 
     def __init__(self, spec: StationSpec, files: dict[str, dict[str, bytes]], arch: str) -> None:
         if spec.device == "cuda" and builder.arch_list("cuda") != arch:
-            raise RuntimeError(f"this judge's GPU has compute capability {builder.arch_list('cuda')}, the run builds "
+            raise ScoreError(f"this judge's GPU has compute capability {builder.arch_list('cuda')}, the run builds "
                                f"for {arch}: a Ray run needs GPUs of one kind")
         self.workdir = Path(tempfile.mkdtemp(prefix="evalkit-ray-judge-"))
         problems = {pid: _local_problem(problem, files[pid], self.workdir / str(n))

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from evalkit import __version__
+from evalkit.version import __version__
 from evalkit.results_file import RUN_SETTINGS_FILE
 from evalkit.schedule.options import ScoreError, ScoreOptions
 

@@ -3,6 +3,8 @@ submission code)."""
 
 from __future__ import annotations
 
+from evalkit.records import EvalkitError
 
-class ProblemError(Exception):
+
+class ProblemError(EvalkitError):
     """A problem folder or file cannot be used; the message names it and says what to do."""

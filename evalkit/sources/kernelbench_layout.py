@@ -21,7 +21,6 @@ PROBLEM_FILE = re.compile(r"^(\d+)_([^/\\]+)\.py$")  # level4 names hold '-' and
 LEVEL_DIR = re.compile(r"^level(\d+)$")
 KERNEL_FILE = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")
 PROMPT_FILE = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_prompt\.txt$")  # written beside the kernels
-RUN_FOLDER_OUTPUTS = frozenset({"eval_results.json", "pass_at_k_results.json"})  # KernelBench's own results
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalkit.records import CURATED_RUN, Submission
+from evalkit.records import CURATED_RUN, EvalkitError, Submission
 from evalkit.sources.kernelbench_layout import KernelFile, is_prompt_file, kernel_file, problems_by_origin
 from evalkit.sources.problems import Problem, ProblemError, get_problem
 from evalkit.sources.textio import UnreadableText, normalise_newlines, read_text
@@ -35,7 +35,7 @@ SUFFIXES = (".txt", ".md", ".py")
 _LISTED = 10  # files named in one warning before "and N more"
 
 
-class SubmissionError(Exception):
+class SubmissionError(EvalkitError):
     """A submission path or manifest cannot be used; the message says which and why."""
 
 

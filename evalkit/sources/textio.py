@@ -9,6 +9,8 @@ import codecs
 import re
 from pathlib import Path
 
+from evalkit.records import EvalkitError
+
 MAX_TEXT_BYTES = 64 * 1024 * 1024
 _SNIFF_BYTES = 8192
 _BAD_BYTE = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of each undecodable byte
@@ -17,7 +19,7 @@ _BOMS = ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"),
          (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
 
 
-class UnreadableText(Exception):
+class UnreadableText(EvalkitError):
     """A submission file cannot be read as text; the message names the file and what to do."""
 
 
