@@ -1,6 +1,7 @@
-"""The ``results.jsonl`` file (no side of the trust boundary; no torch): one row per judged submission,
-appended and handed to the operating system as it is judged (synced to disk every few seconds), read
-back skipping a torn last line. Also the names of the other files of a report folder."""
+"""The report folder's files (no side of the trust boundary; no torch): ``results.jsonl``, one row per judged
+submission, appended and handed to the operating system as it is judged (synced to disk every few seconds), read
+back skipping a torn last line; the names of the other files; and ``write_file``, the one way every other file
+of a report folder (summary, pages, baselines, environment, run settings, exports) is written."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import logging
 import os
 import re
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -23,6 +25,33 @@ SUMMARY_FILE = "summary.json"
 BASELINES_FILE = "baselines.json"  # the judge's cache of PyTorch baseline timings
 ENVIRONMENT_FILE = "environment.json"  # the judging machine's torch/CUDA/GPU/driver facts, from the scoring run
 RUN_SETTINGS_FILE = "run.json"  # settings that change verdicts or times, recorded at a run's start (--resume checks)
+
+
+def write_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a temporary file of its own, then a rename: no reader sees
+    half a file, and writers in other processes never share a temporary file), with the mode any other file
+    created here gets (0666 less the umask: one mode for every file of a report, which a web server may serve)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, _created_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _created_mode() -> int:
+    """The mode a file created here would get: 0666 less the process's umask (read without changing it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o644
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:

@@ -13,8 +13,6 @@ import fcntl
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +21,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from evalkit.judge.reference import ReferenceProblem
+from evalkit.results_file import write_file
 
 logger = logging.getLogger(__name__)
 
@@ -167,20 +166,4 @@ def merge_entry(path: Path, key: str, entry: dict[str, Any]) -> None:
     """Add one entry to the JSON file at ``path``, written atomically (another run may share the file)."""
     entries = read_entries(path)
     entries[key] = entry
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(entries, handle, indent=2)
-    os.chmod(tmp, _file_mode())  # mkstemp's 0600 would set it apart from the report's other files (a served report)
-    os.replace(tmp, path)
-
-
-def _file_mode() -> int:
-    """The mode a file created here would get: 0666 less the process's umask (read without changing it)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return 0o666 & ~int(line.split()[1], 8)
-    except OSError:
-        pass
-    return 0o644
+    write_file(path, json.dumps(entries, indent=2))

@@ -17,8 +17,8 @@ from evalkit.report import scoring
 from evalkit.report.html.compare_page import ComparedReport, render_comparison
 from evalkit.report.html.parts import PageNames, page_names
 from evalkit.report.run_diff import diff_many
-from evalkit.report.summary import DETAIL_DIR, INDEX_FILE, known_problems, read_judge_host, write_text
-from evalkit.results_file import ENVIRONMENT_FILE, RESULTS_FILE, SUMMARY_FILE, read_rows
+from evalkit.report.summary import DETAIL_DIR, INDEX_FILE, known_problems, read_judge_host
+from evalkit.results_file import ENVIRONMENT_FILE, RESULTS_FILE, SUMMARY_FILE, read_rows, write_file
 
 logger = logging.getLogger(__name__)
 
@@ -58,5 +58,5 @@ def write_comparison(folders: list[Path], out: Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     reports = [load_report(Path(f), label, out.parent) for f, label in zip(folders, labels_for(folders))]
-    write_text(out, render_comparison(reports, diff_many([Path(f) for f in folders])))
+    write_file(out, render_comparison(reports, diff_many([Path(f) for f in folders])))
     return out

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 
 from evalkit.records import CURATED_RUN, EvalkitError, Flag
 from evalkit.report.scoring import dedupe, is_compiled, is_correct
-from evalkit.results_file import RESULTS_FILE, read_rows
+from evalkit.results_file import RESULTS_FILE, read_rows, write_file
 
 logger = logging.getLogger(__name__)
 
@@ -200,6 +200,5 @@ def write_eval_results(report_dir: Path, out: Path | None = None, *, run: str | 
     except ExportError as err:
         raise ExportError(f"{results}: {err}") from err
     target = Path(out) if out is not None else Path(report_dir) / EVAL_RESULTS_FILE
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(data, indent=4, allow_nan=False) + "\n", encoding="utf-8")
+    write_file(target, json.dumps(data, indent=4, allow_nan=False) + "\n")
     return target

@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from evalkit.report import scoring
 from evalkit.report.answer_text import answer_of
 from evalkit.report.html.detail_page import render_detail
 from evalkit.report.html.index_page import page_names, render_index
-from evalkit.results_file import BASELINES_FILE, ENVIRONMENT_FILE, RESULTS_FILE, SUMMARY_FILE, read_rows
+from evalkit.results_file import BASELINES_FILE, ENVIRONMENT_FILE, RESULTS_FILE, SUMMARY_FILE, read_rows, write_file
 
 logger = logging.getLogger(__name__)
 
@@ -74,10 +73,10 @@ def write_reports(report_dir: Path, problems: list[str] | None = None) -> Path:
     _add_measured_baselines(summary, report_dir / BASELINES_FILE)
     scored = scoring.dedupe(rows)
     names = page_names(scored)
-    write_text(report_dir / SUMMARY_FILE, json.dumps(summary, indent=2, allow_nan=False) + "\n")
+    write_file(report_dir / SUMMARY_FILE, json.dumps(summary, indent=2, allow_nan=False) + "\n")
     _write_details(report_dir / DETAIL_DIR, scored, names, bases=[report_dir.resolve().parent.parent])
     index = report_dir / INDEX_FILE
-    write_text(index, render_index(summary, scored, names))
+    write_file(index, render_index(summary, scored, names))
     logger.debug("%s: wrote %s, %s and %d detail page(s) for %d scored row(s)", report_dir, SUMMARY_FILE, INDEX_FILE,
                  len(names), len(scored))
     return index
@@ -117,16 +116,8 @@ def _write_details(folder: Path, rows: list[Row], names: dict[tuple[str, str, st
     folder.mkdir(parents=True, exist_ok=True)
     for row in rows:
         answer = answer_of(row, bases) if row.get("verdict") == "no_code" else None
-        write_text(folder / names[scoring.sample_key(row)], render_detail(row, answer))
+        write_file(folder / names[scoring.sample_key(row)], render_detail(row, answer))
     current = set(names.values())
     for stale in folder.glob("*.html"):
         if stale.name not in current:
             stale.unlink()
-
-
-def write_text(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

@@ -24,7 +24,8 @@ from typing import Any, Callable
 from evalkit.judge import verdicts
 from evalkit.judge.environment import environment
 from evalkit.records import ResultRow, Submission, Verdict
-from evalkit.results_file import BASELINES_FILE, ENVIRONMENT_FILE, RESULTS_FILE, ResultsWriter, read_rows, resume_key_of
+from evalkit.results_file import (BASELINES_FILE, ENVIRONMENT_FILE, RESULTS_FILE, ResultsWriter, read_rows,
+                                  resume_key_of, write_file)
 from evalkit.sandbox.cgroup import sandbox_cgroups
 from evalkit.sandbox.identity import sandbox_user
 from evalkit.sandbox.launcher import Limits
@@ -110,10 +111,9 @@ def _start_report(options: ScoreOptions, device: str, seed: int, limits: Limits,
 def _record_environment(path: Path, limits: Limits, facts: dict[str, Any] | None) -> None:
     """The machine this report is judged on and who its sandboxes run as (kept from the first run)."""
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
         facts = {"sandbox_user": sandbox_user(limits.run_as), "sandbox_cgroups": sandbox_cgroups(),
                  **(facts or environment())}
-        path.write_text(json.dumps(facts, indent=2) + "\n")
+        write_file(path, json.dumps(facts, indent=2) + "\n")
 
 
 def _note_environment(path: Path, name: str, value: Any) -> None:
@@ -134,7 +134,7 @@ def _note_environment(path: Path, name: str, value: Any) -> None:
         facts[f"{name}_on_resume"] = [*facts.get(f"{name}_on_resume", []), value]
     else:
         return
-    path.write_text(json.dumps(facts, indent=2) + "\n")
+    write_file(path, json.dumps(facts, indent=2) + "\n")
 
 
 def _recorded_driver(path: Path) -> str | None:

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from evalkit.version import __version__
-from evalkit.results_file import RUN_SETTINGS_FILE
+from evalkit.results_file import RUN_SETTINGS_FILE, write_file
 from evalkit.schedule.options import ScoreError, ScoreOptions
 
 RUN_SETTINGS_VERSION = 1
@@ -101,9 +101,7 @@ def record(out_dir: Path, settings: dict[str, Any]) -> Path:
     path = out_dir / RUN_SETTINGS_FILE
     data = {"run_settings_version": RUN_SETTINGS_VERSION,
             "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "settings": settings}
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_file(path, json.dumps(data, indent=2) + "\n")
     return path
 
 

@@ -83,3 +83,19 @@ def test_the_documented_row_fields_are_the_records_fields():
                   for name in re.findall(r"`([a-z_0-9]+)`", line.split("|")[1])}
     fields = {f.name for f in dataclasses.fields(ResultRow)}
     assert documented - {"answer"} == fields, (sorted(documented - fields), sorted(fields - documented))
+
+
+def test_every_file_of_a_report_folder_is_written_whole_with_one_mode(tmp_path):
+    import stat
+
+    from evalkit.report.summary import write_reports
+    from evalkit.results_file import write_file
+
+    folder = tmp_path / "report"
+    folder.mkdir()
+    (folder / "results.jsonl").write_text(json.dumps(ROW_OF_VERSION[SCHEMA_VERSION]) + "\n")
+    write_reports(folder)
+    write_file(folder / "baselines.json", "{}")
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in folder.rglob("*") if path.is_file()}
+    assert len(set(modes.values())) == 1 and next(iter(modes.values())) & stat.S_IROTH, modes
+    assert not [p for p in folder.rglob("*") if p.name.endswith(".tmp")]  # no temporary file left behind
