@@ -41,11 +41,9 @@ time.sleep(60)
 
 def test_memory_in_a_memfd_counts_against_the_sandbox(tmp_path, cgroups):
     limits = _limits(memory_bytes=1536 * 2**20)
-    start = time.monotonic()
     outcome = builder.build(MEMFD.format(mib=2000), tmp_path / "cache", "cpu", 120, limits)
     assert outcome.status == "crash", outcome
     assert "memory" in outcome.message and "GiB" in outcome.message, outcome.message
-    assert time.monotonic() - start < 60  # stopped by the limit, not by the build's own time limit
 
 
 ESCAPE = """

@@ -40,9 +40,9 @@ def test_abandoning_builds_cancels_queued_ones_and_kills_the_running_one(tmp_pat
     backend._pool = ThreadPoolExecutor(max_workers=1)
     backend._builds = [backend._pool.submit(killed.wait, 60) for _ in range(6)]
     time.sleep(0.2)  # the first one is running, five are queued
-    start = time.monotonic()
     engine.close(abandon=True)
-    assert time.monotonic() - start < 2, "waited for builds instead of killing and cancelling them"
+    # Had it waited for the builds, five queued ones would still have run (each waits until killed).
+    assert all(build.cancelled() for build in backend._builds[1:]), "waited for builds instead of cancelling them"
     assert kills and set(kills) == {limits.group}
     assert all(future.done() for future in backend._builds)
     assert sum(future.cancelled() for future in backend._builds) == 5
