@@ -31,7 +31,8 @@ from evalkit.sandbox.launcher import WATCHDOG_PERIOD_S, Limits
 from evalkit.sandbox.remains import kill_group
 from evalkit.sandbox.processes import ProcessTable
 from evalkit.sandbox.untrusted.landlock import LANDLOCK_ABI_FOR_DEVICES, abi_version
-from evalkit.schedule.judge_process import ProcessStation, StationSpec
+from evalkit.schedule.judge_messages import StationSpec
+from evalkit.schedule.judge_process import ProcessStation
 from evalkit.schedule.options import JudgeOptions
 from evalkit.schedule.placement import JudgeSlot, Placement
 from evalkit.schedule.station import BaselineFiles, JudgeStation

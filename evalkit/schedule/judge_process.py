@@ -2,15 +2,8 @@
 interpreter (and its lock) and each sees only its own GPU.
 
 The scheduler starts ``python -m evalkit.schedule.judge_process FD`` with ``CUDA_VISIBLE_DEVICES`` set to
-the judge's GPU and its affinity set to the judge's cores, and talks to it over a socket pair of pickled
-tuples (both ends are evalkit's own code; no submission code runs in either):
-
-    scheduler -> judge:  ("start", StationSpec) | ("prepare", problem_id, kinds) | ("judge", submission, triage,
-                         build_outcome) | ("exit",)
-    judge -> scheduler:  ("hold",) / ("release",): the judge begins / ends a measurement; the scheduler
-                         freezes the builds (``BuildFreezer.timing``) and answers ("held",) / ("released",)
-                         ("progress", text) | ("failed", message) | ("done", value): the baselines for
-                         "prepare"; for "judge", the row and the problem the judge now has loaded
+the judge's GPU and its affinity set to the judge's cores, and talks to it over a socket pair, in the messages
+``judge_messages`` declares (pickled: both ends are evalkit's own code; no submission code runs in either).
 
 A judge process that dies turns the answer it was judging into a ``judge_failed`` row and is started again.
 """
@@ -24,7 +17,6 @@ import socket
 import subprocess
 import sys
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -33,11 +25,10 @@ from evalkit.intake.triage import Triage
 from evalkit.judge.builder import BuildOutcome
 from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.freezer import BuildFreezer
-from evalkit.sandbox.launcher import Limits
-from evalkit.schedule.options import JudgeOptions
+from evalkit.schedule import judge_messages as m
+from evalkit.schedule.judge_messages import StationSpec
 from evalkit.schedule.placement import JudgeSlot, visible_devices_entry
-from evalkit.schedule.station import BaselineFiles, JudgeStation
-from evalkit.sources.problems import Problem
+from evalkit.schedule.station import JudgeStation
 
 logger = logging.getLogger(__name__)
 
@@ -46,19 +37,6 @@ EXIT_WAIT_S = 10.0
 
 class JudgeProcessDied(RuntimeError):
     """The judge process ended without answering (it crashed, or was killed)."""
-
-
-@dataclass(frozen=True)
-class StationSpec:
-    """Everything a judge process needs to build its ``JudgeStation`` (pickled to it)."""
-
-    problems: dict[str, Problem]
-    options: JudgeOptions
-    device: str
-    seed: int
-    limits: Limits
-    baselines: BaselineFiles
-    driver: str | None
 
 
 class ProcessStation:
@@ -73,19 +51,19 @@ class ProcessStation:
         self._conn: Connection | None = None
 
     def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
-        baselines = self._request(("prepare", problem_id, kinds))
+        baselines = self._request(m.Prepare(problem_id, kinds))
         self.current_problem = problem_id
         return baselines
 
     def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
-        row, self.current_problem = self._request(("judge", submission, early, outcome))
+        row, self.current_problem = self._request(m.JudgeAnswer(submission, early, outcome))
         return row
 
     def close(self) -> None:
         if self._proc is None:
             return
         try:
-            self._send(("exit",))
+            self._send(m.Exit())
             self._proc.wait(timeout=EXIT_WAIT_S)
         except (OSError, subprocess.TimeoutExpired, JudgeProcessDied):
             self._proc.kill()
@@ -105,37 +83,39 @@ class ProcessStation:
             os.sched_setaffinity(self._proc.pid, self.slot.cpus)
         self._conn = Connection(parent.detach())
         self.current_problem = None
-        self._send(("start", self.spec))
+        self._send(m.Start(self.spec))
 
-    def _request(self, message: tuple) -> Any:
+    def _request(self, message: m.Prepare | m.JudgeAnswer) -> Any:
         if self._proc is None or self._proc.poll() is not None:
             self._start()
         self._send(message)
         with ExitStack() as frozen:
             while True:
-                reply = self._receive()
-                kind = reply[0]
-                if kind == "hold":
+                reply = m.expect(self._receive(), *m.TO_SCHEDULER)
+                if isinstance(reply, m.Hold):
                     if self.freezer is not None:
                         frozen.enter_context(self.freezer.timing())
-                    self._send(("held",))
-                elif kind == "release":
+                    self._send(m.Held())
+                elif isinstance(reply, m.Release):
                     frozen.close()
-                    self._send(("released",))
-                elif kind == "progress":
-                    self._progress(reply[1])
-                elif kind == "done":
-                    return reply[1]
+                    self._send(m.Released())
+                elif isinstance(reply, m.Progress):
+                    self._progress(reply.text)
+                elif isinstance(reply, m.Done):
+                    return reply.value
+                elif isinstance(reply, m.Refused):
+                    raise self._died(f"it speaks judge protocol {reply.version}, this scheduler "
+                                     f"{m.PROTOCOL_VERSION}: two versions of evalkit")
                 else:
-                    raise RuntimeError(f"judge process {self.slot.name}: {reply[1]}")
+                    raise RuntimeError(f"judge process {self.slot.name}: {reply.message}")
 
-    def _send(self, message: tuple) -> None:
+    def _send(self, message: Any) -> None:
         try:
             self._conn.send_bytes(pickle.dumps(message))
         except (OSError, AttributeError) as err:
             raise self._died(f"could not send to it ({err})") from err
 
-    def _receive(self) -> tuple:
+    def _receive(self) -> Any:
         try:
             return pickle.loads(self._conn.recv_bytes())  # noqa: S301 - our own judge process
         except (EOFError, OSError) as err:
@@ -163,54 +143,53 @@ class _Channel:
     def __init__(self, fd: int) -> None:
         self.conn = Connection(fd)
 
-    def send(self, message: tuple) -> None:
+    def send(self, message: Any) -> None:
         self.conn.send_bytes(pickle.dumps(message))
 
-    def receive(self) -> tuple:
+    def receive(self) -> Any:
         return pickle.loads(self.conn.recv_bytes())  # noqa: S301 - the scheduler, our own process
 
     @contextmanager
     def quiet(self) -> Iterator[None]:
         """A measurement: the scheduler freezes the builds for as long as it lasts."""
-        self.send(("hold",))
-        self._expect("held")
+        self.send(m.Hold())
+        m.expect(self.receive(), m.Held)
         try:
             yield
         finally:
-            self.send(("release",))
-            self._expect("released")
-
-    def _expect(self, kind: str) -> None:
-        reply = self.receive()
-        if reply[0] != kind:
-            raise RuntimeError(f"the scheduler answered {reply[0]!r} where {kind!r} was expected")
+            self.send(m.Release())
+            m.expect(self.receive(), m.Released)
 
 
 def serve(fd: int) -> int:
-    """The judge process: build the station from the first message, then answer requests until "exit"."""
+    """The judge process: build the station from the first message (Start, of this protocol version), then
+    answer requests until Exit."""
     channel = _Channel(fd)
-    first = channel.receive()
-    spec: StationSpec = first[1]
+    start = m.expect(channel.receive(), m.Start)
+    if start.version != m.PROTOCOL_VERSION:
+        channel.send(m.Refused(m.PROTOCOL_VERSION))
+        return 1
+    spec = start.spec
     station = JudgeStation(spec.problems, spec.options, spec.device, spec.seed, spec.limits, spec.baselines,
-                           spec.driver, quiet=channel.quiet, progress=lambda text: channel.send(("progress", text)))
+                           spec.driver, quiet=channel.quiet, progress=lambda text: channel.send(m.Progress(text)))
     while True:
         try:
-            message = channel.receive()
+            message = m.expect(channel.receive(), m.Prepare, m.JudgeAnswer, m.Exit)
         except EOFError:  # the scheduler is gone: end this judge's workers (its spare) all the same
-            message = ("exit",)
-        if message[0] == "exit":
+            message = m.Exit()
+        if isinstance(message, m.Exit):
             station.close()
             return 0
         try:
-            if message[0] == "prepare":
-                value = station.prepare(message[1], message[2])
+            if isinstance(message, m.Prepare):
+                value = station.prepare(message.problem_id, message.kinds)
             else:  # the row, and the problem now loaded (a build that failed loads none)
-                value = (station.judge(*message[1:]), station.current_problem)
+                value = (station.judge(message.submission, message.triage, message.outcome), station.current_problem)
         except Exception as err:  # noqa: BLE001 - reported to the scheduler, which records the answer's row
-            logger.exception("judge process: %s failed", message[0])
-            channel.send(("failed", f"{type(err).__name__}: {err}"))
+            logger.exception("judge process: %s failed", type(message).__name__)
+            channel.send(m.Failed(f"{type(err).__name__}: {err}"))
             continue
-        channel.send(("done", value))
+        channel.send(m.Done(value))
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.identity import sandbox_user, unprivileged_identity
 from evalkit.sandbox.launcher import Limits
 from evalkit.sandbox.remains import kill_group
-from evalkit.schedule.judge_process import StationSpec
+from evalkit.schedule.judge_messages import StationSpec
 from evalkit.schedule.engine import Machines
 from evalkit.schedule.options import JudgeOptions, ScoreError
 from evalkit.schedule.placement import JudgeSlot, Placement
