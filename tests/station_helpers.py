@@ -19,7 +19,7 @@ def cpu_station_spec(cache: Path, timing_trials: int = 5) -> Any:
     from evalkit.schedule.station import BaselineFiles
     from evalkit.sources.problems import discover_problems
 
-    options = JudgeOptions(device="cpu", baselines=("eager",), timing_trials=timing_trials, warmup=1,
+    options = JudgeOptions(device="cpu", baselines=("eager",), timing_trials=timing_trials, warmup_trials=1,
                            cache_dir=cache)
     return StationSpec(discover_problems(JUDGE_PROBLEMS), options, "cpu", 1, default_limits("cpu", 2.0),
                        BaselineFiles(None, None), None)

@@ -81,7 +81,7 @@ def test_importing_evalkit_loads_no_torch_until_the_api_is_used():
 
 
 @pytest.mark.parametrize(("settings", "message"), [
-    ({"timeout": 10}, "unknown setting(s) 'timeout' (did you mean 'timeout_s'?)"),
+    ({"timeout": 10}, "unknown setting(s) 'timeout' (did you mean 'run_timeout_s'?)"),
     ({"timing_trials": "5"}, "'timing_trials' must be a number"),
     ({"baselines": ["eager", "eagre"]}, "unknown kind(s) ['eagre']"),
 ])

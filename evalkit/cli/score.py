@@ -15,7 +15,7 @@ from click.core import ParameterSource
 from evalkit.cli.console import is_quiet, say, verbosity_options
 from evalkit.cli.progress import Progress, display_mode
 from evalkit.records import BASELINE_KINDS
-from evalkit.sources.settings import default_text
+from evalkit.sources.settings import PER_RUN, SETTINGS, default_text
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +51,20 @@ def _baselines(ctx: click.Context, param: click.Parameter, value: str) -> tuple[
     return tuple(words)
 
 
+def setting_options(command: Any) -> Any:
+    """The options that override a problem setting for one run, made from its one declaration
+    (``evalkit.sources.settings``): its name in dashes and its older names, its bounds, its help."""
+    for key in reversed(PER_RUN):
+        setting = SETTINGS[key]
+        bounds = {"min": setting.low, "min_open": not setting.inclusive}
+        kind = click.IntRange(**bounds) if setting.kind is int else click.FloatRange(**bounds)
+        shown = f"problem.toml, {default_text(key)}" if setting.default is not None else "problem.toml"
+        unit = f"{setting.unit}; " if setting.unit else ""
+        command = click.option(*setting.flags, key, type=kind, default=None,
+                               help=f"{setting.help[0].upper()}{setting.help[1:]} [{unit}{shown}].")(command)
+    return command
+
+
 @click.command("score")
 @click.argument("submissions", type=click.Path(path_type=Path))
 @click.option("--problems", "--problems-dir", "problems_dir", type=click.Path(path_type=Path), default=Path("problems"),
@@ -68,31 +82,7 @@ def _baselines(ctx: click.Context, param: click.Parameter, value: str) -> tuple[
               help="The Ray cluster to join (--backend ray) [or $RAY_ADDRESS; unset: start a local one].")
 @click.option("--jobs", type=click.IntRange(min=0), default=0,
               help="Parallel builds [default: the cores left by the judges, at most 8].")
-@click.option("--trials", type=click.IntRange(min=1), default=None,
-              help=f"Correctness trials [problem.toml, {default_text('correctness_trials')}].")
-@click.option("--timing-trials", type=click.IntRange(min=1), default=None,
-              help=f"Timed requests at most [problem.toml, {default_text('timing_trials')}].")
-@click.option("--min-timing-trials", type=click.IntRange(min=1), default=None,
-              help=f"Timed requests before the median's precision may stop a timing "
-                   f"[problem.toml, {default_text('min_timing_trials')}].")
-@click.option("--timing-budget", "timing_budget_s", type=click.FloatRange(min=0, min_open=True), default=None,
-              help=f"Seconds of timed calls per answer before timing stops "
-                   f"[problem.toml, {default_text('timing_budget_s')}].")
-@click.option("--timing-precision", type=click.FloatRange(min=0, min_open=True), default=None,
-              help=f"Stop timing once the median's 95% interval is within this share of it "
-                   f"[problem.toml, {default_text('timing_precision')}].")
-@click.option("--warmup", type=click.IntRange(min=0), default=None,
-              help=f"Warm-up calls before timing [problem.toml, {default_text('warmup_trials')}].")
-@click.option("--atol", type=click.FloatRange(min=0), default=None,
-              help=f"Absolute tolerance [problem.toml, {default_text('atol')}].")
-@click.option("--rtol", type=click.FloatRange(min=0), default=None,
-              help=f"Relative tolerance [problem.toml, {default_text('rtol')}].")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=None,
-              help="Seconds allowed per judging step (loading, one call) [problem.toml; "
-                   "unset: derived from the reference's own time, see docs/judge.md].")
-@click.option("--build-timeout", "build_timeout_s", type=click.FloatRange(min=1), default=None,
-              help="Seconds allowed for building one submission "
-                   f"[problem.toml, {default_text('build_timeout_s')}].")
+@setting_options
 @click.option("--seed", type=int, default=None, help="Base seed for inputs and weights [random, recorded].")
 @click.option("--baselines", default="eager,compile", show_default=True, callback=_baselines,
               help="PyTorch baselines to time: any of eager,compile, or 'none' alone.")

@@ -38,8 +38,9 @@ API_RUN = "api"  # the ``run`` field of the API's rows
 class Evaluator:
     """Judges answers to the problems under ``problems``; reuse one across calls (builds, baselines and judges
     are kept). Keyword settings are those of ``evalkit score`` (``evalkit.schedule.options.JudgeOptions``:
-    ``gpus``, ``judges``, ``jobs``, ``trials``, ``timing_trials``, ``timing_budget_s``, ``atol``, ``rtol``,
-    ``timeout_s``, ``baselines``, ``cache_dir``, ``seed`` ...)."""
+    ``gpus``, ``judges``, ``jobs``, every problem setting a run may override under its problem.toml name
+    (``correctness_trials``, ``timing_trials``, ``timing_budget_s``, ``atol``, ``rtol``, ``run_timeout_s``, ...;
+    older names such as ``trials`` and ``timeout_s`` still work), ``baselines``, ``cache_dir``, ``seed`` ...)."""
 
     def __init__(self, problems: str | Path = "problems", device: str = "auto", **settings: Any) -> None:
         from evalkit.schedule.machines import machines_and_limits

@@ -18,6 +18,7 @@ from evalkit.records import BASELINE_KINDS, EvalkitError
 from evalkit.sandbox.identity import unprivileged_identity
 from evalkit.sandbox.launcher import Limits
 from evalkit.sources.problems import Problem
+from evalkit.sources.settings import OLD_NAMES, PER_RUN
 
 
 class ScoreError(EvalkitError):
@@ -42,40 +43,36 @@ class JudgeOptions:
     backend: str = "local"  # "local" (this machine) or "ray" (an existing Ray cluster: evalkit[ray])
     ray_address: str | None = None  # ray.init's address; None: RAY_ADDRESS, else a local cluster
     jobs: int = 0
-    trials: int | None = None
-    timing_trials: int | None = None  # the most timed requests; fewer when the median is known (docs/judge.md)
-    min_timing_trials: int | None = None
-    timing_budget_s: float | None = None
-    timing_precision: float | None = None
-    warmup: int | None = None
+    # Per-run overrides of the problem settings (``sources.settings.PER_RUN``, named as problem.toml names them);
+    # None: the problem's own.
     atol: float | None = None
     rtol: float | None = None
-    timeout_s: float | None = None
+    correctness_trials: int | None = None
+    timing_trials: int | None = None  # the most timed requests; fewer when the median is known (docs/judge.md)
+    warmup_trials: int | None = None
+    min_timing_trials: int | None = None
+    timing_precision: float | None = None
+    timing_budget_s: float | None = None
     build_timeout_s: float | None = None
+    run_timeout_s: float | None = None
     seed: int | None = None
     baselines: tuple[str, ...] = BASELINE_KINDS
     remeasure_baselines: bool = False  # time the baselines again even where the shared cache holds them
     cache_dir: Path = field(default_factory=default_cache_dir)
     memory_gib: float | None = None
 
+    def setting(self, key: str, problem: Problem) -> Any:
+        """Setting ``key`` for ``problem``: this run's override, else the problem's own."""
+        given = getattr(self, key)
+        return getattr(problem.settings, key) if given is None else given
+
     def judge_settings(self, problem: Problem, seed: int) -> JudgeSettings:
         """The problem's settings, each overridden where this run gives one."""
-        s = problem.settings
-        return JudgeSettings(
-            atol=s.atol if self.atol is None else self.atol,
-            rtol=s.rtol if self.rtol is None else self.rtol,
-            correctness_trials=self.trials or s.correctness_trials,
-            timing_trials=self.timing_trials or s.timing_trials,
-            warmup_trials=s.warmup_trials if self.warmup is None else self.warmup,
-            run_timeout_s=self.timeout_s or s.run_timeout_s,
-            seed=seed,
-            min_timing_trials=self.min_timing_trials or s.min_timing_trials,
-            timing_budget_s=self.timing_budget_s or s.timing_budget_s,
-            timing_precision=self.timing_precision or s.timing_precision,
-        )
+        judged = {f.name for f in dataclasses.fields(JudgeSettings)}
+        return JudgeSettings(seed=seed, **{key: self.setting(key, problem) for key in PER_RUN if key in judged})
 
     def build_timeout(self, problem: Problem) -> float:
-        return self.build_timeout_s or problem.settings.build_timeout_s
+        return self.setting("build_timeout_s", problem)
 
     def build_jobs(self, cores: int | None = None) -> int:
         """Parallel builds: ``jobs``, or one per core left to building (``cores``), at most 8."""
@@ -91,9 +88,11 @@ _NUMBERS = {"int": (int,), "float": (int, float)}
 
 def judge_options(device: str, settings: dict[str, Any]) -> JudgeOptions:
     """``JudgeOptions`` from the Python API's keywords, each checked: an unknown name is refused with the valid
-    ones and the nearest (``timeout`` -> ``timeout_s``); ``baselines`` takes ``"eager,compile"``, ``"none"`` or a
+    ones and the nearest (``timeout`` -> ``run_timeout_s``), an older name (``trials``, ``warmup``, ``timeout_s``) is
+    read as today's; ``baselines`` takes ``"eager,compile"``, ``"none"`` or a
     list; a number must be a number (``timing_trials="5"`` is refused, not read as text); None means unset."""
     known = {f.name: f for f in dataclasses.fields(JudgeOptions) if f.name != "device"}
+    settings = {OLD_NAMES.get(name, name): value for name, value in settings.items()}  # ``trials`` still works
     unknown = sorted(set(settings) - set(known))
     if unknown:
         hints = [f"{name!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(name, known, 1))

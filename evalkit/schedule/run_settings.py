@@ -21,15 +21,12 @@ import torch
 from evalkit.version import __version__
 from evalkit.results_file import RUN_SETTINGS_FILE, write_file
 from evalkit.schedule.options import ScoreError, ScoreOptions
+from evalkit.sources.settings import OLD_NAMES, PER_RUN, SETTINGS
 
-RUN_SETTINGS_VERSION = 1
-OVERRIDES = ("atol", "rtol", "trials", "timing_trials", "min_timing_trials", "timing_budget_s", "timing_precision",
-             "warmup", "timeout_s", "build_timeout_s")
+RUN_SETTINGS_VERSION = 2  # 2: the overrides under their problem.toml names (1: trials, warmup, timeout_s)
+OVERRIDES = PER_RUN  # every problem setting a run may override (``sources.settings``)
 # How each setting is named in a message: the command-line option that sets it, where there is one.
-LABELS = {"atol": "--atol", "rtol": "--rtol", "trials": "--trials", "timing_trials": "--timing-trials",
-          "min_timing_trials": "--min-timing-trials", "timing_budget_s": "--timing-budget",
-          "timing_precision": "--timing-precision",
-          "warmup": "--warmup", "timeout_s": "--timeout", "build_timeout_s": "--build-timeout",
+LABELS = {**{key: SETTINGS[key].flags[0] for key in OVERRIDES},
           "baselines": "--baselines", "device": "device", "gpu": "GPU", "evalkit_version": "evalkit version",
           "seed": "--seed"}
 _NEW_REPORT = "to judge with these settings, start a new report instead: --out NEW_DIR (or drop --resume)"
@@ -72,12 +69,15 @@ def read_recorded(out_dir: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
-        settings = json.loads(path.read_text(encoding="utf-8"))["settings"]
+        data = json.loads(path.read_text(encoding="utf-8"))
+        settings = data["settings"]
         if not isinstance(settings, dict) or not isinstance(settings.get("seed"), int):
             raise ValueError("no 'settings' object with an integer 'seed'")
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise ScoreError(f"{path}: cannot read the settings this report was judged with ({err}), so it cannot be "
                          f"resumed safely; start a new report instead: --out NEW_DIR") from err
+    if data.get("run_settings_version", 1) < 2:  # version 1 named three overrides otherwise
+        settings = {OLD_NAMES.get(name, name): value for name, value in settings.items()}
     return settings
 
 

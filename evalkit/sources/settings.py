@@ -3,9 +3,14 @@
 Trusted side; reads problem folders / files; never runs submission code.
 
 Each setting is a field of ``ProblemSettings`` declaring its default, its type (the annotation), its
-lower bound, its unit and a one-line help text. Everything else that shows a setting reads it from
-here: the ``problem.toml`` templates (``commented_toml``), the help of ``evalkit score``
-(``default_text``) and, kept in step by tests/sources/test_problems.py, the table in docs/problems.md.
+lower bound, its unit, a one-line help text, whether a run may override it and under which older names. One name
+from the command line to the worker: the field's name is the ``problem.toml`` key, the ``JudgeOptions`` field, the
+Python API's keyword, the ``run.json`` key and the ``JudgeSettings`` field; its option is that name in dashes
+without its unit (``timing_budget_s``: ``--timing-budget``), its older names stay as aliases (``--trials``,
+``trials=``). Everything else that shows a setting reads it from here: the ``problem.toml`` templates
+(``commented_toml``), the options of ``evalkit score`` (``evalkit.cli.score``, made from ``PER_RUN``), ``run.json``
+(``evalkit.schedule.run_settings``) and, kept in step by tests/sources/test_problems.py, the table in
+docs/problems.md.
 
 The KernelBench origin of a problem (``kernelbench_level``, ``kernelbench_number``, ``kernelbench_file``,
 ``kernelbench_sha256``, ``kernelbench_version``; written by ``evalkit problems import``) is declared here
@@ -29,10 +34,12 @@ WITHOUT_DEFAULT_HEADER = "# Settings without a default (unset unless given; the 
 
 
 def _setting(default: float | None, *, low: float, help: str, inclusive: bool = True, unit: str = "",
-             example: float | None = None) -> Any:
-    """A ProblemSettings field: its default, plus what problem.toml accepts and shows for it."""
+             example: float | None = None, per_run: bool = True, old_names: tuple[str, ...] = ()) -> Any:
+    """A ProblemSettings field: its default, plus what problem.toml accepts and shows for it; ``per_run``: a run
+    may override it (an option of ``evalkit score``, a keyword of the API); ``old_names``: what it was called
+    before, still accepted."""
     return field(default=default, metadata={"low": low, "inclusive": inclusive, "unit": unit, "help": help,
-                                            "example": example})
+                                            "example": example, "per_run": per_run, "old_names": old_names})
 
 
 @dataclass(frozen=True)
@@ -41,9 +48,9 @@ class ProblemSettings:
 
     atol: float = _setting(1e-2, low=0, help="absolute tolerance (KernelBench v0.1)")
     rtol: float = _setting(1e-2, low=0, help="relative tolerance (KernelBench v0.1)")
-    correctness_trials: int = _setting(5, low=1, help="input seeds a submission must match")
+    correctness_trials: int = _setting(5, low=1, help="input seeds a submission must match", old_names=("trials",))
     timing_trials: int = _setting(100, low=1, help="timed requests at most (docs/judge.md, How many calls)")
-    warmup_trials: int = _setting(5, low=0, help="untimed calls before timing")
+    warmup_trials: int = _setting(5, low=0, help="untimed calls before timing", old_names=("warmup",))
     min_timing_trials: int = _setting(10, low=1, help="timed requests before the median's precision may end a timing")
     timing_precision: float = _setting(1e-2, low=0, inclusive=False,
                                        help="a timing ends once its median is known to this relative precision")
@@ -53,10 +60,11 @@ class ProblemSettings:
                                       help="time allowed to build one submission")
     run_timeout_s: float | None = _setting(None, low=0, inclusive=False, unit="s", example=60.0,
                                            help="time allowed per judging step (loading, one call); unset: "
-                                                "derived from the reference's own time (docs/judge.md)")
-    flops: float | None = _setting(None, low=0, inclusive=False, unit="FLOP", example=1e9,
+                                                "derived from the reference's own time (docs/judge.md)",
+                                           old_names=("timeout_s",))
+    flops: float | None = _setting(None, low=0, inclusive=False, unit="FLOP", example=1e9, per_run=False,
                                    help="work one forward call must do at least (implausible-speedup check)")
-    min_bytes: float | None = _setting(None, low=0, inclusive=False, unit="bytes", example=1e6,
+    min_bytes: float | None = _setting(None, low=0, inclusive=False, unit="bytes", example=1e6, per_run=False,
                                        help="memory one forward call must move at least: inputs + outputs")
 
 
@@ -72,6 +80,13 @@ class Setting:
     unit: str
     help: str
     example: float | None  # the value templates show when there is no default
+    per_run: bool  # a run may override it
+    old_names: tuple[str, ...]  # what it was called before (a keyword, and an option in dashes)
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """Its options on the command line: its name, then its older names, in dashes, without a unit suffix."""
+        return tuple(_flag(name) for name in (self.key, *self.old_names))
 
     @property
     def shown(self) -> float | None:
@@ -85,8 +100,14 @@ def _declared() -> dict[str, Setting]:
             for f in dataclasses.fields(ProblemSettings)}
 
 
+def _flag(name: str) -> str:
+    return "--" + name.removesuffix("_s").replace("_", "-")
+
+
 SETTINGS: dict[str, Setting] = _declared()
 SETTING_KEYS = tuple(SETTINGS)
+PER_RUN = tuple(key for key, setting in SETTINGS.items() if setting.per_run)  # what a run may override
+OLD_NAMES = {old: key for key, setting in SETTINGS.items() for old in setting.old_names}  # older name -> name
 
 
 # ------------------------------------------------------------------------------------------- showing

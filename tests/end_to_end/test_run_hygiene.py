@@ -261,7 +261,7 @@ def test_a_signal_kills_the_run_writes_the_report_and_prints_the_resume_command(
     assert [r["sample"] for r in _rows(out)] == ["prose"]
     assert json.loads((out / "summary.json").read_text())["overall"]["submissions"] == 1
     expected = (f"evalkit score {subs} --out {out} --problems {PROBLEMS} --device cpu --timing-trials 3 "
-                f"--timeout 300.0 --seed 5 --baselines eager --cache-dir {build_cache} --resume")
+                f"--run-timeout 300.0 --seed 5 --baselines eager --cache-dir {build_cache} --resume")
     assert f"to continue, run: {expected}" in output
     (subs / "hygiene" / "linear_relu" / "hang.py").unlink()  # the printed command resumes: same settings
     resumed = CliRunner().invoke(main, shlex.split(expected)[1:], catch_exceptions=False)

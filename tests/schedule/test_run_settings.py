@@ -29,12 +29,13 @@ def _recorded(out: Path, **changes: object) -> ScoreOptions:
 
 
 def test_the_recorded_settings_are_every_one_that_changes_verdicts_or_times(tmp_path: Path) -> None:
-    options = _options(tmp_path, atol=0.01, timing_trials=5, timeout_s=30.0)
+    options = _options(tmp_path, atol=0.01, timing_trials=5, run_timeout_s=30.0)
     settings = run_settings.current_settings(options, "cpu", 11)
-    assert settings == {"atol": 0.01, "rtol": None, "trials": None, "timing_trials": 5, "min_timing_trials": None,
-                        "timing_budget_s": None, "timing_precision": None, "warmup": None,
-                        "timeout_s": 30.0, "build_timeout_s": None, "baselines": ["eager"], "device": "cpu",
-                        "gpu": "cpu", "evalkit_version": __version__, "seed": 11}
+    assert settings == {"atol": 0.01, "rtol": None, "correctness_trials": None, "timing_trials": 5,
+                        "min_timing_trials": None, "timing_budget_s": None, "timing_precision": None,
+                        "warmup_trials": None, "run_timeout_s": 30.0, "build_timeout_s": None,
+                        "baselines": ["eager"], "device": "cpu", "gpu": "cpu", "evalkit_version": __version__,
+                        "seed": 11}
     options.out_dir.mkdir(parents=True)
     path = run_settings.record(options.out_dir, settings)
     assert path.name == RUN_SETTINGS_FILE == "run.json"
@@ -92,3 +93,38 @@ def test_a_fresh_run_draws_a_seed_unless_given_one(tmp_path: Path) -> None:
     assert run_settings.run_seed(_options(tmp_path), "cpu", holds_results=False) == 11
     drawn = {run_settings.run_seed(_options(tmp_path, seed=None), "cpu", False) for _ in range(5)}
     assert all(isinstance(seed, int) for seed in drawn) and len(drawn) > 1
+
+
+def test_a_report_recorded_under_the_older_names_resumes_under_todays(tmp_path: Path) -> None:
+    # run.json version 1 named three overrides trials, warmup and timeout_s.
+    first = _options(tmp_path, correctness_trials=3, warmup_trials=1, run_timeout_s=20.0)
+    first.out_dir.mkdir(parents=True)
+    settings = run_settings.current_settings(first, "cpu", first.seed)
+    old = {{"correctness_trials": "trials", "warmup_trials": "warmup", "run_timeout_s": "timeout_s"}.get(k, k): v
+           for k, v in settings.items()}
+    (first.out_dir / RUN_SETTINGS_FILE).write_text(json.dumps({"run_settings_version": 1, "settings": old}))
+    again = dataclasses.replace(first, seed=None, resume=True)
+    assert run_settings.run_seed(again, "cpu", holds_results=True) == first.seed
+    with pytest.raises(ScoreError, match="--correctness-trials: recorded 3, now 4"):
+        run_settings.run_seed(dataclasses.replace(again, correctness_trials=4), "cpu", holds_results=True)
+
+
+def test_one_name_from_the_command_line_to_the_judge(tmp_path: Path) -> None:
+    from evalkit.judge.submission_judge import JudgeSettings
+    from evalkit.schedule.options import JudgeOptions
+    from evalkit.sources.settings import PER_RUN, SETTINGS
+
+    options = {f.name for f in dataclasses.fields(JudgeOptions)}
+    judged = {f.name for f in dataclasses.fields(JudgeSettings)}
+    assert set(PER_RUN) <= options and set(PER_RUN) == set(run_settings.OVERRIDES)
+    assert set(PER_RUN) - {"build_timeout_s"} <= judged  # a build's limit goes to the builder, not the judge
+    assert SETTINGS["timing_budget_s"].flags == ("--timing-budget",)
+    assert SETTINGS["correctness_trials"].flags == ("--correctness-trials", "--trials")  # the older one kept
+
+
+def test_the_api_takes_todays_names_and_the_older_ones() -> None:
+    from evalkit.schedule.options import judge_options
+
+    older = judge_options("cpu", {"trials": 3, "warmup": 1, "timeout_s": 9.0})
+    today = judge_options("cpu", {"correctness_trials": 3, "warmup_trials": 1, "run_timeout_s": 9.0})
+    assert older == today and (today.correctness_trials, today.warmup_trials, today.run_timeout_s) == (3, 1, 9.0)

@@ -257,11 +257,13 @@ def test_commented_toml_of_some_keys() -> None:
 
 def test_score_help_shows_the_declared_defaults() -> None:
     text = " ".join(CliRunner().invoke(score_command, ["--help"], terminal_width=400).output.split())
-    for option, key in (("--trials", "correctness_trials"), ("--timing-trials", "timing_trials"),
-                        ("--warmup", "warmup_trials"), ("--atol", "atol"), ("--rtol", "rtol"),
-                        ("--build-timeout", "build_timeout_s")):
-        assert re.search(rf"{option} \S+ RANGE [^[]*\[problem\.toml, {re.escape(default_text(key))}\]", text), option
-    assert re.search(r"--timeout \S+ RANGE [^[]*\[problem\.toml; unset: derived from the reference's own time", text)
+    for option, key in (("--correctness-trials, --trials", "correctness_trials"), ("--timing-trials", "timing_trials"),
+                        ("--warmup-trials, --warmup", "warmup_trials"), ("--atol", "atol"), ("--rtol", "rtol"),
+                        ("--build-timeout", "build_timeout_s"), ("--timing-budget", "timing_budget_s")):
+        default = re.escape(default_text(key))
+        assert re.search(rf"{option} \S+ RANGE [^[]*\[(s; )?problem\.toml, {default}\]", text), option
+    assert re.search(r"--run-timeout, --timeout \S+ RANGE [^[]*unset: derived from the reference's own time[^[]*"
+                     r"\[s; problem\.toml\]", text)
 
 
 # ------------------------------------------------------------------------------- hashing, modules, dict
