@@ -35,7 +35,7 @@ from evalkit.judge.verdicts import Finding, Judgement, Stop, crash_reason
 from evalkit.judge.window import PartnerFailed, Window, side_stats, time_window
 from evalkit.records import Flag, to_jsonable
 from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
-from evalkit.sources.settings import ProblemSettings
+from evalkit.sources.settings import TIMING_KEYS, ProblemSettings
 
 logger = logging.getLogger(__name__)
 
@@ -72,9 +72,9 @@ class JudgeSettings:
                               precision=self.timing_precision, budget_s=self.timing_budget_s)
 
     def timing_key(self) -> str:
-        """The settings that shape a timing, as text: part of a cached baseline's key."""
-        return (f"warmup {self.warmup_trials} trials {self.timing_trials} min {self.min_timing_trials} "
-                f"budget {self.timing_budget_s:g} precision {self.timing_precision:g}")
+        """The settings that shape a timing (declared so: ``sources.settings.TIMING_KEYS``), as text: part of a
+        cached baseline's key."""
+        return " ".join(f"{key} {getattr(self, key):g}" for key in TIMING_KEYS)
 
 
 class BaselineFailed(Exception):

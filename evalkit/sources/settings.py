@@ -34,12 +34,14 @@ WITHOUT_DEFAULT_HEADER = "# Settings without a default (unset unless given; the 
 
 
 def _setting(default: float | None, *, low: float, help: str, inclusive: bool = True, unit: str = "",
-             example: float | None = None, per_run: bool = True, old_names: tuple[str, ...] = ()) -> Any:
+             example: float | None = None, per_run: bool = True, old_names: tuple[str, ...] = (),
+             shapes_timing: bool = False) -> Any:
     """A ProblemSettings field: its default, plus what problem.toml accepts and shows for it; ``per_run``: a run
     may override it (an option of ``evalkit score``, a keyword of the API); ``old_names``: what it was called
-    before, still accepted."""
+    before, still accepted; ``shapes_timing``: it changes how a baseline is timed (part of its cache key)."""
     return field(default=default, metadata={"low": low, "inclusive": inclusive, "unit": unit, "help": help,
-                                            "example": example, "per_run": per_run, "old_names": old_names})
+                                            "example": example, "per_run": per_run, "old_names": old_names,
+                                            "shapes_timing": shapes_timing})
 
 
 @dataclass(frozen=True)
@@ -49,12 +51,15 @@ class ProblemSettings:
     atol: float = _setting(1e-2, low=0, help="absolute tolerance (KernelBench v0.1)")
     rtol: float = _setting(1e-2, low=0, help="relative tolerance (KernelBench v0.1)")
     correctness_trials: int = _setting(5, low=1, help="input seeds a submission must match", old_names=("trials",))
-    timing_trials: int = _setting(100, low=1, help="timed requests at most (docs/judge.md, How many calls)")
-    warmup_trials: int = _setting(5, low=0, help="untimed calls before timing", old_names=("warmup",))
-    min_timing_trials: int = _setting(10, low=1, help="timed requests before the median's precision may end a timing")
-    timing_precision: float = _setting(1e-2, low=0, inclusive=False,
+    timing_trials: int = _setting(100, low=1, help="timed requests at most (docs/judge.md, How many calls)",
+                                  shapes_timing=True)
+    warmup_trials: int = _setting(5, low=0, help="untimed calls before timing", old_names=("warmup",),
+                                  shapes_timing=True)
+    min_timing_trials: int = _setting(10, low=1, help="timed requests before the median's precision may end a timing",
+                                      shapes_timing=True)
+    timing_precision: float = _setting(1e-2, low=0, inclusive=False, shapes_timing=True,
                                        help="a timing ends once its median is known to this relative precision")
-    timing_budget_s: float = _setting(10.0, low=0, inclusive=False, unit="s",
+    timing_budget_s: float = _setting(10.0, low=0, inclusive=False, unit="s", shapes_timing=True,
                                       help="a timing ends once its timed requests took this long (3 at least)")
     build_timeout_s: float = _setting(900.0, low=0, inclusive=False, unit="s",
                                       help="time allowed to build one submission")
@@ -82,6 +87,7 @@ class Setting:
     example: float | None  # the value templates show when there is no default
     per_run: bool  # a run may override it
     old_names: tuple[str, ...]  # what it was called before (a keyword, and an option in dashes)
+    shapes_timing: bool  # it changes how a baseline is timed: part of a cached baseline's key
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -108,6 +114,7 @@ SETTINGS: dict[str, Setting] = _declared()
 SETTING_KEYS = tuple(SETTINGS)
 PER_RUN = tuple(key for key, setting in SETTINGS.items() if setting.per_run)  # what a run may override
 OLD_NAMES = {old: key for key, setting in SETTINGS.items() for old in setting.old_names}  # older name -> name
+TIMING_KEYS = tuple(key for key, setting in SETTINGS.items() if setting.shapes_timing)
 
 
 # ------------------------------------------------------------------------------------------- showing
