@@ -31,39 +31,39 @@ VERIFIED_TARGET = 10  # ... nor before this many, when the budget affords as man
 
 @dataclass(frozen=True)
 class RepetitionRule:
-    """When a timing stops: ``min_requests`` timed requests at least (``min_timing_trials``), and then as
-    soon as the median is known to ``precision`` (``timing_precision``, relative); or, after
-    ``MIN_REQUESTS`` timed requests, once they have spent ``budget_s`` seconds of the judge's clock
-    (``timing_budget_s``); at the latest after ``max_requests`` (``timing_trials``)."""
+    """When a timing stops: ``min_timing_trials`` timed requests at least, and then as soon as the median is known
+    to ``timing_precision`` (relative); or, after ``MIN_REQUESTS`` timed requests, once they have spent
+    ``timing_budget_s`` seconds of the judge's clock; at the latest after ``timing_trials``. The problem settings
+    of the same names (``sources.settings``)."""
 
-    min_requests: int
-    max_requests: int
-    precision: float
-    budget_s: float
+    min_timing_trials: int
+    timing_trials: int
+    timing_precision: float
+    timing_budget_s: float
 
     def __post_init__(self) -> None:
-        if self.max_requests < 1 or self.min_requests < 1:
-            raise ValueError(f"timing needs at least one timed request (min {self.min_requests}, "
-                             f"max {self.max_requests})")
-        if not (self.precision > 0 and math.isfinite(self.precision)):
-            raise ValueError(f"the timing precision must be a finite number > 0, got {self.precision!r}")
-        if not self.budget_s > 0:
-            raise ValueError(f"the timing budget must be > 0 seconds, got {self.budget_s!r}")
+        if self.timing_trials < 1 or self.min_timing_trials < 1:
+            raise ValueError(f"timing needs at least one timed request (min {self.min_timing_trials}, "
+                             f"max {self.timing_trials})")
+        if not (self.timing_precision > 0 and math.isfinite(self.timing_precision)):
+            raise ValueError(f"the timing precision must be a finite number > 0, got {self.timing_precision!r}")
+        if not self.timing_budget_s > 0:
+            raise ValueError(f"the timing budget must be > 0 seconds, got {self.timing_budget_s!r}")
 
     @property
     def floor(self) -> int:
         """Timed requests made whatever the budget: ``MIN_REQUESTS``, or every one when the maximum is lower."""
-        return min(self.max_requests, MIN_REQUESTS)
+        return min(self.timing_trials, MIN_REQUESTS)
 
     @property
     def least(self) -> int:
         """Timed requests made before the precision may stop a timing (the budget may stop it at ``floor``)."""
-        return min(self.max_requests, max(self.min_requests, MIN_REQUESTS))
+        return min(self.timing_trials, max(self.min_timing_trials, MIN_REQUESTS))
 
     def verified(self, affordable: int) -> int:
         """Timed requests checked before a timing may stop, when the budget affords ``affordable`` requests:
         ``VERIFIED_TARGET``, down to ``MIN_VERIFIED`` for slow requests, never more than the maximum."""
-        return min(self.max_requests, max(MIN_VERIFIED, min(VERIFIED_TARGET, affordable)))
+        return min(self.timing_trials, max(MIN_VERIFIED, min(VERIFIED_TARGET, affordable)))
 
 
 def median_interval(samples: list[float], z: float = Z_95) -> tuple[float, float]:
@@ -95,12 +95,13 @@ def stop_reason(samples_ms: list[float], spent_s: float, rule: RepetitionRule, f
     while it goes on. With ``ratios`` (a window's pairs, baseline over answer), the precision is asked of their
     median instead: that is the figure a window is for. The checks a stop also waits for are ``Repetitions``'s."""
     made = len(samples_ms)
-    precise = precise_enough(ratios, rule.precision) if ratios else precise_enough(samples_ms, rule.precision, floor_ms)
+    precise = (precise_enough(ratios, rule.timing_precision) if ratios
+               else precise_enough(samples_ms, rule.timing_precision, floor_ms))
     if made >= rule.least and precise:
         return "precision"
-    if made >= rule.floor and spent_s >= rule.budget_s:
+    if made >= rule.floor and spent_s >= rule.timing_budget_s:
         return "budget"
-    if made >= rule.max_requests:
+    if made >= rule.timing_trials:
         return "max_trials"
     return None
 
@@ -153,7 +154,7 @@ class Repetitions:
         if drawn or forced:
             self.checked += 1
             self.forced += forced
-        if self.requests >= self.rule.max_requests or (reason is not None and self.checked >= self.needed):
+        if self.requests >= self.rule.timing_trials or (reason is not None and self.checked >= self.needed):
             self.stopped_by = reason or "max_trials"
             logger.debug("timing stopped by %s after %d requests (%.3g s), %d checked (%d forced)",
                          self.stopped_by, self.requests, self.spent_s, self.checked, self.forced)
@@ -164,14 +165,14 @@ class Repetitions:
         """Checked requests the timing waits for: as many as ``rule.verified`` asks of the requests the
         budget affords at the pace so far (``MIN_VERIFIED`` at least, so never fewer than that)."""
         pace = self.spent_s / self.requests if self.requests else 0.0
-        affordable = math.floor(self.rule.budget_s / pace) if pace > 0 else VERIFIED_TARGET
+        affordable = math.floor(self.rule.timing_budget_s / pace) if pace > 0 else VERIFIED_TARGET
         return self.rule.verified(affordable)
 
     def _left(self) -> int:
         """Timed requests that may still follow the one just recorded: by the maximum, and by the budget
         at the pace so far (at least up to ``rule.floor``)."""
         made = self.requests
-        by_max = self.rule.max_requests - made
+        by_max = self.rule.timing_trials - made
         pace = self.spent_s / made
-        by_budget = math.floor(max(self.rule.budget_s - self.spent_s, 0.0) / pace) if pace > 0 else by_max
+        by_budget = math.floor(max(self.rule.timing_budget_s - self.spent_s, 0.0) / pace) if pace > 0 else by_max
         return min(by_max, max(self.rule.floor - made, by_budget))

@@ -12,7 +12,7 @@ import pytest
 from evalkit.judge.repetitions import (MIN_REQUESTS, MIN_VERIFIED, VERIFIED_SHARE, VERIFIED_TARGET, RepetitionRule,
                                        Repetitions, median_interval, precise_enough, stop_reason)
 
-RULE = RepetitionRule(min_requests=10, max_requests=100, precision=0.01, budget_s=10.0)
+RULE = RepetitionRule(min_timing_trials=10, timing_trials=100, timing_precision=0.01, timing_budget_s=10.0)
 
 
 def _run(rule: RepetitionRule, times_ms, wall_s, rng: random.Random | None = None) -> tuple[Repetitions, list[bool]]:
@@ -22,7 +22,7 @@ def _run(rule: RepetitionRule, times_ms, wall_s, rng: random.Random | None = Non
     while not count.done:
         i = count.requests
         checks.append(count.record(wall_s(i), times_ms(i)))
-        assert count.requests <= rule.max_requests
+        assert count.requests <= rule.timing_trials
     return count, checks
 
 
@@ -53,16 +53,16 @@ def test_tight_samples_stop_at_the_minimum_by_precision():
     count, checks = _run(RULE, lambda i: 1.0 + 1e-4 * (i % 3), lambda i: 0.02)
     assert count.stopped_by == "precision"
     # at the minimum, plus only the requests the checks still needed (each of them checked)
-    assert RULE.min_requests <= count.requests < RULE.min_requests + VERIFIED_TARGET
+    assert RULE.min_timing_trials <= count.requests < RULE.min_timing_trials + VERIFIED_TARGET
     assert sum(checks) == count.checked >= VERIFIED_TARGET
-    assert all(checks[RULE.min_requests:])
+    assert all(checks[RULE.min_timing_trials:])
 
 
 def test_noisy_samples_go_on_until_the_maximum():
-    for made in range(RULE.min_requests, RULE.max_requests):
+    for made in range(RULE.min_timing_trials, RULE.timing_trials):
         assert stop_reason([_noisy(i) for i in range(made)], 0.01 * made, RULE) is None
     count, _ = _run(RULE, _noisy, lambda i: 0.01)
-    assert (count.stopped_by, count.requests) == ("max_trials", RULE.max_requests)
+    assert (count.stopped_by, count.requests) == ("max_trials", RULE.timing_trials)
 
 
 def test_noisy_samples_stop_once_the_budget_is_spent():
@@ -85,15 +85,17 @@ def test_a_slow_answer_costs_seconds_not_minutes():
 
 
 def test_a_maximum_below_the_minimum_wins():
-    rule = RepetitionRule(min_requests=10, max_requests=3, precision=0.01, budget_s=10.0)
+    rule = RepetitionRule(min_timing_trials=10, timing_trials=3, timing_precision=0.01, timing_budget_s=10.0)
     count, checks = _run(rule, lambda i: 1.0, lambda i: 0.01)
     assert count.requests == 3 and count.stopped_by == "precision" and checks == [True] * 3
 
 
 def test_the_rule_refuses_nonsense():
-    for bad in ({"max_requests": 0}, {"precision": 0.0}, {"precision": float("nan")}, {"budget_s": 0.0}):
+    for bad in ({"timing_trials": 0}, {"timing_precision": 0.0}, {"timing_precision": float("nan")},
+                {"timing_budget_s": 0.0}):
         with pytest.raises(ValueError):
-            RepetitionRule(**{"min_requests": 10, "max_requests": 100, "precision": 0.01, "budget_s": 10.0, **bad})
+            RepetitionRule(**{"min_timing_trials": 10, "timing_trials": 100, "timing_precision": 0.01,
+                              "timing_budget_s": 10.0, **bad})
 
 
 @pytest.mark.parametrize("times_ms, wall_s, least", [
@@ -117,7 +119,7 @@ def test_the_checked_count_is_guaranteed_whatever_the_draws(times_ms, wall_s, le
 def test_every_request_is_checked_at_least_at_the_share_whatever_came_before():
     # Far from any stop (noisy times, ample budget), whether a request is checked is the secret draw alone:
     # about VERIFIED_SHARE of them, independent of the request before.
-    rule = RepetitionRule(min_requests=10, max_requests=4000, precision=0.01, budget_s=1e9)
+    rule = RepetitionRule(min_timing_trials=10, timing_trials=4000, timing_precision=0.01, timing_budget_s=1e9)
     _, checks = _run(rule, _noisy, lambda i: 0.001)
     early = checks[:3900]
     assert statistics.fmean(early) == pytest.approx(VERIFIED_SHARE, abs=0.04)
@@ -147,9 +149,9 @@ def test_judge_settings_carry_the_rule_with_problem_tomls_defaults():
     settings = JudgeSettings(atol=1e-2, rtol=1e-2, correctness_trials=5, timing_trials=100, warmup_trials=5,
                              run_timeout_s=None, seed=1)  # a constructor from before the rule adapted
     declared = ProblemSettings()
-    assert settings.repetitions() == RepetitionRule(min_requests=declared.min_timing_trials, max_requests=100,
-                                                    precision=declared.timing_precision,
-                                                    budget_s=declared.timing_budget_s)
+    assert settings.repetitions() == RepetitionRule(min_timing_trials=declared.min_timing_trials, timing_trials=100,
+                                                    timing_precision=declared.timing_precision,
+                                                    timing_budget_s=declared.timing_budget_s)
     assert (declared.timing_trials, declared.min_timing_trials, declared.timing_precision,
             declared.timing_budget_s) == (100, 10, 0.01, 10.0)
     # a cached baseline is keyed by every setting that shapes its timing
