@@ -70,14 +70,21 @@ def extension_env(device: str, arch: str | None = None) -> dict[str, str]:
     return {"MAX_JOBS": "4", **({"TORCH_CUDA_ARCH_LIST": arch} if arch else {})}
 
 
+# A build may go this long without a compiler running before it is taken to hang: an import or a ModelNew() that
+# never finishes cost the whole build limit (900 s), where the judging stage would give it its load limit.
+BUILD_IDLE_S = 120.0
+
+
 def build(code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits,
           init_inputs: list[Any] | None = None, freezer: BuildFreezer | None = None,
-          arch: str | None = None, processes: ProcessTable | None = None) -> BuildOutcome:
+          arch: str | None = None, processes: ProcessTable | None = None,
+          idle_s: float = BUILD_IDLE_S) -> BuildOutcome:
     """Build (import) ``code`` in a sandbox with no GPU visible, or return the cached outcome.
 
     With a ``freezer``, the sandbox is held while a judge times (and its time limit paused meanwhile). ``arch``:
     the CUDA arch to build for, when it is not this machine's GPU's (a Ray build task holds no GPU).
-    ``processes``: the /proc reading the watchers of a process's concurrent builds share."""
+    ``processes``: the /proc reading the watchers of a process's concurrent builds share. ``idle_s``: how long it
+    may run without a compiler before it is stopped as hanging."""
     build_dir = cache_root / build_key(code, device, arch)
     build_dir.mkdir(parents=True, exist_ok=True)
     with _only_builder(build_dir):  # the same code twice: the second waits, then finds the first's record
@@ -91,7 +98,8 @@ def build(code: str, cache_root: Path, device: str, timeout_s: float, limits: Li
         for stale in (build_dir / "extensions").glob("*/lock"):
             if not stale.parent.is_symlink():  # a build may plant a link to another folder: never follow it
                 stale.unlink(missing_ok=True)  # left by a build killed mid-compile: torch would wait on it forever
-        outcome = _run_build(code, build_dir, device, timeout_s, limits, init_inputs, freezer, arch, processes)
+        outcome = _run_build(code, build_dir, device, timeout_s, limits, init_inputs, freezer, arch, processes,
+                             idle_s)
         if outcome.status in ("ok", "compile_error"):
             record.write_text(json.dumps(outcome.to_dict()))
         return outcome
@@ -111,14 +119,14 @@ def _only_builder(build_dir: Path) -> Iterator[None]:
 
 def _run_build(code: str, build_dir: Path, device: str, timeout_s: float, limits: Limits,
                init_inputs: list[Any] | None, freezer: BuildFreezer | None, arch: str | None,
-               processes: ProcessTable | None) -> BuildOutcome:
+               processes: ProcessTable | None, idle_s: float = BUILD_IDLE_S) -> BuildOutcome:
     start = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="evalkit-build-"))
     code_path = workdir / "submission.py"
     code_path.write_text(code)
     env = {**build_env(build_dir, device, arch), "CUDA_VISIBLE_DEVICES": ""}
     with freezer.launching() if freezer else nullcontext():
-        worker = UntrustedProcess(workdir, limits, env, freezer=freezer, processes=processes)
+        worker = UntrustedProcess(workdir, limits, env, freezer=freezer, processes=processes, idle_s=idle_s)
         if freezer:
             freezer.register(worker.pid, worker.marker, in_own_cgroup=worker.cgroup is not None)
     outcome = BuildOutcome(status="ok", seconds=0.0, extension_dir=str(build_dir / "extensions"))

@@ -29,7 +29,7 @@ from typing import Any, Callable
 from evalkit.sandbox.cgroup import SandboxCgroup
 from evalkit.sandbox.identity import hand_over, scrubbed_env
 from evalkit.sandbox.remains import files_under, folder_usage, remove_added, remove_shared_memory
-from evalkit.sandbox.processes import MARKER_VARIABLE, ProcessTable, process_state, resident_bytes
+from evalkit.sandbox.processes import MARKER_VARIABLE, ProcessTable, compiling, process_state, resident_bytes
 from evalkit.sandbox.protocol import (ARMED_FILE, MAX_REPLY_BYTES, Claim, Op, ProtocolViolation, decode_reply,
                                       simple_request)
 from evalkit.sandbox.shared_buffers import send_fds
@@ -109,8 +109,10 @@ class UntrustedProcess:
     """One sandboxed worker process and the judge's end of its connection."""
 
     def __init__(self, workdir: Path, limits: Limits, env_extra: dict[str, str] | None = None,
-                 freezer: Any = None, processes: ProcessTable | None = None) -> None:
+                 freezer: Any = None, processes: ProcessTable | None = None, idle_s: float | None = None) -> None:
         self.workdir, self.limits = workdir, limits
+        # A build: how long it may go on without any compiler running (frozen time excluded), once set up.
+        self.idle_s, self._compiled_at = idle_s, float("inf")
         # Watchers of many sandboxes (a run's builds) share one table: one /proc reading per period for all.
         self._processes = processes or ProcessTable(WATCHDOG_PERIOD_S)
         # A build's ``BuildFreezer``: the time it spends frozen does not count against its limit, and while
@@ -181,6 +183,7 @@ class UntrustedProcess:
         sandbox user's (only now: until its answer comes, a worker started ahead owns nothing another sandbox
         could reach), its extension folder, and the identity it runs as."""
         folders = [self.workdir] + ([self.extensions_dir] if self.extensions_dir else [])
+        self._compiled_at = time.monotonic() - self._paused_s()
         if message.get("mode") == "judge" and self.extensions_dir:  # what it adds to its build's folder goes with it
             self._built = files_under(self.extensions_dir)
         for folder in folders:  # under a folder closed to its uid, the worker opens the way (``untrusted.mounts``)
@@ -285,6 +288,18 @@ class UntrustedProcess:
         if used > self.limits.disk_bytes or files > self.limits.max_files:
             self.kill(f"killed: its folders hold {used / 2**30:.1f} GiB in {files} file(s), over the limit of "
                       f"{self.limits.disk_bytes / 2**30:.1f} GiB in {self.limits.max_files} files")
+        elif self.idle_s is not None:
+            self._check_compiling(members)
+
+    def _check_compiling(self, members: set[int]) -> None:
+        """A build past ``idle_s`` without a compiler running hangs (in an import or ``ModelNew()``): the
+        judging stage, where nothing compiles, would give it no more than its load limit either."""
+        now = time.monotonic() - self._paused_s()
+        if compiling(members):
+            self._compiled_at = now
+        elif now - self._compiled_at > self.idle_s:
+            self.kill(f"timeout: the build ran {self.idle_s:g} s without compiling anything: its import or "
+                      f"ModelNew(*get_init_inputs()) does not finish")
 
     def _gone(self, message: str) -> WorkerGone:
         code = self._proc.poll()

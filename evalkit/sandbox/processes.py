@@ -101,3 +101,19 @@ def resident_bytes(pid: int) -> int:
         return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE_BYTES
     except (OSError, IndexError, ValueError):
         return 0
+
+
+# What a build runs while it compiles (torch's extension builder: ninja, the host compiler, nvcc and its stages).
+COMPILERS = frozenset({"ninja", "c++", "g++", "gcc", "cc", "cc1", "cc1plus", "clang", "clang++", "as", "ld",
+                       "collect2", "nvcc", "cicc", "ptxas", "fatbinary", "nvlink", "cudafe++", "hipcc"})
+
+
+def compiling(pids: set[int] | list[int]) -> bool:
+    """Whether any of ``pids`` is a compiler (its /proc ``comm``)."""
+    for pid in pids:
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() in COMPILERS:
+                return True
+        except OSError:
+            continue
+    return False
