@@ -60,14 +60,17 @@ class ProcessStation:
         return row
 
     def close(self) -> None:
-        if self._proc is None:
+        """Ask the judge process to exit; kill it if it cannot be asked or does not go (it may be gone already: a
+        signal that stops the run reaches it too)."""
+        proc = self._proc
+        if proc is None:
             return
         try:
             self._send(m.Exit())
-            self._proc.wait(timeout=EXIT_WAIT_S)
+            proc.wait(timeout=EXIT_WAIT_S)
         except (OSError, subprocess.TimeoutExpired, JudgeProcessDied):
-            self._proc.kill()
-            self._proc.wait()
+            proc.kill()
+            proc.wait()
         self._proc, self._conn = None, None
 
     def _start(self) -> None:
