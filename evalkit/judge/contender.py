@@ -54,8 +54,10 @@ class Contender:
         return Overhead(self.overhead.total_ms / self.batch, self.overhead.jitter_ms / self.batch)
 
     def per_call_ms(self, wall_ms: float) -> float:
-        """A request's time per call, the judge's own overhead taken out."""
-        return max(wall_ms / self.batch - self.per_call.total_ms, 0.0)
+        """A request's time per call, the judge's own overhead taken out: never below what the judge can tell
+        from nothing (its overhead's jitter per call, 1 us at least), so no call reads 0 ms and no ratio divides
+        by it."""
+        return max(wall_ms / self.batch - self.per_call.total_ms, self.per_call.jitter_ms, 1e-3)
 
     def prepare(self, code_path: Path, stages: dict[str, float]) -> Judgement:
         """Start, calibrate, load and check the code at ``code_path``: a passing judgement with its correctness

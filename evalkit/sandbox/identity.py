@@ -104,4 +104,5 @@ def sandbox_user(run_as: tuple[int, int] | None) -> str:
         return f"a uid of its own per sandbox ({SANDBOX_UIDS.start}-{SANDBOX_UIDS.stop - 1}), without capabilities"
     if os.geteuid() == 0:
         return "uid 0 without capabilities (no other uid could run the workers)"
-    return f"the user running evalkit (uid {os.geteuid()})"
+    return (f"the user running evalkit (uid {os.geteuid()}): run evalkit as root (a container will do) for a uid "
+            f"of its own per sandbox")

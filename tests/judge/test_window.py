@@ -223,3 +223,11 @@ def test_alone_only_a_reference_measures_what_calls_pay_beyond_the_pings(judge, 
     window = time_window(contender, None, judge.settings.repetitions(), warmup=2)
     per_call = sorted(window.answer.per_call(contender))[len(window.answer.walls) // 2]
     assert per_call == pytest.approx((4.0 if reference_code else 4.5) / judge.batch)
+
+
+def test_an_answer_faster_than_the_judge_can_tell_reads_its_floor_never_zero(judge, clock):
+    # The window's pings take 1 ms and the answer's requests 0.5-1.5 ms: about half its calls would read 0 ms once
+    # the judge's part is out. Each reads the judge's floor instead, and the speedup is a finite figure.
+    judge, timing = _paired(judge, clock, {"ms": 11.0}, {"ms": 1.0, "wobble": 0.5})
+    assert timing["speedup"]["value"] > 1 and all(math.isfinite(v) for v in timing["speedup"]["ci"])
+    assert min(timing["samples_ms"]) > 0
