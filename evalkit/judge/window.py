@@ -12,8 +12,9 @@ one figure for both, so neither side's calibration error moves the ratio. Calls 
 (0.2-0.45 ms a request on an H200, answers and baselines alike, cause unknown); the baseline's worker runs no
 submission code, so its own CUDA events are trusted to measure it: the median of what its requests took beyond
 their events, within ``RESIDUAL_BOUND_MS`` above the pings, is the overhead (``window_overhead``); a baseline timed
-alone measures it the same way on itself, an answer timed alone never. The window stops by the
-repetition rule (``repetitions``), its precision asked of the pairs' ratios when there is a partner; its
+alone measures it the same way on itself, an answer timed alone never; on a GPU only (``RESIDUAL_DEVICES``). The
+window stops by the repetition rule (``repetitions``), its precision asked of the pairs' ratios when there is a
+partner; its
 budget counts both sides' requests. With no partner (no baseline asked for, or timing a baseline alone) the
 answer's requests run alone, as before.
 
@@ -76,6 +77,10 @@ MIN_WINDOW_PINGS = 5  # the window's own pings replace the calibration made befo
 # Were the baseline's worker's clock ever made to lie (it runs only the problem's reference), an answer would gain at
 # most this much of each request.
 RESIDUAL_BOUND_MS = 1.0
+# Where that part is measured: on a GPU (the hand-over between processes' contexts, 0.2-0.45 ms a request). On a
+# CPU a worker's host clock around a request of microseconds adds its own noise to the figure and gains nothing:
+# tiny answers then read over-subtracted, and their intervals missed other judgings of the same answer.
+RESIDUAL_DEVICES = ("cuda",)
 PING = "ping"
 
 
@@ -85,6 +90,7 @@ def time_window(answer: Contender, partner: Contender | None, rule: RepetitionRu
                     Side() if partner is not None else None)
     # Whose own events may measure what calls pay beyond the pings: a worker that runs the reference only.
     trusted = partner if partner is not None else (None if answer.verify else answer)
+    trusted = trusted if answer.ref.device in RESIDUAL_DEVICES else None
     calibrated = answer.overhead  # a side timed alone keeps the pings made before it loaded
     request = 0
     while request < warmup or not window.count.done:

@@ -176,6 +176,14 @@ def test_the_judges_own_part_is_measured_in_the_window_through_the_baselines_wor
     assert timing["speedup"]["value"] == pytest.approx(2.0)
 
 
+@pytest.fixture()
+def residual_here(monkeypatch) -> None:
+    """Measure the part calls pay beyond the pings on this (fake, CPU) judge, as the judge does on a GPU."""
+    from evalkit.judge import window
+
+    monkeypatch.setattr(window, "RESIDUAL_DEVICES", ("cuda", "cpu"))
+
+
 def _paired(judge: Judge, clock: FakeClock, baseline: dict[str, Any], answer: dict[str, Any]) -> tuple[Judge, dict]:
     """An answer timed beside its baseline, both scripted (``scripted``'s keywords), pings in the window 1 ms."""
     judge = _judge(judge, timing_trials=30, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-9)
@@ -184,7 +192,7 @@ def _paired(judge: Judge, clock: FakeClock, baseline: dict[str, Any], answer: di
     return judge, judge.judge_with(worker, Path("submission.py"), partner=_partner(judge, partner)).timing
 
 
-def test_what_calls_pay_beyond_the_pings_is_measured_by_the_baselines_own_events(judge, clock):
+def test_what_calls_pay_beyond_the_pings_is_measured_by_the_baselines_own_events(judge, clock, residual_here):
     # Pings in the window take 1 ms; every call request pays 0.75 ms more that pings do not. Work: 10 ms (baseline)
     # against 2.5 ms (answer), a 4x speedup; pings alone would leave 0.75 ms in each side (10.75 / 3.25 = 3.3x). The
     # baseline's worker runs no submission code: what its requests took beyond its own events is the judge's part.
@@ -194,7 +202,7 @@ def test_what_calls_pay_beyond_the_pings_is_measured_by_the_baselines_own_events
     assert timing["speedup"]["value"] == pytest.approx(4.0)
 
 
-def test_a_baseline_clock_made_to_lie_moves_the_judges_part_by_the_bound_at_most(judge, clock):
+def test_a_baseline_clock_made_to_lie_moves_the_judges_part_by_the_bound_at_most(judge, clock, residual_here):
     from evalkit.judge.timing import Overhead
     from evalkit.judge.window import RESIDUAL_BOUND_MS, window_overhead
 
@@ -209,7 +217,7 @@ def test_a_baseline_clock_made_to_lie_moves_the_judges_part_by_the_bound_at_most
 
 
 @pytest.mark.parametrize("reference_code", [True, False])
-def test_alone_only_a_reference_measures_what_calls_pay_beyond_the_pings(judge, clock, reference_code):
+def test_alone_only_a_reference_measures_what_calls_pay_beyond_the_pings(judge, clock, reference_code, residual_here):
     from evalkit.judge.window import time_window
 
     # Pings take 1 ms before loading and after; each call request pays 0.5 ms more than they do, and runs 4 ms of
@@ -231,3 +239,9 @@ def test_an_answer_faster_than_the_judge_can_tell_reads_its_floor_never_zero(jud
     judge, timing = _paired(judge, clock, {"ms": 11.0}, {"ms": 1.0, "wobble": 0.5})
     assert timing["speedup"]["value"] > 1 and all(math.isfinite(v) for v in timing["speedup"]["ci"])
     assert min(timing["samples_ms"]) > 0
+
+
+def test_on_a_cpu_the_pings_alone_are_the_judges_part(judge, clock):
+    # As in the first residual test, calls pay 0.75 ms more than pings; on a CPU the judge does not measure it.
+    judge, timing = _paired(judge, clock, {"ms": 11.75, "beyond_pings_ms": 0.75}, {"ms": 4.25, "beyond_pings_ms": 0.75})
+    assert timing["overhead_ms"] == pytest.approx(1.0 / judge.batch)
