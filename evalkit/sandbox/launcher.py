@@ -28,10 +28,10 @@ from typing import Any, Callable
 
 from evalkit.sandbox.cgroup import SandboxCgroup
 from evalkit.sandbox.identity import hand_over, scrubbed_env
-from evalkit.sandbox.remains import files_under, folder_usage, remove_added, remove_shared_memory
 from evalkit.sandbox.processes import MARKER_VARIABLE, ProcessTable, compiling, process_state, resident_bytes
 from evalkit.sandbox.protocol import (ARMED_FILE, MAX_REPLY_BYTES, Claim, Op, ProtocolViolation, decode_reply,
                                       simple_request)
+from evalkit.sandbox.remains import files_under, folder_usage, remove_added, remove_shared_memory
 from evalkit.sandbox.shared_buffers import send_fds
 from evalkit.sandbox.uid_pool import UidLease
 
