@@ -5,6 +5,7 @@
 # solutions), load (benchmarks/timing_under_load.py), throughput (benchmarks/throughput.py, every suite),
 # repro (benchmarks/reproducibility.py: the curated solutions scored REPRO_RUNS times, default 3, on every GPU),
 # contention (benchmarks/gpu_contention.py: what the judge's probe sees of another process's GPU work).
+# variance (benchmarks/worker_variance.py: what moves a fresh worker's kernel times).
 # Everything worth keeping is written under $OUT (default /tmp/out).
 set -uo pipefail
 # .whl/ is optional (ignored by git): a GPU machine with no package registry may carry the wheels it lacks
@@ -97,4 +98,15 @@ if [ "$stage" = repro ]; then
 fi
 if [ "$stage" = contention ]; then
   python3 benchmarks/gpu_contention.py 2>&1 | tee "$OUT/gpu_contention.log"
+fi
+if [ "$stage" = variance ]; then
+  # benchmarks/worker_variance.py: fresh processes, tensors re-placed, on the curated solutions that moved most.
+  export TORCH_EXTENSIONS_DIR=$run_dir/extensions
+  for pair in "conv2d_asymmetric_input_asymmetric_kernel fp16_implicit_gemm" "conv2d_gelu_globalavgpool tf32_fused_conv_fastgelu_mean" \
+              "alexnet_conv1 tf32_implicit_gemm"; do
+    set -- $pair
+    for solution in "$2" eager; do
+      python3 benchmarks/worker_variance.py "problems/$1" --solution "$solution" 2>&1 | tee -a "$OUT/worker_variance.txt"
+    done
+  done
 fi
