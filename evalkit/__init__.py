@@ -4,6 +4,7 @@
 ``import evalkit`` stays light (the report side needs no torch).
 """
 
+import warnings
 from typing import Any
 
 from evalkit.version import __version__
@@ -13,6 +14,9 @@ __all__ = ["Evaluator", "__version__"]
 
 def __getattr__(name: str) -> Any:
     if name == "Evaluator":
+        # torch warns, at import and later, that NumPy (no dependency of evalkit) is missing: not the caller's
+        # concern. Only that one message is silenced; catch_warnings would also undo the filters torch sets itself.
+        warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
         from evalkit.schedule.evaluator import Evaluator
 
         return Evaluator

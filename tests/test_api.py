@@ -80,6 +80,15 @@ def test_importing_evalkit_loads_no_torch_until_the_api_is_used():
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
+def test_the_api_import_is_silent_and_keeps_the_callers_warning_filters():
+    code = ("import warnings, evalkit; warnings.filterwarnings('error', message='mine'); before = list(warnings.filters)"
+            "; evalkit.Evaluator; assert all(f in warnings.filters for f in before), 'a filter was lost'; print('ok')")
+    done = subprocess.run([sys.executable, "-W", "default", "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+    assert done.stderr == "", done.stderr  # torch's NumPy warning among others, where NumPy is missing
+
+
 @pytest.mark.parametrize(("settings", "message"), [
     ({"timeout": 10}, "unknown setting(s) 'timeout' (did you mean 'run_timeout_s'?)"),
     ({"timing_trials": "5"}, "'timing_trials' must be a number"),
