@@ -54,6 +54,7 @@ class Station(Protocol):
 
     def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]: ...
     def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow: ...
+    def abandon(self) -> None: ...  # the run is stopping: end the answer in hand now, start nothing new
     def close(self) -> None: ...
 
 
@@ -125,6 +126,7 @@ class Engine:
         self._locks_guard = threading.Lock()
         self._judging = threading.Lock()  # one batch at a time: a station judges one answer at a time
         self._judge_threads: list[threading.Thread] = []
+        self._stopping = False  # set once close() abandons answers in hand: their failures are not theirs
         self.prepared: set[str] = set()  # problems whose every baseline some station has timed (or found)
 
     def judge(self, submissions: Iterable[tuple[Submission, list[str]]]) -> Iterator[ResultRow]:
@@ -149,6 +151,11 @@ class Engine:
         """Stop the builds (``abandon``: kill the running ones too) and every judge station."""
         if abandon:
             self.backend.abandon_builds(lambda: kill_group(self.limits.group))
+            if any(thread.is_alive() for thread in self._judge_threads):
+                # A judge process would go on judging (and start new sandboxes) while its thread waits for it.
+                self._stopping = True
+                for station in self.stations:
+                    station.abandon()
         self._wait_for_judges()
         self.backend.close()
         for station in self.stations:
@@ -231,7 +238,10 @@ class Engine:
                 self._prepare(station, submission.problem, kinds=())  # a build that failed needs no problem loaded
             return station.judge(submission, early, outcome)
         except Exception as err:  # noqa: BLE001 - a judge process that died, a build that raised: this row only
-            logger.exception("%s/%s: could not be judged", submission.problem, submission.sample)
+            if self._stopping:  # its station was abandoned: the row is never recorded, and --resume judges it
+                logger.debug("%s/%s: abandoned as the run stops (%s)", submission.problem, submission.sample, err)
+            else:
+                logger.exception("%s/%s: could not be judged", submission.problem, submission.sample)
             return verdicts.judge_failed_row(submission, early, self.device, err)
 
     def _prefetch(self, station: Station, problem_id: str, kind: str) -> None:

@@ -33,6 +33,9 @@ from evalkit.schedule.station import JudgeStation
 logger = logging.getLogger(__name__)
 
 EXIT_WAIT_S = 10.0
+# torch warns at import that NumPy (no dependency of evalkit) is missing; the judge process imports torch before
+# any code of its own runs, so the filter goes on its command line.
+NUMPY_WARNING_IGNORED = "ignore:Failed to initialize NumPy:UserWarning"
 
 
 class JudgeProcessDied(RuntimeError):
@@ -49,6 +52,7 @@ class ProcessStation:
         self.current_problem: str | None = None
         self._proc: subprocess.Popen | None = None
         self._conn: Connection | None = None
+        self._abandoned = False
 
     def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
         baselines = self._request(m.Prepare(problem_id, kinds))
@@ -58,6 +62,13 @@ class ProcessStation:
     def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
         row, self.current_problem = self._request(m.JudgeAnswer(submission, early, outcome))
         return row
+
+    def abandon(self) -> None:
+        """Kill the judge process now, mid-answer or not, and start no other: the run is stopping."""
+        self._abandoned = True
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
 
     def close(self) -> None:
         """Ask the judge process to exit; kill it if it cannot be asked or does not go (it may be gone already: a
@@ -79,7 +90,8 @@ class ProcessStation:
         if self.slot.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = visible_devices_entry(self.slot.gpu, os.environ.get("CUDA_VISIBLE_DEVICES"))
         child_fd = child.detach()
-        self._proc = subprocess.Popen([sys.executable, "-m", "evalkit.schedule.judge_process", str(child_fd)],
+        self._proc = subprocess.Popen([sys.executable, "-W", NUMPY_WARNING_IGNORED, "-m", "evalkit.schedule.judge_process",
+                                       str(child_fd)],
                                       pass_fds=(child_fd,), env=env, stdin=subprocess.DEVNULL)
         os.close(child_fd)
         if self.slot.cpus:
@@ -89,6 +101,8 @@ class ProcessStation:
         self._send(m.Start(self.spec))
 
     def _request(self, message: m.Prepare | m.JudgeAnswer) -> Any:
+        if self._abandoned:
+            raise JudgeProcessDied(f"judge process {self.slot.name}: abandoned, as the run is stopping")
         if self._proc is None or self._proc.poll() is not None:
             self._start()
         self._send(message)

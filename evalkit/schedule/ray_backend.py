@@ -254,6 +254,7 @@ class RayStation:
         self.current_problem: str | None = None
         self._actor: Any = None
         self._busy = False  # a request in flight (an idle actor is stopped cleanly, even when abandoning)
+        self._abandoned = False
 
     def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
         report = self.spec.baselines.report
@@ -275,6 +276,11 @@ class RayStation:
             with self._report_lock:
                 merge_entry(report, baselines["key"], baselines)
 
+    def abandon(self) -> None:
+        """Kill the actor now, mid-answer or not, and start no other: the run is stopping."""
+        self._abandoned = True
+        self.close(hard=True)
+
     def close(self, hard: bool = False) -> None:
         actor, self._actor = self._actor, None
         if actor is None:
@@ -287,6 +293,8 @@ class RayStation:
 
     def _call(self, method: str, *args: Any) -> Any:
         ray = _ray()
+        if self._abandoned:
+            raise JudgeActorDied(f"judge {self.slot.name} (a Ray actor): abandoned, as the run is stopping")
         if self._actor is None:
             self.current_problem = None
             self._actor = self.backend.start_judge(self.slot, self.spec)

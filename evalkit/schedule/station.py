@@ -154,6 +154,9 @@ class JudgeStation:
         finally:
             _release_cached_memory(self.device)  # what this judge no longer uses, the next worker may need
 
+    def abandon(self) -> None:
+        """Nothing to do in this process: the run's group kill ends the worker in hand, and this thread with it."""
+
     def close(self) -> None:
         for context in self._kept.values():
             _close_partner(context)

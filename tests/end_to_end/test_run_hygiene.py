@@ -10,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES, ROOT
 from evalkit.cli.main import main
-from evalkit.sandbox.launcher import MARKER_VARIABLE
+from process_helpers import Tail, sandboxes, wait_for
 
 PROBLEMS = FIXTURES / "judge_problems"
 NO_CODE = "I would write a fused kernel here, but I ran out of time.\n"
@@ -175,53 +174,6 @@ def test_a_broken_problem_without_submissions_does_not_stop_the_run(tmp_path: Pa
 # signals
 
 
-def _sandboxes(group: str | None = None, parent: int | None = None) -> dict[int, str]:
-    """Live (not zombie) processes carrying a sandbox marker: pid -> marker value; only ``group``'s, or
-    only children of ``parent``, when given."""
-    found = {}
-    needle = f"{MARKER_VARIABLE}=".encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except (OSError, IndexError):
-            continue
-        marker = next((v[len(needle):].decode() for v in environ if v.startswith(needle)), None)
-        if marker is None or fields[0] == "Z" or (parent is not None and int(fields[1]) != parent):
-            continue
-        if group is None or marker.startswith(f"{group}."):
-            found[int(entry.name)] = marker
-    return found
-
-
-class _Tail(threading.Thread):
-    """Reads a pipe to its end, keeping everything (tqdm writes progress without newlines)."""
-
-    def __init__(self, stream) -> None:
-        super().__init__(daemon=True)
-        self.stream, self.data = stream, bytearray()
-        self.start()
-
-    def run(self) -> None:
-        for chunk in iter(lambda: self.stream.read1(65536), b""):
-            self.data += chunk
-
-    def text(self) -> str:
-        return self.data.decode(errors="replace")
-
-
-def _wait_for(condition, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture(scope="module")
 def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cache")
@@ -239,11 +191,11 @@ def test_a_signal_kills_the_run_writes_the_report_and_prints_the_resume_command(
     # SIGINT back to its default: a shell without job control starts background commands ignoring it.
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    stdout, stderr = _Tail(proc.stdout), _Tail(proc.stderr)
+    stdout, stderr = Tail(proc.stdout), Tail(proc.stderr)
     try:
-        _wait_for(lambda: "linear_relu/hang: judging" in stderr.text() or proc.poll() is not None, 180,
+        wait_for(lambda: "linear_relu/hang: judging" in stderr.text() or proc.poll() is not None, 180,
                   "the hang to be judged")
-        worker = _wait_for(lambda: _sandboxes(parent=proc.pid) or proc.poll() is not None, 60, "its worker")
+        worker = wait_for(lambda: sandboxes(parent=proc.pid) or proc.poll() is not None, 60, "its worker")
         assert proc.poll() is None, stdout.text() + stderr.text()
         group = next(iter(worker.values())).split(".")[0]
         time.sleep(1)  # well inside `while True: pass`
@@ -255,7 +207,7 @@ def test_a_signal_kills_the_run_writes_the_report_and_prints_the_resume_command(
     stdout.join(timeout=5)
     stderr.join(timeout=5)
     output = stdout.text() + stderr.text()
-    _wait_for(lambda: not _sandboxes(group), 2, f"the run's sandboxes to die: {_sandboxes(group)}")
+    wait_for(lambda: not sandboxes(group), 2, f"the run's sandboxes to die: {sandboxes(group)}")
     assert f"interrupted by {signal.Signals(signum).name}" in output
     assert (out / "summary.json").is_file() and (out / "index.html").is_file()
     assert [r["sample"] for r in _rows(out)] == ["prose"]
@@ -276,7 +228,7 @@ def test_killing_the_judge_outright_leaves_no_sandbox_behind(tmp_path: Path, bui
             "--cache-dir", str(build_cache), "--seed", "5"]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        worker = _wait_for(lambda: _sandboxes(parent=proc.pid) or proc.poll() is not None, 180, "its worker")
+        worker = wait_for(lambda: sandboxes(parent=proc.pid) or proc.poll() is not None, 180, "its worker")
         assert proc.poll() is None
         group = next(iter(worker.values())).split(".")[0]
         time.sleep(1)
@@ -285,7 +237,7 @@ def test_killing_the_judge_outright_leaves_no_sandbox_behind(tmp_path: Path, bui
     finally:
         if proc.poll() is None:
             proc.kill()
-    _wait_for(lambda: not _sandboxes(group), 5, f"the run's sandboxes to die: {_sandboxes(group)}")
+    wait_for(lambda: not sandboxes(group), 5, f"the run's sandboxes to die: {sandboxes(group)}")
 
 
 def test_an_answer_that_breaks_the_judge_itself_is_that_answers_row(tmp_path: Path, monkeypatch) -> None:

@@ -1,0 +1,112 @@
+"""End to end on CPU: SIGINT or SIGTERM while answers build or while two judges judge leaves no traceback, no
+process of the run, a report that --resume continues, and exits 128 + the signal's number."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import FIXTURES, ROOT
+from evalkit.cli.main import main
+from process_helpers import Tail, sandboxes, wait_for
+
+PROBLEMS = FIXTURES / "judge_problems"
+NO_CODE = "I would write a fused kernel here, but I ran out of time.\n"
+
+
+def _children(pid: int) -> set[int]:
+    """The processes whose parent is ``pid`` (a judge process, a build's watcher, a worker)."""
+    return {int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit() and _parent(int(entry.name)) == pid}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        pid = _parent(pid)
+        if pid == ancestor:
+            return True
+    return False
+
+
+def _building(pid: int) -> bool:
+    """Whether a sandbox of ``pid``'s run is running in a build's folder (``evalkit-build-*``)."""
+    for sandbox in sandboxes():
+        try:
+            if _descends_from(sandbox, pid) and "evalkit-build-" in os.readlink(f"/proc/{sandbox}/cwd"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+@pytest.mark.parametrize(("moment", "signum", "code"), [("building", signal.SIGINT, 130),
+                                                        ("judging", signal.SIGTERM, 143)])
+def test_a_signal_with_two_judges_leaves_no_traceback_no_process_and_a_report_to_resume(
+        tmp_path: Path, moment: str, signum: int, code: int) -> None:
+    subs, out, cache = tmp_path / "subs", tmp_path / "report", tmp_path / "cache"
+    answers = subs / "hygiene" / "linear_relu"
+    answers.mkdir(parents=True)
+    (answers / "prose.txt").write_text(NO_CODE)  # judged (no_code) at once: the report has a row
+    if moment == "building":
+        shutil.copy(FIXTURES / "hygiene_slow_build" / "hygiene" / "linear_relu" / "slow_import.py", answers)
+    else:  # one hang for each judge
+        for name in ("hang", "hang_too"):
+            shutil.copy(FIXTURES / "hygiene_hang" / "hygiene" / "linear_relu" / "hang.py", answers / f"{name}.py")
+    args = [sys.executable, "-m", "evalkit", "score", str(subs), "--problems", str(PROBLEMS), "--out", str(out),
+            "--device", "cpu", "--judges", "2", "--baselines", "none", "--timing-trials", "3", "--timeout", "300",
+            "--cache-dir", str(cache), "--seed", "5", "--progress"]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    stdout, stderr = Tail(proc.stdout), Tail(proc.stderr)
+    try:
+        if moment == "building":
+            wait_for(lambda: _building(proc.pid) or proc.poll() is not None, 180, "the slow build")
+        else:
+            wait_for(lambda: stderr.text().count(": judging") >= 2 or proc.poll() is not None, 240,
+                     "both hangs to be judged")
+        assert proc.poll() is None, stdout.text() + stderr.text()
+        time.sleep(1)
+        children = _children(proc.pid)
+        marked = {sandbox for sandbox in sandboxes() if _descends_from(sandbox, proc.pid)}
+        proc.send_signal(signum)
+        assert proc.wait(timeout=90) == code, stdout.text() + stderr.text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stdout.join(timeout=5)
+    stderr.join(timeout=5)
+    output = stdout.text() + stderr.text()
+    assert "Traceback" not in output and "Error" not in output, output
+    assert f"interrupted by {signal.Signals(signum).name}" in output
+    wait_for(lambda: not [pid for pid in children | marked if _alive(pid)], 5,
+             f"the run's processes to end: {[pid for pid in children | marked if _alive(pid)]}")
+    assert [row["sample"] for row in map(json.loads, (out / "results.jsonl").read_text().splitlines())] == ["prose"]
+    resume = next(line for line in output.splitlines() if "to continue, run: " in line).split("to continue, run: ")[1]
+    for answer in answers.glob("*.py"):  # the printed command resumes once what hung is gone
+        answer.unlink()
+    resumed = CliRunner().invoke(main, shlex.split(resume)[1:], catch_exceptions=False)
+    assert resumed.exit_code == 0, resumed.output
+    assert "1 already in the report" in resumed.output

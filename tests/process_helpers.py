@@ -1,0 +1,56 @@
+"""Helpers for tests that start `evalkit score` as a process and watch its sandboxes from outside."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from evalkit.sandbox.launcher import MARKER_VARIABLE
+
+
+def sandboxes(group: str | None = None, parent: int | None = None) -> dict[int, str]:
+    """Live (not zombie) processes carrying a sandbox marker: pid -> marker value; only ``group``'s, or
+    only children of ``parent``, when given."""
+    found = {}
+    needle = f"{MARKER_VARIABLE}=".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError):
+            continue
+        marker = next((v[len(needle):].decode() for v in environ if v.startswith(needle)), None)
+        if marker is None or fields[0] == "Z" or (parent is not None and int(fields[1]) != parent):
+            continue
+        if group is None or marker.startswith(f"{group}."):
+            found[int(entry.name)] = marker
+    return found
+
+
+class Tail(threading.Thread):
+    """Reads a pipe to its end, keeping everything (tqdm writes progress without newlines)."""
+
+    def __init__(self, stream) -> None:
+        super().__init__(daemon=True)
+        self.stream, self.data = stream, bytearray()
+        self.start()
+
+    def run(self) -> None:
+        for chunk in iter(lambda: self.stream.read1(65536), b""):
+            self.data += chunk
+
+    def text(self) -> str:
+        return self.data.decode(errors="replace")
+
+
+def wait_for(condition, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
