@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from evalkit.judge.reference import ReferenceProblem
+from evalkit.records import BASELINE_KINDS
 from evalkit.results_file import write_file
 
 logger = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ class BaselineCache:
         if not all(kind in entry for kind in kinds):
             return None
         if self.path is not None:
-            merge_entry(self.path, key, entry)
+            record_in_report(self.path, key, entry, kinds)
         return entry
 
     def get_or_measure(self, ref: ReferenceProblem, kinds: tuple[str, ...],
@@ -115,9 +116,10 @@ class BaselineCache:
             if not missing:
                 return self.lookup(key, kinds) or known
             entry = {**known, **measure_baselines(ref, missing, judge_reference, key), "run": self.run}
-            for path in (self.shared_path, self.path):
-                if path is not None:
-                    merge_entry(path, key, entry)
+            if self.shared_path is not None:
+                merge_entry(self.shared_path, key, entry)
+            if self.path is not None:
+                record_in_report(self.path, key, entry, kinds)
             return entry
 
     @contextmanager
@@ -160,6 +162,19 @@ def read_entries(path: Path | None) -> dict[str, Any]:
     except (OSError, ValueError):
         logger.warning("%s is unreadable; baselines will be measured again", path)
         return {}
+
+
+def only_kinds(entry: dict[str, Any], kinds: tuple[str, ...]) -> dict[str, Any]:
+    """``entry`` without the baseline kinds not in ``kinds``: a report records only what its run asked for, whatever
+    an earlier run left in the machine-wide cache."""
+    return {name: value for name, value in entry.items() if name not in BASELINE_KINDS or name in kinds}
+
+
+def record_in_report(path: Path, key: str, entry: dict[str, Any], kinds: tuple[str, ...]) -> None:
+    """Record the kinds of ``entry`` a run asked for in its report's baselines file, beside those it recorded
+    before (a problem's kinds may be timed at different moments)."""
+    old = read_entries(path).get(key)
+    merge_entry(path, key, {**(old if isinstance(old, dict) else {}), **only_kinds(entry, kinds)})
 
 
 def merge_entry(path: Path, key: str, entry: dict[str, Any]) -> None:

@@ -17,8 +17,8 @@ from evalkit.report import scoring
 from evalkit.report.html.compare_page import ComparedReport, render_comparison
 from evalkit.report.html.parts import PageNames, page_names
 from evalkit.report.run_diff import diff_many
-from evalkit.report.summary import DETAIL_DIR, INDEX_FILE, known_problems, read_judge_host
-from evalkit.results_file import ENVIRONMENT_FILE, RESULTS_FILE, SUMMARY_FILE, read_rows, write_file
+from evalkit.report.summary import DETAIL_DIR, INDEX_FILE, baselines_asked, known_problems, read_judge_host
+from evalkit.results_file import ENVIRONMENT_FILE, RESULTS_FILE, RUN_SETTINGS_FILE, SUMMARY_FILE, read_rows, write_file
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def _detail_links(folder: Path, names: PageNames, page_dir: Path) -> dict[tuple[
 
 def load_report(folder: Path, label: str, page_dir: Path) -> ComparedReport:
     rows = scoring.dedupe(read_rows(folder / RESULTS_FILE))
-    scores = scoring.score_all(rows, known_problems(folder / SUMMARY_FILE))
+    scores = scoring.score_all(rows, known_problems(folder / SUMMARY_FILE), baselines_asked(folder / RUN_SETTINGS_FILE))
     logger.debug("%s: %d row(s), %d problem(s)", folder, len(rows), scores["problem_set"]["count"])
     return ComparedReport(label, folder, rows, scores, read_judge_host(folder / ENVIRONMENT_FILE),
                           _link(folder / INDEX_FILE, page_dir), _detail_links(folder, page_names(rows), page_dir))

@@ -210,6 +210,13 @@ def baselines_not_measured(rows: list[Row]) -> list[str]:
     return [b for b in BASELINES if correct and not any(measured(r, b) for r in correct)]
 
 
+def not_measured(rows: list[Row], asked: tuple[str, ...] | None) -> list[str]:
+    """The baselines a report shows as not measured: those its run did not ask for, and those no correct row was
+    timed against."""
+    missing = baselines_not_measured(rows)
+    return [b for b in BASELINES if b in missing or (asked is not None and b not in asked)]
+
+
 def _unmeasured(value: Any) -> Any:
     """``value`` with every number replaced by None (the scores of a baseline that was not measured)."""
     return {k: _unmeasured(v) for k, v in value.items()} if isinstance(value, dict) else None
@@ -238,10 +245,12 @@ def by_level(rows: list[Row], problems: list[str], levels: dict[str, int], unmea
     return out
 
 
-def score_rows(rows: list[Row], problems: list[str], levels: dict[str, int] | None = None) -> dict[str, Any]:
-    """Every score of one set of rows (a run, or all runs pooled) over the problem set ``problems``."""
+def score_rows(rows: list[Row], problems: list[str], levels: dict[str, int] | None = None,
+               asked: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Every score of one set of rows (a run, or all runs pooled) over the problem set ``problems``; ``asked``: the
+    baselines the run asked for (``run.json``), when known: any other is not measured, whatever rows hold."""
     scores = counts(rows)
-    unmeasured = baselines_not_measured(rows)
+    unmeasured = not_measured(rows, asked)
     scores["problems_attempted"] = len({str(r.get("problem", "")) for r in rows})
     scores["problems_correct"] = len({str(r.get("problem", "")) for r in rows if is_correct(r)})
     scores["baselines_not_measured"] = unmeasured
@@ -317,6 +326,11 @@ def baselines_by_problem(rows: list[Row]) -> dict[str, dict[str, Any]]:
     return {pid: record for pid, mine in by_problem.items() if (record := _fullest_baselines(mine))}
 
 
+def only_asked(record: dict[str, Any], asked: tuple[str, ...] | None) -> dict[str, Any]:
+    """A baselines record without the kinds the run did not ask for (an earlier run's, from a shared cache)."""
+    return {k: v for k, v in record.items() if asked is None or k not in BASELINES or k in asked}
+
+
 def baseline_medians(rows: list[Row]) -> dict[str, float | None]:
     record = _fullest_baselines(rows)
     return {f"{b}_ms": _median(record.get(b)) for b in BASELINES}
@@ -357,8 +371,10 @@ def judged_on(rows: list[Row]) -> dict[str, list[str]]:
             "evalkit_versions": sorted({str(r.get("evalkit_version")) for r in rows if r.get("evalkit_version")})}
 
 
-def score_all(rows: list[Row], known_problems: list[str] | None = None) -> dict[str, Any]:
-    """Everything ``summary.json`` says about the rows, except the environment and bookkeeping."""
+def score_all(rows: list[Row], known_problems: list[str] | None = None,
+              asked: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Everything ``summary.json`` says about the rows, except the environment and bookkeeping; ``asked``: the
+    baselines the run asked for, when known (``score_rows``)."""
     rows = dedupe(rows)
     problems = problem_set(rows, known_problems)
     levels = problem_levels(rows)
@@ -370,10 +386,11 @@ def score_all(rows: list[Row], known_problems: list[str] | None = None) -> dict[
                                    for lv in sorted(set(levels.values()))}},
         "thresholds": [threshold_key(p) for p in THRESHOLDS],
         "excluded_flags": sorted(EXCLUDED_FLAGS),
-        "overall": score_rows(pooled, problems, levels),
-        "runs": {run: score_rows(rows_of_run(rows, run), problems, levels) for run in run_names(rows)},
+        "baselines_asked": list(asked) if asked is not None else None,
+        "overall": score_rows(pooled, problems, levels, asked),
+        "runs": {run: score_rows(rows_of_run(rows, run), problems, levels, asked) for run in run_names(rows)},
         "per_problem": per_problem(rows, problems, levels),
-        "baselines": baselines_by_problem(rows),
+        "baselines": {problem: only_asked(record, asked) for problem, record in baselines_by_problem(rows).items()},
         "settings": settings_seen(rows),
         "judged_on": judged_on(rows),
     }

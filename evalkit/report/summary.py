@@ -21,7 +21,8 @@ from evalkit.report import scoring
 from evalkit.report.answer_text import answer_of
 from evalkit.report.html.detail_page import render_detail
 from evalkit.report.html.index_page import page_names, render_index
-from evalkit.results_file import BASELINES_FILE, ENVIRONMENT_FILE, RESULTS_FILE, SUMMARY_FILE, read_rows, write_file
+from evalkit.results_file import (BASELINES_FILE, ENVIRONMENT_FILE, RESULTS_FILE, RUN_SETTINGS_FILE, SUMMARY_FILE,
+                                  read_rows, write_file)
 
 logger = logging.getLogger(__name__)
 
@@ -34,13 +35,13 @@ Row = dict[str, Any]
 
 def build_summary(rows: list[Row], problems: list[str] | None = None, name: str = "",
                   report_host: dict[str, Any] | None = None,
-                  judge_host: dict[str, Any] | None = None) -> dict[str, Any]:
+                  judge_host: dict[str, Any] | None = None, asked: tuple[str, ...] | None = None) -> dict[str, Any]:
     """``summary.json``'s content: the scores of ``rows`` plus bookkeeping and the environment.
 
     ``report_host`` defaults to this process's ``report_host_facts()``; ``judge_host`` is what the
     scoring run recorded in ``environment.json`` (torch, CUDA, GPU, driver), or None when unknown.
     """
-    scores = scoring.score_all(rows, problems)
+    scores = scoring.score_all(rows, problems, asked)
     judged_on = scores.pop("judged_on")
     return {
         "summary_schema_version": SUMMARY_SCHEMA_VERSION,
@@ -68,9 +69,10 @@ def write_reports(report_dir: Path, problems: list[str] | None = None) -> Path:
     known = problems if problems is not None else known_problems(report_dir / SUMMARY_FILE)
     logger.debug("%s: %d row(s) read; %d known problem(s) %s", report_dir / RESULTS_FILE, len(rows),
                  len(known or []), "given" if problems is not None else "kept from the previous summary.json")
+    asked = baselines_asked(report_dir / RUN_SETTINGS_FILE)
     summary = build_summary(rows, known, report_dir.resolve().name,
-                            judge_host=read_judge_host(report_dir / ENVIRONMENT_FILE))
-    _add_measured_baselines(summary, report_dir / BASELINES_FILE)
+                            judge_host=read_judge_host(report_dir / ENVIRONMENT_FILE), asked=asked)
+    _add_measured_baselines(summary, report_dir / BASELINES_FILE, asked)
     scored = scoring.dedupe(rows)
     names = page_names(scored)
     write_file(report_dir / SUMMARY_FILE, json.dumps(summary, indent=2, allow_nan=False) + "\n")
@@ -82,7 +84,17 @@ def write_reports(report_dir: Path, problems: list[str] | None = None) -> Path:
     return index
 
 
-def _add_measured_baselines(summary: dict[str, Any], path: Path) -> None:
+def baselines_asked(path: Path) -> tuple[str, ...] | None:
+    """The baseline kinds a report's run asked for (``run.json``'s ``baselines``); None where it does not say (a
+    report folder made by hand, or rows gathered from several runs)."""
+    try:
+        asked = json.loads(path.read_text(encoding="utf-8")).get("baselines")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return tuple(str(kind) for kind in asked) if isinstance(asked, list) else None
+
+
+def _add_measured_baselines(summary: dict[str, Any], path: Path, asked: tuple[str, ...] | None) -> None:
     """Baselines the run timed for problems whose rows carry none (e.g. every submission had no code)."""
     try:
         entries = json.loads(path.read_text(encoding="utf-8"))
@@ -91,7 +103,8 @@ def _add_measured_baselines(summary: dict[str, Any], path: Path) -> None:
     for entry in entries.values() if isinstance(entries, dict) else []:
         problem = entry.get("problem") if isinstance(entry, dict) else None
         if problem and problem not in summary["baselines"]:
-            summary["baselines"][problem] = {k: v for k, v in entry.items() if k != "problem"}
+            summary["baselines"][problem] = scoring.only_asked({k: v for k, v in entry.items() if k != "problem"},
+                                                               asked)
 
 
 def read_judge_host(path: Path) -> dict[str, Any] | None:

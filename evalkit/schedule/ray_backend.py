@@ -38,7 +38,7 @@ import torch
 from evalkit.version import __version__
 from evalkit.intake.triage import Triage
 from evalkit.judge import builder
-from evalkit.judge.baselines import merge_entry, read_entries
+from evalkit.judge.baselines import merge_entry, read_entries, record_in_report
 from evalkit.judge.builder import BuildOutcome
 from evalkit.judge.environment import environment
 from evalkit.records import ResultRow, Submission
@@ -274,7 +274,7 @@ class RayStation:
         report = self.spec.baselines.report
         if report is not None and baselines.get("key"):
             with self._report_lock:
-                merge_entry(report, baselines["key"], baselines)
+                record_in_report(report, baselines["key"], baselines, self.spec.options.baselines)
 
     def abandon(self) -> None:
         """Kill the actor now, mid-answer or not, and start no other: the run is stopping."""

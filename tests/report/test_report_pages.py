@@ -96,6 +96,26 @@ def test_a_baseline_never_timed_has_no_column_and_reads_not_measured_never_zero(
     assert all("not measured" in line for line in text.splitlines()[2:6])
 
 
+def test_a_report_shows_only_the_baselines_its_run_asked_for_whatever_the_rows_hold(tmp_path: Path) -> None:
+    # Rows and baselines.json holding compile figures (an earlier run's, from the machine-wide cache), in a report
+    # whose run asked for eager only: compile is not measured there, everywhere.
+    rows = [{**r, "problem_level": LEVELS[r["problem"]]} for r in fixture_rows()]
+    (tmp_path / "run.json").write_text(json.dumps({"baselines": ["eager"]}))
+    (tmp_path / "baselines.json").write_text(json.dumps({"k": {"problem": "6_extra", "eager": {"median_ms": 1.0},
+                                                               "compile": {"median_ms": 2.0}}}))
+    write(tmp_path, rows, problems=["6_extra"])
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["baselines_asked"] == ["eager"]
+    assert summary["overall"]["baselines_not_measured"] == ["compile"]
+    assert summary["overall"]["fast_p"]["compile"]["1"] is None
+    assert not [p for p, record in summary["baselines"].items() if "compile" in record]
+    dom = Dom((tmp_path / "index.html").read_text())
+    for table in ("leaderboard", "problems", "submissions", "levels"):
+        keys = [h["key"] for h in dom.heads[table]]
+        assert not [k for k in keys if "compile" in k and k != "compiled"], (table, keys)
+    assert {row[1]["text"] for row in dom.tables["fast-p"]} == {"eager"}
+
+
 # --- detail pages ------------------------------------------------------------------------------------
 
 def no_code_row(path: str, text: str, sample: str) -> dict[str, Any]:

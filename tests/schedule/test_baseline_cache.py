@@ -79,6 +79,17 @@ def test_kinds_timed_at_different_moments_make_one_entry(tmp_path: Path, ref):
         assert {"eager", "compile"} <= set(json.loads(path.read_text())[cache_key(ref)])
 
 
+def test_a_report_records_only_the_kinds_its_run_asked_for_from_a_fuller_shared_entry(tmp_path: Path, ref):
+    shared = tmp_path / "cache" / "baselines.json"
+    BaselineCache(tmp_path / "earlier.json", shared).get_or_measure(ref, ("eager", "compile"), Timer())
+    timer = Timer()
+    entry = BaselineCache(tmp_path / "eager_only.json", shared).get_or_measure(ref, ("eager",), timer)
+    assert timer.calls == [] and "eager" in entry
+    recorded = json.loads((tmp_path / "eager_only.json").read_text())[cache_key(ref)]
+    assert "eager" in recorded and "compile" not in recorded
+    assert "compile" in json.loads(shared.read_text())[cache_key(ref)]  # the shared cache keeps what it knows
+
+
 def test_a_judge_waits_for_another_timing_the_same_baseline_and_uses_its_figures(tmp_path: Path, ref):
     shared = tmp_path / "cache" / "baselines.json"
     started, release = threading.Event(), threading.Event()

@@ -93,20 +93,22 @@ def fast_p_table(summary: dict[str, Any], shown: tuple[str, ...] = scoring.BASEL
 LEVEL_COLUMNS = (("eager", "0"), ("eager", "1"), ("eager", "2"), ("compile", "1"))
 
 
-def level_table(summary: dict[str, Any]) -> str:
-    """fast_p per KernelBench level and run (empty when no row carries ``problem_level``)."""
+def level_table(summary: dict[str, Any], shown: tuple[str, ...]) -> str:
+    """fast_p per KernelBench level and run against the ``shown`` baselines (empty when no row carries
+    ``problem_level``)."""
     if not summary["problem_set"].get("levels"):
         return ""
+    columns = [(b, p) for b, p in LEVEL_COLUMNS if b in shown]
     heads = [th("run", "run"), th("level", "level", True), th("problems", "problems", True),
              th("problems correct", "problems_correct", True)]
-    heads += [th(f"fast_{p} {b}", f"fast_{p}_{b}", True) for b, p in LEVEL_COLUMNS]
+    heads += [th(f"fast_{p} {b}", f"fast_{p}_{b}", True) for b, p in columns]
     body = []
     for name, scores in _named_scores(summary):
         for level, entry in scores.get("by_level", {}).items():
             cells = [f"<td>{esc(name)}</td>", num_td(float(level), f"level {level}"),
                      num_td(entry["problems"], str(entry["problems"])),
                      num_td(entry["problems_correct"], str(entry["problems_correct"]))]
-            cells += [rate_td(scores, b, entry["fast_p"][b][p]) for b, p in LEVEL_COLUMNS]
+            cells += [rate_td(scores, b, entry["fast_p"][b][p]) for b, p in columns]
             body.append("<tr>" + "".join(cells) + "</tr>")
     return ('<h3 id="levels-h">fast_p by KernelBench level</h3>'
             f'<table id="levels" class="sortable"><thead><tr>{"".join(heads)}</tr></thead>'
@@ -295,9 +297,11 @@ def render_index(summary: dict[str, Any], rows: list[Row], names: PageNames) -> 
     with_levels = bool(summary["problem_set"].get("levels"))
     # A baseline no correct row was timed against (left out by --baselines) has no column: it would read "not
     # measured" all the way down.
-    shown = tuple(b for b in scoring.BASELINES if b not in scoring.baselines_not_measured(rows))
+    asked = summary.get("baselines_asked")
+    shown = tuple(b for b in scoring.BASELINES
+                  if b not in scoring.not_measured(rows, tuple(asked) if asked is not None else None))
     body = (_header(summary) + skipped_note(rows) + '<h2 id="leaderboard-h">Leaderboard</h2>'
-            + leaderboard(summary, shown) + NOTES + level_table(summary)
+            + leaderboard(summary, shown) + NOTES + level_table(summary, shown)
             + "<h3>fast_p at every threshold</h3>" + fast_p_table(summary, shown)
             + "<h3>pass@k and fast_1@k (unbiased estimator)</h3>" + at_k_table(summary, shown)
             + '<h2 id="charts-h">Speedup</h2><div>' + charts(summary, rows) + "</div>"
