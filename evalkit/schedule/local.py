@@ -81,10 +81,15 @@ def _score(options: ScoreOptions, where: Machines, limits: Limits, report: Progr
     seed = run_settings.run_seed(options, device, holds_results)
     done = {resume_key_of(r) for r in read_rows(results_path)} if options.resume else set()
     todo = [s for s in found.submissions if s.key not in done]
-    preflight.check_references(problems[p] for p in sorted({s.problem for s in todo}))
+    unusable = preflight.check_references(problems[p] for p in sorted({s.problem for s in todo}))
     _start_report(options, device, seed, limits, where.environment)
     outcome = ScoreOutcome(options.out_dir, device, Counter(), 0, len(found.submissions) - len(todo),
-                           problems=sorted(problems), seed=seed)
+                           problems=sorted(problems), seed=seed, unusable=unusable)
+    for problem_id, why in unusable.items():
+        answers = sum(s.problem == problem_id for s in todo)
+        logger.warning("%s\n  its %d answer(s) are reported as skipped (problem_unavailable), not judged", why, answers)
+        outcome.notes.append(f"answers to problem '{problem_id}' were not judged: it cannot be used (see the "
+                             f"warning above); fix it, then score its answers into a new report.")
     if total_hook:
         total_hook(len(todo) + len(found.unreadable))
     try:
@@ -92,7 +97,7 @@ def _score(options: ScoreOptions, where: Machines, limits: Limits, report: Progr
     except Interrupted as stop:
         stop.outcome = outcome
         raise
-    skipped = outcome.counts.get(Verdict.SKIPPED.value)
+    skipped = outcome.counts.get(Verdict.SKIPPED.value, 0) - outcome.unavailable
     if device == "cpu" and skipped:
         outcome.notes.append(f"{skipped} submission(s) need a CUDA GPU and were skipped: this machine has none. "
                              "Run `evalkit score` on a GPU machine to judge them.")
@@ -161,6 +166,8 @@ class _Run:
                 writer.write(row.to_dict())
                 outcome.counts[row.verdict] += 1
                 outcome.judged += 1
+                if row.verdict == Verdict.SKIPPED.value and row.problem in outcome.unusable:
+                    outcome.unavailable += 1
                 self.report(f"{row.problem}/{row.sample}: {row.verdict}", outcome.counts)
 
             for placeholder, why in found.unreadable:

@@ -144,6 +144,8 @@ class ScoreOutcome:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seed: int | None = None  # the run's base seed (recorded in run.json, reused by --resume)
+    unusable: dict[str, str] = field(default_factory=dict)  # problem id -> why its answers cannot be judged
+    unavailable: int = 0  # rows skipped because their problem cannot be used (not for want of a GPU)
 
 
 def default_limits(device: str, memory_gib: float | None, group: str | None = None,

@@ -45,22 +45,26 @@ def require_submissions(found: Discovered, where: Path) -> None:
                               f"(a <problem-id> folder must be named after a problem of --problems)")
 
 
-def check_references(problems: Iterable[Problem]) -> None:
+def check_references(problems: Iterable[Problem]) -> dict[str, str]:
     """Import each problem's reference.py and check it defines Model, get_inputs and get_init_inputs.
 
-    Raises one ``ProblemError`` listing every broken problem (each with its file, line and what to fix).
+    Returns what is wrong with each unusable problem, by id (its file, line and what to fix), so that its answers
+    are reported as not judged while the others' are judged. Raises one ``ProblemError`` listing them all when
+    no problem is usable: then the run would judge nothing.
     """
-    errors = []
+    problems = list(problems)
+    errors = {}
     for problem in problems:
         if problem.broken:  # its problem.toml: answers to it cannot be judged
-            errors.append(problem.broken)
+            errors[problem.id] = problem.broken
             continue
         try:
             check_reference(problem)
         except ProblemError as err:
-            errors.append(str(err))
-    if errors:
-        raise ProblemError("\n".join(errors))
+            errors[problem.id] = str(err)
+    if errors and len(errors) == len(problems):
+        raise ProblemError("\n".join(errors.values()))
+    return errors
 
 
 def check_reference(problem: Problem) -> None:

@@ -166,11 +166,22 @@ def test_a_broken_problem_toml_leaves_out_its_folder_alone_unless_its_answers_ar
     for problem in ("linear_relu", "broken_one"):
         (answers / problem).mkdir(parents=True)
         (answers / problem / "a.txt").write_text("no code here")
+    shutil.copy(ROOT / "tests" / "fixtures" / "judge_submissions" / "fixtures" / "linear_relu" / "correct_python.md",
+                answers / "broken_one" / "b.md")
     from evalkit.cli.main import main
 
     def score(*args: object) -> Result:
-        return CliRunner().invoke(main, ["score", *map(str, args)])
+        return CliRunner().invoke(main, ["score", *map(str, args), "--baselines", "none", "--cache-dir",
+                                         tmp_path / "cache"])
     other = score(answers / "linear_relu" / "a.txt", "--problems", problems, "--device", "cpu", "--out", tmp_path / "r1")
     assert other.exit_code == 0, other.output
-    own = score(answers, "--problems", problems, "--device", "cpu", "--out", tmp_path / "r2")
+    # Answers to it among others': the others are judged, its code answer is a skipped row that says why.
+    mixed = score(answers, "--problems", problems, "--device", "cpu", "--out", tmp_path / "r2")
+    assert mixed.exit_code == 0, mixed.output
+    assert "answers to problem 'broken_one' were not judged" in mixed.output and "need a CUDA GPU" not in mixed.output
+    rows = {(r["problem"], r["sample"]): r for r in map(json.loads, (tmp_path / "r2" / "results.jsonl").read_text().splitlines())}
+    assert rows[("linear_relu", "a")]["verdict"] == "no_code"
+    assert rows[("broken_one", "b")]["verdict"] == "skipped" and "problem.toml" in rows[("broken_one", "b")]["reason"]
+    # Only its answers: nothing could be judged, so the run stops before anything, naming the file.
+    own = score(answers / "broken_one" / "b.md", "--problems", problems, "--device", "cpu", "--out", tmp_path / "r3")
     assert own.exit_code == 1 and "broken_one" in own.output and "problem.toml" in own.output

@@ -56,9 +56,13 @@ def test_closing_waits_for_a_busy_judge_thread_before_closing_its_station(tmp_pa
                     BaselineFiles(None, None), None, plan("cpu", "all", 1, [0, 1], 0))
     finished = threading.Event()
     closed_while_busy: list[bool] = []
+    abandoned_while_busy: list[bool] = []
 
     class Station:
         current_problem = None
+
+        def abandon(self) -> None:  # told at once that the run stops (a judge process would be killed here)
+            abandoned_while_busy.append(not finished.is_set())
 
         def close(self) -> None:
             closed_while_busy.append(not finished.is_set())
@@ -67,4 +71,4 @@ def test_closing_waits_for_a_busy_judge_thread_before_closing_its_station(tmp_pa
     engine.stations, engine._judge_threads = [Station()], [judge]
     judge.start()
     engine.close(abandon=True)
-    assert closed_while_busy == [False]
+    assert abandoned_while_busy == [True] and closed_while_busy == [False]

@@ -44,6 +44,9 @@ def test_a_sound_problem_passes_and_every_broken_one_is_listed() -> None:
         preflight.check_references(broken)
     assert "no_model/reference.py: defines no Model" in str(raised.value)
     assert "no_get_inputs/reference.py: defines no get_inputs" in str(raised.value)
+    sound = load_problem(FIXTURES / "judge_problems" / "linear_relu")
+    unusable = preflight.check_references([sound, *broken])  # the sound one's answers are judged, the others' not
+    assert sorted(unusable) == ["no_get_inputs", "no_model"]
 
 
 def test_out_must_not_be_a_file(tmp_path: Path) -> None:
