@@ -54,8 +54,6 @@ def problems(ctx: click.Context, problems_dir: Path | None, as_json: bool) -> No
         found = discover_problems(_problems_dir(ctx, None), lenient=True)
     except ProblemError as err:
         raise click.ClickException(str(err)) from err
-    for problem in (p for p in found.values() if p.broken):
-        click.echo(f"warning: left out: {problem.broken}", err=True)
     infos = [describe_problem(problem) for problem in found.values() if not problem.broken]
     if as_json:
         click.echo(json.dumps(infos, indent=2))
