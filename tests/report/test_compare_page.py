@@ -106,3 +106,16 @@ def test_the_page_in_chromium_filters_by_change_and_links_resolve(three: tuple[P
     for href in local:
         assert not urlsplit(href).scheme and (out.parent / unquote(href)).resolve().is_file(), href
     assert screenshot(out, tmp_path, "report-compare.png", size="1400,1600").stat().st_size > 20_000
+
+
+def test_reports_of_curated_solutions_only_have_no_overall_to_compare(tmp_path: Path) -> None:
+    curated = [{**r, "run": "curated"} for r in rows()]
+    first, second = report(tmp_path / "a", curated), report(tmp_path / "b", curated[:-1])
+    out = tmp_path / "compare.html"
+    assert compare(str(first), str(second), "--out", str(out), "-q").exit_code == 0
+    assert {c[0]["text"] for c in Dom(out.read_text()).tables["scores"]} == {"curated", "\u2033"}
+    mixed = report(tmp_path / "c", rows())  # overall pools model-a and model-b here: compared against nothing
+    assert compare(str(mixed), str(first), "--out", str(out), "-q").exit_code == 0
+    scores = Dom(out.read_text()).tables["scores"]
+    at = [c[0]["text"] for c in scores].index("overall")
+    assert [[c["text"] for c in row[:3]] for row in scores[at:]] == [["overall", "c", "13"], ["\u2033", "a", "no rows"]]

@@ -215,12 +215,19 @@ def test_a_report_says_what_was_skipped_and_why(tmp_path: Path) -> None:
 
 
 def test_a_report_without_curated_solutions_has_no_curated_column_nor_an_empty_overall(tmp_path: Path) -> None:
-    rows = [r for r in fixture_rows() if r["run"] != "curated"]
-    html = (write(tmp_path / "r", rows).parent / "index.html").read_text()
-    assert "curated (vs eager / compile)" not in html
-    only_curated = [{**r, "run": "curated"} for r in fixture_rows()]
+    rows = [{**r, "problem_level": LEVELS[r["problem"]]} for r in fixture_rows() if r["run"] != "curated"]
+    dom = Dom((write(tmp_path / "r", rows).parent / "index.html").read_text())
+    assert "curated" not in [h["key"] for h in dom.heads["problems"]]
+    for table in ("fast-p", "at-k", "levels"):  # overall pools model-a and model-b here: it is shown
+        assert "overall" in {row[0]["text"] for row in dom.tables[table]}, table
+    only_curated = [{**r, "run": "curated"} for r in rows]
     html = (write(tmp_path / "c", only_curated).parent / "index.html").read_text()
     assert "<tfoot></tfoot>" in html, "no 'overall' line over zero pooled submissions"
+    dom = Dom(html)
+    for table in ("fast-p", "at-k", "levels"):  # overall pools nothing: it would read 0.0% everywhere
+        assert {row[0]["text"] for row in dom.tables[table]} == {"curated"}, table
+    text = format_leaderboard(json.loads((tmp_path / "c" / "summary.json").read_text()))
+    assert "overall" not in text and "curated" in text
 
 
 def test_a_speedup_below_the_timings_resolution_is_marked(tmp_path: Path) -> None:

@@ -78,11 +78,16 @@ def reports_table(reports: list[ComparedReport]) -> str:
 
 def _runs(reports: list[ComparedReport]) -> list[str]:
     names = {run for r in reports for run in r.scores["runs"]}
-    return sorted(names - {CURATED_RUN}) + ([CURATED_RUN] if CURATED_RUN in names else []) + ["overall"]
+    pooled = any(r.scores["overall"]["submissions"] for r in reports)  # no overall where only curated was scored
+    curated = [CURATED_RUN] if CURATED_RUN in names else []
+    return sorted(names - {CURATED_RUN}) + curated + (["overall"] if pooled else [])
 
 
 def _scores_of(report: ComparedReport, run: str) -> dict[str, Any] | None:
-    return report.scores["overall"] if run == "overall" else report.scores["runs"].get(run)
+    """The run's scores in ``report``; None where it has no rows (an overall that pools nothing included)."""
+    if run == "overall":
+        return report.scores["overall"] if report.scores["overall"]["submissions"] else None
+    return report.scores["runs"].get(run)
 
 
 def _delta_td(now: float | None, first: float | None) -> str:

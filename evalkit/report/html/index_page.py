@@ -32,8 +32,14 @@ LEADER_COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+def _overall(summary: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """overall's scores, or none where it pools nothing (only curated solutions were scored): every rate of it
+    would read 0% over zero submissions."""
+    return [("overall", summary["overall"])] if summary["overall"]["submissions"] else []
+
+
 def _named_scores(summary: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    return [*summary["runs"].items(), ("overall", summary["overall"])]
+    return [*summary["runs"].items(), *_overall(summary)]
 
 
 def _geo_td(scores: dict[str, Any], baseline: str) -> str:
@@ -72,8 +78,7 @@ def leaderboard(summary: dict[str, Any], shown: tuple[str, ...] = scoring.BASELI
     heads += [th(f"geomean vs {b}", f"geomean_{b}", True, "geometric mean over correct, unflagged rows")
               for b in shown]
     rows = "".join(_leader_row(run, scores, shown) for run, scores in summary["runs"].items())
-    pooled = summary["overall"]["submissions"]  # 0 when only curated solutions were scored: no overall to show
-    foot = _leader_row("overall", summary["overall"], shown) if pooled else ""
+    foot = "".join(_leader_row(name, scores, shown) for name, scores in _overall(summary))
     return (f'<table id="leaderboard" class="sortable"><thead><tr>{"".join(heads)}</tr></thead>'
             f"<tbody>{rows}</tbody><tfoot>{foot}</tfoot></table>")
 
