@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from html_dom import Dom, dump, needs_chromium, screenshot, with_script
 
+from evalkit.intake.extract import extract
 from evalkit.report.summary import write_reports
 from evalkit.report.text import format_leaderboard
 
@@ -236,3 +237,17 @@ def test_a_speedup_below_the_timings_resolution_is_marked(tmp_path: Path) -> Non
     fast["timing"] = {**(fast.get("timing") or {}), "below_resolution": True}
     html = (write(tmp_path / "r", rows).parent / "index.html").read_text()
     assert "below the timing&#x27;s resolution" in html or "below the timing's resolution" in html
+
+
+def test_an_answer_cut_off_inside_the_reasoning_never_reads_not_truncated(tmp_path: Path) -> None:
+    text = "<think>\nLet me write a kernel.\n```python\nimport torch\n```\nNow the class ModelNew would"
+    ext = extract(text).to_dict()
+    legacy = {**ext, "truncated": False}  # as rows judged before the extraction set it for such answers
+    rows = [{**no_code_row("nowhere", text, sample), "reason": ext["reason"], "extraction": e}
+            for sample, e in (("now", ext), ("legacy", legacy))]
+    write(tmp_path / "r", rows)
+    for sample in ("now", "legacy"):
+        markup = page(tmp_path / "r", f"model-a__2_relu__{sample}").read_text()
+        assert "answer cut off inside the reasoning" in markup
+        assert "<th>truncated</th><td>True</td>" in markup and "<th>truncated</th><td>False</td>" not in markup
+        assert not re.search(r"not truncated|truncated: ?(False|no)\b", markup, re.I)

@@ -104,8 +104,14 @@ def extraction_section(row: Row) -> str:
              f'<tbody>{"".join(rows)}</tbody></table>') if rows else '<p class="muted">no fenced blocks</p>'
     summary = kv_table([("ok", ext.get("ok")), ("reason", ext.get("reason")), ("chosen block", block or None),
                         ("whole text taken as code", ext.get("whole_text")), ("line offset", ext.get("line_offset")),
-                        ("truncated", ext.get("truncated")), ("warnings", ext.get("warnings"))])
+                        ("truncated", _truncated(ext)), ("warnings", ext.get("warnings"))])
     return summary + table
+
+
+def _truncated(ext: dict[str, Any]) -> bool:
+    """Whether the answer was cut off: rows judged before ``extract`` set ``truncated`` for an answer cut off
+    without a code block hold False beside a reason saying "cut off"."""
+    return ext.get("truncated") is True or "cut off" in str(ext.get("reason") or "")
 
 
 def build_section(row: Row) -> str:
