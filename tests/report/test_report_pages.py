@@ -239,6 +239,22 @@ def test_a_speedup_below_the_timings_resolution_is_marked(tmp_path: Path) -> Non
     assert "below the timing&#x27;s resolution" in html or "below the timing's resolution" in html
 
 
+def test_columns_with_nothing_in_them_are_hidden(tmp_path: Path, eager_only: Path) -> None:
+    # Nothing correct, nothing timed (a CPU run of GPU answers, say): no column of blanks.
+    rows = [{**r, "baselines": None} for r in fixture_rows() if r["verdict"] != "correct"]
+    dom = Dom((write(tmp_path / "r", rows).parent / "index.html").read_text())
+    assert not [h["key"] for h in dom.heads["problems"] if h["key"].endswith("_ms")]
+    assert not [h["key"] for h in dom.heads["submissions"] if h["key"].startswith(("speedup", "median"))]
+    assert {len(cells) for cells in dom.tables["submissions"]} == {len(dom.heads["submissions"])}
+    # One baseline shown: its runs' headers and cells say nothing of the other.
+    dom = Dom((eager_only / "index.html").read_text())
+    runs = [h["text"] for h in dom.heads["problems"] if h["key"].startswith("run:") or h["key"] == "curated"]
+    assert runs == ["model-a (vs eager)", "model-b (vs eager)", "curated (vs eager)"]
+    column = [h["key"] for h in dom.heads["problems"]].index("run:model-a")
+    [matmul] = [cells for cells in dom.tables["problems"] if cells[0]["text"] == "1_matmul"]
+    assert matmul[column]["text"].endswith("correct 1.50\u00d7 2/3 correct"), matmul[column]["text"]
+
+
 def test_an_answer_cut_off_inside_the_reasoning_never_reads_not_truncated(tmp_path: Path) -> None:
     text = "<think>\nLet me write a kernel.\n```python\nimport torch\n```\nNow the class ModelNew would"
     ext = extract(text).to_dict()

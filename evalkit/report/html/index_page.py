@@ -19,8 +19,7 @@ from evalkit.report.html import svg
 from evalkit.report.html.assets import SCRIPT
 from evalkit.report.html.parts import (NOT_MEASURED, NOT_MEASURED_TITLE, PageNames, Row, badge, document, esc,
                                        filter_box, flag_badge, flags_html, fmt_interval, fmt_ms, fmt_rate,
-                                       fmt_speedup,
-                                       not_measured_td, num_td, page_names, rate_td, th)
+                                       fmt_speedup, not_measured_td, num_td, page_names, rate_td, table, th)
 
 __all__ = ["page_names", "render_index"]
 
@@ -136,7 +135,7 @@ def at_k_table(summary: dict[str, Any], shown: tuple[str, ...] = scoring.BASELIN
 
 
 def _speed_cell(entry: dict[str, Any] | None, run: str, problem: str, names: PageNames,
-                measured: dict[str, bool]) -> str:
+                measured: dict[str, bool], shown: tuple[str, ...]) -> str:
     if entry is None:
         return '<td class="muted" data-v="">no submission</td>'
     correct = entry["verdict"] == "correct"
@@ -145,8 +144,8 @@ def _speed_cell(entry: dict[str, Any] | None, run: str, problem: str, names: Pag
     label = badge(entry["verdict"])
     link = f'<a href="submissions/{esc(page)}">{label}</a>' if page else label
     pair = " / ".join(fmt_speedup(entry[f"speedup_vs_{b}"]) or (NOT_MEASURED if not measured[b] else "\u2013")
-                      for b in scoring.BASELINES)
-    speeds = f" {esc(pair)}" if correct else ""
+                      for b in shown)
+    speeds = f" {esc(pair)}" if correct and pair else ""
     extra = f' <span class="muted small">{entry["correct"]}/{entry["samples"]} correct</span>' if entry["samples"] > 1 else ""
     v = "" if value is None else repr(value)
     return f'<td data-v="{esc(v)}">{link}{speeds}{flags_html(entry["flags"])}{extra}</td>'
@@ -167,9 +166,10 @@ def problem_table(summary: dict[str, Any], names: PageNames, shown: tuple[str, .
     with_levels = bool(summary["problem_set"].get("levels"))
     heads = [th("problem", "problem")] + ([th("level", "level", True)] if with_levels else [])
     heads += [th(f"{b} ms", f"{b}_ms", True) for b in shown]
-    heads += [th(f"{run} (vs eager / compile)", f"run:{run}", True) for run in runs]
+    versus = f" (vs {' / '.join(shown)})" if shown else ""
+    heads += [th(f"{run}{versus}", f"run:{run}", True) for run in runs]
     with_curated = CURATED_RUN in summary["runs"]  # a report that never scored curated solutions has no such column
-    heads += [th("curated (vs eager / compile)", "curated", True)] if with_curated else []
+    heads += [th(f"curated{versus}", "curated", True)] if with_curated else []
     body = []
     for entry in summary["per_problem"]:
         pid, base, level = entry["problem"], entry["baselines"], entry.get("level")
@@ -177,12 +177,11 @@ def problem_table(summary: dict[str, Any], names: PageNames, shown: tuple[str, .
         measured = {b: not isinstance(record, dict) or b in record for b in scoring.BASELINES}
         cells = [f"<td>{esc(pid)}</td>"] + ([num_td(level, "" if level is None else str(level))] if with_levels else [])
         cells += [_baseline_td(record, b, base[f"{b}_ms"]) for b in shown]
-        cells += [_speed_cell(entry["runs"].get(run), run, pid, names, measured) for run in runs]
+        cells += [_speed_cell(entry["runs"].get(run), run, pid, names, measured, shown) for run in runs]
         if with_curated:
-            cells.append(_speed_cell(entry["curated"], CURATED_RUN, pid, names, measured))
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return (f'<table id="problems" class="sortable"><thead><tr>{"".join(heads)}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table>')
+            cells.append(_speed_cell(entry["curated"], CURATED_RUN, pid, names, measured, shown))
+        body.append(("", cells))
+    return table("problems", heads, body)
 
 
 def _row_speed_td(row: Row, baseline: str) -> str:
@@ -209,12 +208,10 @@ def submissions_filter(rows: list[Row], with_levels: bool) -> str:
 def submissions_table(rows: list[Row], names: PageNames, with_levels: bool = False,
                       shown: tuple[str, ...] = scoring.BASELINES) -> str:
     titles = {"eager": "speedup vs eager PyTorch", "compile": "speedup vs torch.compile"}
-    timed = any(isinstance(r.get("timing"), dict) and isinstance(r["timing"].get("median_ms"), (int, float))
-                for r in rows)  # nothing timed (a CPU run of GPU problems, all failed): no column of blanks
     heads = [th("run", "run"), th("problem", "problem")] + ([th("level", "level", True)] if with_levels else [])
     heads += [th("sample", "sample"), th("verdict", "verdict", True)]
     heads += [th(f"vs {b}", f"speedup_vs_{b}", True, titles[b]) for b in shown]
-    heads += ([th("median ms", "median_ms", True)] if timed else []) + [th("flags"), th("reason"), th("details")]
+    heads += [th("median ms", "median_ms", True), th("flags"), th("reason"), th("details")]
     body = []
     for row in rows:
         key = scoring.sample_key(row)
@@ -222,15 +219,14 @@ def submissions_table(rows: list[Row], names: PageNames, with_levels: bool = Fal
         median = timing.get("median_ms") if isinstance(timing.get("median_ms"), (int, float)) else None
         rank = scoring.PIPELINE_RANK.get(str(row.get("verdict")), -1)
         level = row.get("problem_level") if isinstance(row.get("problem_level"), int) else None
-        level_td = num_td(level, "" if level is None else str(level)) if with_levels else ""
-        body.append(f'<tr data-verdict="{esc(row.get("verdict"))}" data-level="{esc(level)}">'
-                    f"<td>{esc(key[0])}</td><td>{esc(key[1])}</td>{level_td}<td>{esc(key[2])}</td>"
-                    f'<td data-v="{rank}">{badge(row.get("verdict"))}</td>'
-                    + "".join(_row_speed_td(row, b) for b in shown) + (num_td(median, fmt_ms(median)) if timed else "")
-                    + f'<td>{flags_html(row.get("flags") or [])}</td><td class="reason">{esc(row.get("reason"))}</td>'
-                    f'<td><a class="detail" href="submissions/{esc(names[key])}">details</a></td></tr>')
-    return (f'<table id="submissions" class="sortable"><thead><tr>{"".join(heads)}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table>')
+        level_td = num_td(level, "" if level is None else str(level))
+        cells = [f"<td>{esc(key[0])}</td>", f"<td>{esc(key[1])}</td>", *([level_td] if with_levels else []),
+                 f"<td>{esc(key[2])}</td>", f'<td data-v="{rank}">{badge(row.get("verdict"))}</td>',
+                 *(_row_speed_td(row, b) for b in shown), num_td(median, fmt_ms(median)),
+                 f'<td>{flags_html(row.get("flags") or [])}</td>', f'<td class="reason">{esc(row.get("reason"))}</td>',
+                 f'<td><a class="detail" href="submissions/{esc(names[key])}">details</a></td>']
+        body.append((f' data-verdict="{esc(row.get("verdict"))}" data-level="{esc(level)}"', cells))
+    return table("submissions", heads, body)
 
 
 def charts(summary: dict[str, Any], rows: list[Row]) -> str:

@@ -20,6 +20,7 @@ PageNames = dict[tuple[str, str, str], str]
 FLAG_MEANINGS: dict[str, str] = {flag.value: info.meaning for flag, info in FLAG_INFO.items()}
 NOT_MEASURED = "not measured"
 NOT_MEASURED_TITLE = "this baseline was not timed for these rows (--baselines left it out), so no speedup against it exists"
+_EMPTY_TD = re.compile(r"<td[^>]*></td>")
 
 
 def esc(value: Any) -> str:
@@ -103,6 +104,16 @@ def th(label: str, key: str = "", numeric: bool = False, title: str = "") -> str
     attrs = (f' data-key="{esc(key)}"' if key else "") + (' data-type="num"' if numeric else "")
     attrs += f' title="{esc(title)}"' if title else ""
     return f"<th{attrs}>{esc(label)}</th>"
+
+
+def table(css_id: str, heads: list[str], rows: list[tuple[str, list[str]]], css_class: str = "sortable") -> str:
+    """A table of ``heads`` and ``rows`` ((``<tr>`` attributes, cells) each) without the columns where every body
+    cell is empty: a column of blanks says nothing (a baseline timed for no row, nothing timed at all)."""
+    keep = [i for i in range(len(heads)) if not rows or any(not _EMPTY_TD.fullmatch(cells[i]) for _, cells in rows)]
+    head = "".join(heads[i] for i in keep)
+    body = "".join(f"<tr{attrs}>" + "".join(cells[i] for i in keep) + "</tr>" for attrs, cells in rows)
+    return (f'<table id="{esc(css_id)}" class="{esc(css_class)}"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table>")
 
 
 def filter_box(table_id: str, selects: list[tuple[str, str, list[tuple[str, str]]]], placeholder: str) -> str:
