@@ -301,6 +301,7 @@ def best_entry(rows: list[Row]) -> dict[str, Any] | None:
             "speedup_vs_eager": speedup_of(best, "eager"), "speedup_vs_compile": speedup_of(best, "compile"),
             "speedup_vs_eager_ci": best.get("speedup_vs_eager_ci"), "speedup_vs_compile_ci": best.get("speedup_vs_compile_ci"),
             "flags": list(best.get("flags") or []), "samples": len(rows), "correct": sum(map(is_correct, rows)),
+            "below_resolution": isinstance(best.get("timing"), dict) and best["timing"].get("below_resolution") is True,
             "sha256": best.get("sha256")}
 
 

@@ -231,12 +231,24 @@ def test_a_report_without_curated_solutions_has_no_curated_column_nor_an_empty_o
     assert "overall" not in text and "curated" in text
 
 
-def test_a_speedup_below_the_timings_resolution_is_marked(tmp_path: Path) -> None:
+def test_a_speedup_below_the_timings_resolution_is_marked_wherever_it_is_shown(tmp_path: Path) -> None:
     rows = fixture_rows()
-    fast = next(r for r in rows if r["verdict"] == "correct" and r.get("speedup_vs_eager"))
-    fast["timing"] = {**(fast.get("timing") or {}), "below_resolution": True}
-    html = (write(tmp_path / "r", rows).parent / "index.html").read_text()
-    assert "below the timing&#x27;s resolution" in html or "below the timing's resolution" in html
+    fast = next(r for r in rows if (r["run"], r["problem"], r["sample"]) == ("model-b", "1_matmul", "0"))
+    fast["timing"] = {**fast["timing"], "below_resolution": True}
+    dom = Dom((write(tmp_path / "r", rows).parent / "index.html").read_text())
+    column = [h["key"] for h in dom.heads["problems"]].index("run:model-b")
+    [matmul] = [cells for cells in dom.tables["problems"] if cells[0]["text"] == "1_matmul"]
+    assert "\u226550.00\u00d7 / \u226533.33\u00d7 below the timing's resolution" in matmul[column]["text"]
+    other = matmul[[h["key"] for h in dom.heads["problems"]].index("run:model-a")]["text"]
+    assert "1.50\u00d7 / 1.00\u00d7" in other and "\u2265" not in other and "resolution" not in other
+    [row] = [cells for cells in dom.tables["submissions"] if (cells[0]["text"], cells[1]["text"]) == ("model-b", "1_matmul")]
+    assert row[4]["text"] == "\u226550.00\u00d7 below the timing's resolution"
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert [e["runs"]["model-b"]["below_resolution"] for e in summary["per_problem"] if e["runs"]["model-b"]] == [
+        True, False, False, False, False]
+    markup = page(tmp_path / "r", "model-b__1_matmul__0").read_text()
+    assert "<th>speedup vs eager</th><td>\u226550.00\u00d7 (below the timing&#x27;s resolution" in markup
+    assert "<th>speedup vs eager</th><td>1.50\u00d7" in page(tmp_path / "r", "model-a__1_matmul__0").read_text()
 
 
 def test_columns_with_nothing_in_them_are_hidden(tmp_path: Path, eager_only: Path) -> None:

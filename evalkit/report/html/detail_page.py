@@ -15,8 +15,8 @@ from typing import Any
 from evalkit.report import scoring
 from evalkit.report.answer_text import Answer
 from evalkit.report.html import svg
-from evalkit.report.html.parts import (NOT_MEASURED, badge, document, esc, flags_html, fmt_interval, fmt_ms,
-                                       fmt_speedup)
+from evalkit.report.html.parts import (BELOW_RESOLUTION, NOT_MEASURED, badge, below_resolution, document, esc,
+                                       flags_html, fmt_bound, fmt_interval, fmt_ms, fmt_speedup)
 
 Row = dict[str, Any]
 OPTIONAL_CANDIDATE_FIELDS = ("closed", "in_final_answer", "defines_model_new")
@@ -208,8 +208,11 @@ def timing_section(row: Row) -> str:
 def _speedup_text(row: Row, baseline: str) -> str:
     if baseline in scoring.baselines_not_measured([row]):
         return f"{NOT_MEASURED} (no {baseline} baseline was timed)"
+    speed = scoring.speedup_of(row, baseline)
+    if speed is not None and below_resolution(row):  # timed as the judge's jitter: the speedup is a lower bound
+        return f"{fmt_bound(speed, True)} ({BELOW_RESOLUTION}: the call took at most the time it was timed at)"
     interval = fmt_interval(row.get(f"speedup_vs_{baseline}_ci"))
-    return fmt_speedup(scoring.speedup_of(row, baseline)) + (f", 95% interval {interval}" if interval else "")
+    return fmt_speedup(speed) + (f", 95% interval {interval}" if interval else "")
 
 
 SECTIONS = (("error", "Error"), ("answer", "The answer"), ("code", "Extracted code"),

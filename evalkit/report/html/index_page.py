@@ -17,9 +17,10 @@ from evalkit.records import CURATED_RUN, EXCLUDED_FLAGS, VERDICT_ORDER
 from evalkit.report import scoring
 from evalkit.report.html import svg
 from evalkit.report.html.assets import SCRIPT
-from evalkit.report.html.parts import (NOT_MEASURED, NOT_MEASURED_TITLE, PageNames, Row, badge, document, esc,
-                                       filter_box, flag_badge, flags_html, fmt_interval, fmt_ms, fmt_rate,
-                                       fmt_speedup, not_measured_td, num_td, page_names, rate_td, table, th)
+from evalkit.report.html.parts import (BELOW_RESOLUTION, NOT_MEASURED, NOT_MEASURED_TITLE, PageNames, Row, badge,
+                                       below_resolution, document, esc, filter_box, flag_badge, flags_html, fmt_bound,
+                                       fmt_interval, fmt_ms, fmt_rate, fmt_speedup, not_measured_td, num_td,
+                                       page_names, rate_td, table, th)
 
 __all__ = ["page_names", "render_index"]
 
@@ -143,9 +144,11 @@ def _speed_cell(entry: dict[str, Any] | None, run: str, problem: str, names: Pag
     page = names.get((run, problem, entry["sample"]))
     label = badge(entry["verdict"])
     link = f'<a href="submissions/{esc(page)}">{label}</a>' if page else label
-    pair = " / ".join(fmt_speedup(entry[f"speedup_vs_{b}"]) or (NOT_MEASURED if not measured[b] else "\u2013")
+    below = correct and entry.get("below_resolution") is True
+    pair = " / ".join(fmt_bound(entry[f"speedup_vs_{b}"], below) or (NOT_MEASURED if not measured[b] else "\u2013")
                       for b in shown)
-    speeds = f" {esc(pair)}" if correct and pair else ""
+    speeds = (f" {esc(pair)}" if correct and pair else "") + (
+        f' <span class="muted small">{esc(BELOW_RESOLUTION)}</span>' if below and pair else "")
     extra = f' <span class="muted small">{entry["correct"]}/{entry["samples"]} correct</span>' if entry["samples"] > 1 else ""
     v = "" if value is None else repr(value)
     return f'<td data-v="{esc(v)}">{link}{speeds}{flags_html(entry["flags"])}{extra}</td>'
@@ -188,9 +191,8 @@ def _row_speed_td(row: Row, baseline: str) -> str:
     speed = scoring.speedup_of(row, baseline)
     if speed is None and baseline in scoring.baselines_not_measured([row]):
         return not_measured_td()
-    timing = row.get("timing") if isinstance(row.get("timing"), dict) else {}
-    if speed is not None and timing.get("below_resolution"):  # the call is faster than the judge can tell apart
-        return num_td(speed, f"\u2265{fmt_speedup(speed)}", "below the timing's resolution")
+    if speed is not None and below_resolution(row):  # the call is faster than the judge can tell apart
+        return num_td(speed, fmt_bound(speed, True), BELOW_RESOLUTION)
     return num_td(speed, fmt_speedup(speed), fmt_interval(row.get(f"speedup_vs_{baseline}_ci")))
 
 

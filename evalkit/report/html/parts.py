@@ -20,6 +20,7 @@ PageNames = dict[tuple[str, str, str], str]
 FLAG_MEANINGS: dict[str, str] = {flag.value: info.meaning for flag, info in FLAG_INFO.items()}
 NOT_MEASURED = "not measured"
 NOT_MEASURED_TITLE = "this baseline was not timed for these rows (--baselines left it out), so no speedup against it exists"
+BELOW_RESOLUTION = "below the timing's resolution"
 _EMPTY_TD = re.compile(r"<td[^>]*></td>")
 
 
@@ -65,6 +66,18 @@ def flags_html(flags: Iterable[Any]) -> str:
 
 def fmt_speedup(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}\u00d7"
+
+
+def below_resolution(row: Row) -> bool:
+    """The row's call was faster than the judge can tell apart: its time is the jitter, its speedup a lower bound."""
+    timing = row.get("timing")
+    return isinstance(timing, dict) and timing.get("below_resolution") is True
+
+
+def fmt_bound(value: float | None, below: bool) -> str:
+    """A speedup, ``≥2.00×`` when it is only a lower bound (timed below the resolution)."""
+    text = fmt_speedup(value)
+    return f"\u2265{text}" if text and below else text
 
 
 def fmt_interval(interval: Any) -> str:
