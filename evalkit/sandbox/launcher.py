@@ -29,8 +29,8 @@ from typing import Any, Callable
 from evalkit.sandbox.cgroup import SandboxCgroup
 from evalkit.sandbox.identity import hand_over, scrubbed_env
 from evalkit.sandbox.processes import MARKER_VARIABLE, ProcessTable, compiling, process_state, resident_bytes
-from evalkit.sandbox.protocol import (ARMED_FILE, MAX_REPLY_BYTES, Claim, Op, ProtocolViolation, decode_reply,
-                                      simple_request)
+from evalkit.sandbox.protocol import (ARMED_FILE, MAX_REPLY_BYTES, Claim, Op, ProtocolViolation, Request,
+                                      SetupRequest, decode_reply, simple_request)
 from evalkit.sandbox.remains import files_under, folder_usage, remove_added, remove_shared_memory
 from evalkit.sandbox.shared_buffers import send_fds
 from evalkit.sandbox.uid_pool import UidLease
@@ -170,26 +170,25 @@ class UntrustedProcess:
         found = set(self._processes.members(self._proc.pid, self.marker, fresh=fresh))
         return found | (self.cgroup.pids() if self.cgroup else set())
 
-    def send(self, message: dict[str, Any]) -> None:
-        if message.get("op") == Op.SETUP:
+    def send(self, message: SetupRequest | Request) -> None:
+        if isinstance(message, SetupRequest):
             message = self._hand_over(message)
         try:
             self._conn.send(message)
         except (BrokenPipeError, ConnectionResetError, OSError) as err:
             raise self._gone(f"could not send to the worker ({err})") from err
 
-    def _hand_over(self, message: dict[str, Any]) -> dict[str, Any]:
+    def _hand_over(self, message: SetupRequest) -> SetupRequest:
         """The setup request completed with what is the launcher's to decide: the worker's folders become the
         sandbox user's (only now: until its answer comes, a worker started ahead owns nothing another sandbox
         could reach), its extension folder, and the identity it runs as."""
         folders = [self.workdir] + ([self.extensions_dir] if self.extensions_dir else [])
         self._compiled_at = time.monotonic() - self._paused_s()
-        if message.get("mode") == "judge" and self.extensions_dir:  # what it adds to its build's folder goes with it
+        if message.mode == "judge" and self.extensions_dir:  # what it adds to its build's folder goes with it
             self._built = files_under(self.extensions_dir)
         for folder in folders:  # under a folder closed to its uid, the worker opens the way (``untrusted.mounts``)
             hand_over(folder, self.run_as)
-        extensions = {"extensions_dir": str(self.extensions_dir)} if self.extensions_dir else {}
-        return {**message, **extensions, "limits": {**message["limits"], "run_as": self.run_as}}
+        return message.completed(str(self.extensions_dir) if self.extensions_dir else "", self.run_as)
 
     def armed(self, wait_s: float) -> bool:
         """Whether the worker has armed its parent-death signal (waiting up to ``wait_s`` for it): only then may it

@@ -1,7 +1,8 @@
 """Both sides of the trust boundary: every message between the judge and a worker, declared once.
 
-Judge -> worker: dicts made by the ``*_request`` functions below, pickled (the judge is trusted; tensors
-travel as CUDA IPC handles or shared memory). Worker -> judge: one JSON object per message, at most
+Judge -> worker: ``SetupRequest`` then ``Request``s, pickled (the judge is trusted; tensors travel as CUDA IPC
+handles or shared memory), each carrying ``REQUEST_VERSION``; the worker reads them only through
+``read_request``, which refuses any other type or version before any submission code has run. Worker -> judge: one JSON object per message, at most
 ``MAX_REPLY_BYTES``, each one of the ``*Claim`` classes below. The judge reads a reply only through
 ``decode_reply``, which checks every field's type, range and size before anything else sees it, and
 returns a claim: what the worker *says*. A worker runs the submission's code in its own interpreter, so
@@ -55,30 +56,96 @@ class ProtocolViolation(Exception):
 
 # ---- judge -> worker -------------------------------------------------------------------------------
 
+REQUEST_VERSION = 1  # bump when a request's fields change: a worker refuses any other version
+MODES = ("build", "judge")
+NONCE_OPS = (Op.CALL, Op.PING)
+PLAIN_OPS = (Op.LOAD, Op.PROFILE, Op.EXIT)
+
+
+class RequestRefused(Exception):
+    """Worker side: a request of another type or version than this worker's (two versions of evalkit)."""
+
+
+@dataclass(frozen=True)
+class SetupRequest:
+    """The first request. ``init_inputs`` and ``state_dict`` travel pickled by value, never as shared memory;
+    ``inputs``/``outputs`` are the judge's buffers (``shared_buffers``), ``batch`` sets of each one after the
+    other, whose ``fd_count`` file descriptors follow the request on the socket. Each ``call`` runs forward once
+    on each of its first ``calls`` sets, in order, and copies each result into its set's output buffers.
+    ``extensions_dir`` and ``limits["run_as"]`` are the launcher's to fill (``completed``)."""
+
+    op: ClassVar[str] = Op.SETUP
+    mode: str
+    code_path: str
+    device: str
+    limits: dict[str, Any]
+    init_inputs: bytes
+    init_seed: int
+    n_inputs: int
+    state_dict: bytes
+    inputs: list[Any]
+    outputs: list[Any]
+    fd_count: int
+    batch: int
+    judge_pid: int
+    extensions_dir: str = ""
+    version: int = REQUEST_VERSION
+
+    def completed(self, extensions_dir: str, run_as: Any) -> "SetupRequest":
+        return dataclasses.replace(self, extensions_dir=extensions_dir, limits={**self.limits, "run_as": run_as})
+
+
+@dataclass(frozen=True)
+class Request:
+    """Every request after the setup: ``load``, ``profile`` and ``exit`` carry nothing; ``call`` and ``ping`` a
+    fresh secret ``nonce`` the reply must echo, so a reply sent before its request cannot match it; a ``call``
+    also says on how many sets (the first ``calls``) forward runs. Nothing else: a call never says whether it is
+    a warm-up, a check or timed."""
+
+    op: str
+    nonce: int | None = None
+    calls: int | None = None
+    version: int = REQUEST_VERSION
+
+
 def setup_request(mode: str, code_path: str, device: str, limits: dict[str, Any], *, init_inputs: Any = None,
                   init_seed: int = 0, n_inputs: int = 0, state_dict: Any = None, inputs: list[Any] | None = None,
-                  outputs: list[Any] | None = None, fd_count: int = 0, batch: int = 1) -> dict[str, Any]:
-    """The first request. ``init_inputs`` and ``state_dict`` travel by value (plain pickle), never as shared
-    memory; ``inputs``/``outputs`` are the judge's buffers (``shared_buffers``), ``batch`` sets of each one
-    after the other, whose ``fd_count`` file descriptors follow the request on the socket. Each ``call``
-    runs forward once on each of its first ``calls`` sets, in order, and copies each result into its set's
-    output buffers."""
-    return {"op": Op.SETUP, "mode": mode, "code_path": code_path, "device": device, "limits": limits,
-            "init_inputs": pickle.dumps(init_inputs), "init_seed": init_seed, "n_inputs": n_inputs,
-            "state_dict": pickle.dumps(state_dict), "inputs": inputs or [], "outputs": outputs or [],
-            "fd_count": fd_count, "batch": batch, "judge_pid": os.getpid()}
+                  outputs: list[Any] | None = None, fd_count: int = 0, batch: int = 1) -> SetupRequest:
+    return SetupRequest(mode=mode, code_path=code_path, device=device, limits=limits,
+                        init_inputs=pickle.dumps(init_inputs), init_seed=init_seed, n_inputs=n_inputs,
+                        state_dict=pickle.dumps(state_dict), inputs=inputs or [], outputs=outputs or [],
+                        fd_count=fd_count, batch=batch, judge_pid=os.getpid())
 
 
-def simple_request(op: str) -> dict[str, Any]:
-    """``load``, ``profile`` or ``exit``: requests with no fields."""
-    return {"op": op}
+def simple_request(op: str) -> Request:
+    """``load``, ``profile`` or ``exit``."""
+    return Request(op)
 
 
-def nonce_request(op: str, nonce: int, calls: int | None = None) -> dict[str, Any]:
-    """``call`` or ``ping``: the op and a fresh secret nonce the reply must echo, so a reply sent before its
-    request cannot match it; a ``call`` also says on how many sets (the first ``calls``) forward runs. Nothing
-    else: a call never says whether it is a warm-up, a check or timed."""
-    return {"op": op, "nonce": nonce} if calls is None else {"op": op, "nonce": nonce, "calls": calls}
+def nonce_request(op: str, nonce: int, calls: int | None = None) -> Request:
+    """``call`` or ``ping`` (``Request``)."""
+    return Request(op, nonce=nonce, calls=calls)
+
+
+def read_request(message: object, setup: bool = False) -> SetupRequest | Request:
+    """Worker side: ``message`` if it is a request this worker speaks (the setup when ``setup``, else a later
+    one), with every field of the right kind; else ``RequestRefused`` saying what it got."""
+    wanted = SetupRequest if setup else Request
+    version = getattr(message, "version", None)
+    if not isinstance(message, wanted):
+        raise RequestRefused(f"expected a {wanted.__name__}, got {type(message).__name__}")
+    if version != REQUEST_VERSION:
+        raise RequestRefused(f"request version {version!r}, this worker speaks {REQUEST_VERSION}: the judge and "
+                             f"its worker come from two versions of evalkit")
+    if isinstance(message, SetupRequest):
+        if message.mode not in MODES or message.batch < 1 or message.fd_count < 0:
+            raise RequestRefused(f"setup with mode {message.mode!r}, batch {message.batch}, fds {message.fd_count}")
+    elif message.op in NONCE_OPS:
+        if not isinstance(message.nonce, int) or not (message.calls is None or message.calls >= 1):
+            raise RequestRefused(f"{message.op} with nonce {message.nonce!r} and calls {message.calls!r}")
+    elif message.op not in PLAIN_OPS:
+        raise RequestRefused(f"unknown request {message.op!r}")
+    return message
 
 
 # ---- worker -> judge: the claims -------------------------------------------------------------------

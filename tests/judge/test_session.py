@@ -3,6 +3,7 @@ two messages becomes that submission's verdict, and nothing escapes as an except
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -25,7 +26,7 @@ from evalkit.sandbox.launcher import Limits, WorkerGone
 from evalkit.sandbox.protocol import Op, ProtocolViolation, decode_reply
 from evalkit.sources.problems import load_problem
 
-Script = Callable[["FakeWorker", dict[str, Any]], Any]
+Script = Callable[["FakeWorker", protocol.Request], Any]
 
 
 class FakeWorker:
@@ -33,32 +34,32 @@ class FakeWorker:
 
     def __init__(self, ref: ReferenceProblem, script: Script | None = None) -> None:
         self.ref, self.script = ref, script or honest
-        self.requests: list[dict[str, Any]] = []
+        self.requests: list[protocol.Request] = []
         self.waits_s: list[tuple[str, float]] = []  # each request's op and the limit the judge gave its reply
         self.inputs: list[Any] = []
         self.outputs: list[torch.Tensor] = []
         self.closed = False
         self._pending: Any = None
-        self._last_call: dict[str, Any] | None = None
+        self._last_call: protocol.Request | None = None
         self._mappings: list[Any] = []
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: protocol.Request) -> None:
         self.requests.append(message)
         self._pending = message
 
     def send_fds(self, fds: list[int]) -> None:  # what the worker does with the judge's buffers
         setup = self._pending
         fds = [os.dup(fd) for fd in fds]
-        batch = setup["batch"]
-        inputs = shared_buffers.map_entries(setup["inputs"], fds, self._mappings)
-        outputs = shared_buffers.map_entries(setup["outputs"], fds, self._mappings)
+        batch = setup.batch
+        inputs = shared_buffers.map_entries(setup.inputs, fds, self._mappings)
+        outputs = shared_buffers.map_entries(setup.outputs, fds, self._mappings)
         self.inputs = [inputs[k * len(inputs) // batch:(k + 1) * len(inputs) // batch] for k in range(batch)]
         self.outputs = [outputs[k * len(outputs) // batch:(k + 1) * len(outputs) // batch] for k in range(batch)]
 
     def receive(self, timeout_s: float, stage: str, spin: bool = False) -> protocol.Claim:
         request, self._pending = self._pending, None
-        self.waits_s.append((request["op"], timeout_s))
-        self._last_call = request if request["op"] == Op.CALL else None
+        self.waits_s.append((request.op, timeout_s))
+        self._last_call = request if request.op == Op.CALL else None
         return self.script(self, request)
 
     def close(self) -> tuple[str, str]:
@@ -78,27 +79,27 @@ class FakeWorker:
         pass
 
     def forward_into_outputs(self) -> None:
-        calls = (self._last_call or {}).get("calls", len(self.inputs))
+        calls = (self._last_call.calls if self._last_call else None) or len(self.inputs)
         with torch.no_grad():
             for inputs, outputs in list(zip(self.inputs, self.outputs))[:calls]:
                 outputs[0].copy_(self.ref.model(*inputs))
 
 
-def honest(worker: FakeWorker, request: dict[str, Any]) -> protocol.Claim:
-    op = request["op"]
+def honest(worker: FakeWorker, request: protocol.Request) -> protocol.Claim:
+    op = request.op
     if op == Op.LOAD:
         return protocol.ReadyClaim(weights="state_dict", landlock=7)
     if op == Op.PING:
-        return protocol.PongClaim(nonce=request["nonce"])
+        return protocol.PongClaim(nonce=request.nonce)
     if op == Op.CALL:
         worker.forward_into_outputs()
         return called(worker, request)
     raise AssertionError(f"unexpected request {op}")
 
 
-def called(worker: FakeWorker, request: dict[str, Any], ms: float | None = 0.05) -> protocol.CalledClaim:
+def called(worker: FakeWorker, request: protocol.Request, ms: float | None = 0.05) -> protocol.CalledClaim:
     shape = list(worker.outputs[0][0].shape)
-    return protocol.CalledClaim(nonce=request["nonce"], delivered=True, types=["torch.Tensor"], shapes=[shape],
+    return protocol.CalledClaim(nonce=request.nonce, delivered=True, types=["torch.Tensor"], shapes=[shape],
                                 dtypes=["torch.float32"], ms=ms)
 
 
@@ -106,8 +107,8 @@ def on_call(number: int, misbehave: Callable[[FakeWorker], Any]) -> Script:
     """Honest, except that forward call ``number`` (1-based) does ``misbehave`` instead."""
     calls = {"n": 0}
 
-    def script(worker: FakeWorker, request: dict[str, Any]) -> Any:
-        if request["op"] == Op.CALL:
+    def script(worker: FakeWorker, request: protocol.Request) -> Any:
+        if request.op == Op.CALL:
             calls["n"] += 1
             if calls["n"] == number:
                 worker.request = request
@@ -141,13 +142,13 @@ def test_an_honest_worker_is_correct_and_timed(judge):
     verdict, judgement, worker = _verdict(judge, None)
     assert verdict is Verdict.CORRECT, judgement.reason
     assert judgement.timing["count"] == 3
-    ops = [r["op"] for r in worker.requests]
+    ops = [r.op for r in worker.requests]
     pings = ops.index(Op.LOAD) - 1
     assert ops[:pings + 3] == [Op.SETUP] + [Op.PING] * pings + [Op.LOAD, Op.CALL]  # calibrated before loading
     assert pings >= 10
-    batch = worker.requests[0]["batch"]
+    batch = worker.requests[0].batch
     assert batch == 32  # a tiny problem: the most calls per request, so the judge's overhead weighs little
-    assert worker.requests[0]["fd_count"] == 2 * batch  # an anonymous buffer per input and output, per call
+    assert worker.requests[0].fd_count == 2 * batch  # an anonymous buffer per input and output, per call
     assert judgement.timing["calls_per_request"] == batch
     assert judgement.timing["clock"] == "judge" and judgement.timing["overhead_ms"] > 0
     # where the judge's time went, stage by stage (a CPU judge observes no kernels: no profile_s)
@@ -157,26 +158,26 @@ def test_an_honest_worker_is_correct_and_timed(judge):
 def test_slow_pings_end_the_calibration_by_its_time_budget(judge):
     # 20 ms pings: the warm-up stops after 250 ms (13 pings), the measured pings after 500 ms (30, their least),
     # not after 30 + 100 pings.
-    def slow_pings(worker: FakeWorker, request: dict[str, Any]) -> Any:
-        if request["op"] == Op.PING:
+    def slow_pings(worker: FakeWorker, request: protocol.Request) -> Any:
+        if request.op == Op.PING:
             time.sleep(0.02)
         return honest(worker, request)
     _, judgement, worker = _verdict(judge, slow_pings)
-    pings = sum(r["op"] == Op.PING for r in worker.requests)
+    pings = sum(r.op == Op.PING for r in worker.requests)
     assert 5 + 30 <= pings <= 14 + 30, pings
     assert judgement.timing["overhead_ms"] * judgement.timing["calls_per_request"] >= 20
 
 
 def test_every_call_looks_the_same_and_carries_a_fresh_nonce(judge):
     _, _, worker = _verdict(judge, None)
-    calls = [r for r in worker.requests if r["op"] == Op.CALL]
-    batch = worker.requests[0]["batch"]
+    calls = [r for r in worker.requests if r.op == Op.CALL]
+    batch = worker.requests[0].batch
     # the first call alone, then correctness trials, warm-up, timed (a second round when the first was noisy):
     # after the first, indistinguishable
     assert len(calls) in (1 + 2 + 1 + 3, 1 + 2 + 2 * (1 + 3))
-    assert calls[0]["calls"] == 1
-    assert all(r.keys() == {"op", "nonce", "calls"} and r["calls"] == batch for r in calls[1:])
-    assert len({r["nonce"] for r in calls}) == len(calls)
+    assert calls[0].calls == 1
+    assert {dataclasses.replace(r, nonce=0) for r in calls[1:]} == {protocol.Request(Op.CALL, nonce=0, calls=batch)}
+    assert len({r.nonce for r in calls}) == len(calls)
 
 
 def test_a_hang_costs_the_first_calls_limit_not_a_whole_batchs(judge):
@@ -193,15 +194,15 @@ def test_a_reply_with_another_calls_nonce_is_a_protocol_violation(judge):
     # A worker that answers ahead: its reply cannot echo a nonce it has not been sent yet.
     def ahead(worker: FakeWorker) -> protocol.CalledClaim:
         worker.forward_into_outputs()
-        return protocol.CalledClaim(**{**vars(called(worker, worker.request)), "nonce": worker.request["nonce"] + 1})
+        return protocol.CalledClaim(**{**vars(called(worker, worker.request)), "nonce": worker.request.nonce + 1})
     verdict, judgement, _ = _verdict(judge, on_call(4, ahead))
     assert verdict is Verdict.RUNTIME_ERROR
     assert "nonce" in judgement.reason
 
 
 def test_the_workers_own_time_is_a_claim_and_never_the_time(judge):
-    def slow_but_claims_a_microsecond(worker: FakeWorker, request: dict[str, Any]) -> Any:
-        if request["op"] != Op.CALL:
+    def slow_but_claims_a_microsecond(worker: FakeWorker, request: protocol.Request) -> Any:
+        if request.op != Op.CALL:
             return honest(worker, request)
         time.sleep(0.02 * len(worker.inputs))  # 20 ms for each call of the request
         worker.forward_into_outputs()
@@ -252,9 +253,9 @@ def test_a_large_output_half_unwritten_at_the_stop_is_caught_at_the_secret_posit
 def test_timed_calls_wrong_everywhere_are_caught_by_the_sampled_checks(judge, monkeypatch):
     monkeypatch.setattr(tensor_check, "SAMPLED_ELEMENTS", 4)
 
-    def honest_then_wrong(worker: FakeWorker, request: dict[str, Any]) -> Any:
+    def honest_then_wrong(worker: FakeWorker, request: protocol.Request) -> Any:
         claim = honest(worker, request)
-        if request["op"] == Op.CALL and sum(r["op"] == Op.CALL for r in worker.requests) > 4:  # timed calls
+        if request.op == Op.CALL and sum(r.op == Op.CALL for r in worker.requests) > 4:  # timed calls
             for outputs in worker.outputs:
                 outputs[0].fill_(5.0)
         return claim
@@ -264,7 +265,7 @@ def test_timed_calls_wrong_everywhere_are_caught_by_the_sampled_checks(judge, mo
 
 
 def test_a_reply_of_the_wrong_op_is_a_protocol_violation(judge):
-    verdict, judgement, _ = _verdict(judge, on_call(1, lambda w: protocol.PongClaim(nonce=w.request["nonce"])))
+    verdict, judgement, _ = _verdict(judge, on_call(1, lambda w: protocol.PongClaim(nonce=w.request.nonce)))
     assert verdict is Verdict.RUNTIME_ERROR
     assert judgement.finding is Finding.PROTOCOL_VIOLATION
     assert "expected 'called', got 'pong'" in judgement.reason
@@ -372,8 +373,8 @@ def test_the_overhead_probe_and_every_timed_request_run_while_builds_are_frozen(
         finally:
             state["quiet"] = False
 
-    def recording(worker: FakeWorker, request: dict[str, Any]) -> Any:
-        seen.append((request["op"], state["quiet"]))
+    def recording(worker: FakeWorker, request: protocol.Request) -> Any:
+        seen.append((request.op, state["quiet"]))
         return honest(worker, request)
 
     quiet_judge = Judge(judge.ref, judge.settings, Limits(), quiet=quiet)
@@ -387,7 +388,6 @@ def test_the_overhead_probe_and_every_timed_request_run_while_builds_are_frozen(
 
 
 def _settings(judge: Judge, **changes: Any) -> JudgeSettings:
-    import dataclasses
 
     return dataclasses.replace(judge.settings, **changes)
 
@@ -397,8 +397,8 @@ def test_a_slow_answer_stops_by_the_budget_after_few_requests(judge):
     # precision: the budget ends the timing after MIN_REQUESTS requests, each of them checked.
     from evalkit.judge.repetitions import MIN_REQUESTS
 
-    def slow(worker: FakeWorker, request: dict[str, Any]) -> Any:
-        if request["op"] == Op.CALL:
+    def slow(worker: FakeWorker, request: protocol.Request) -> Any:
+        if request.op == Op.CALL:
             time.sleep(0.2)
         return honest(worker, request)
 
@@ -409,7 +409,7 @@ def test_a_slow_answer_stops_by_the_budget_after_few_requests(judge):
     timing = judgement.timing
     assert (timing["stopped_by"], timing["requests"], timing["count"]) == ("budget", MIN_REQUESTS, MIN_REQUESTS)
     assert len(timing["verified_calls"]) == MIN_REQUESTS  # the budget affords 2 requests: all 3 are checked
-    calls = sum(r["op"] == Op.CALL for r in worker.requests)
+    calls = sum(r.op == Op.CALL for r in worker.requests)
     assert calls == 1 + settings.correctness_trials + timing["attempts"] * (settings.warmup_trials + MIN_REQUESTS)
 
 
@@ -423,8 +423,8 @@ def test_the_checked_requests_come_from_the_judges_secret_alone(judge, monkeypat
 
     settings = _settings(judge, timing_trials=40, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-3)
 
-    def uneven(worker: FakeWorker, request: dict[str, Any]) -> Any:  # every other request 4 ms longer
-        if request["op"] == Op.CALL and len(worker.requests) % 2:
+    def uneven(worker: FakeWorker, request: protocol.Request) -> Any:  # every other request 4 ms longer
+        if request.op == Op.CALL and len(worker.requests) % 2:
             time.sleep(0.004)
         return honest(worker, request)
 
@@ -432,8 +432,8 @@ def test_the_checked_requests_come_from_the_judges_secret_alone(judge, monkeypat
         worker = FakeWorker(judge.ref, uneven)
         judgement = Judge(judge.ref, settings, Limits()).judge_with(worker, Path("submission.py"))
         assert judgement.timing["stopped_by"] == "max_trials" and judgement.timing["requests"] == 40
-        calls = [r for r in worker.requests if r["op"] == Op.CALL]
-        assert all(r.keys() == {"op", "nonce", "calls"} and r["calls"] == calls[-1]["calls"] for r in calls[1:])
+        calls = [r for r in worker.requests if r.op == Op.CALL]
+        assert len({dataclasses.replace(r, nonce=0) for r in calls[1:]}) == 1
         return tuple(judgement.timing["verified_calls"])
 
     first, second = checked(), checked()
@@ -462,9 +462,9 @@ def test_one_judges_answers_share_secret_correctness_inputs_and_their_reference_
                         lambda self, inputs: computed.append(1) or real_expected(self, inputs))
     first_inputs: dict[int, torch.Tensor] = {}
 
-    def recording(worker: FakeWorker, request: dict[str, Any]) -> Any:
-        if request["op"] == Op.CALL and id(worker) not in first_inputs:
-            first_inputs[id(worker)] = torch.stack([inputs[0].clone() for inputs in worker.inputs[:request["calls"]]])
+    def recording(worker: FakeWorker, request: protocol.Request) -> Any:
+        if request.op == Op.CALL and id(worker) not in first_inputs:
+            first_inputs[id(worker)] = torch.stack([inputs[0].clone() for inputs in worker.inputs[:request.calls]])
         return honest(worker, request)
 
     workers = [FakeWorker(ref, recording), FakeWorker(ref, recording)]
@@ -502,8 +502,8 @@ def test_the_buffers_lent_to_a_worker_are_freed_only_once_it_has_ended(judge, ca
 
 def _profiling(judge: Judge, on_profile: Callable[[FakeWorker], Any], timed: FakeWorker) -> FakeWorker:
     """A worker to profile in: honest, and ``on_profile`` answers its profile request (once ``timed`` is closed)."""
-    def script(worker: FakeWorker, request: dict[str, Any]) -> Any:
-        if request["op"] == Op.PROFILE:
+    def script(worker: FakeWorker, request: protocol.Request) -> Any:
+        if request.op == Op.PROFILE:
             assert timed.closed, "profiled while the timed worker was still open"
             return on_profile(worker)
         return honest(worker, request)
@@ -519,10 +519,10 @@ def test_a_passing_answer_is_profiled_in_a_worker_of_its_own_once_its_timed_work
     profiling = _profiling(judge, lambda worker: library_only, timed)
     judgement = judge.judge(timed, code, profiler=lambda: (profiling, code))
     assert VERDICT_OF[judgement.finding] is Verdict.CORRECT and judgement.timing, judgement.reason
-    assert Op.PROFILE not in [r["op"] for r in timed.requests], "the timed worker never starts the profiler"
-    ops = [r["op"] for r in profiling.requests]
+    assert Op.PROFILE not in [r.op for r in timed.requests], "the timed worker never starts the profiler"
+    ops = [r.op for r in profiling.requests]
     assert ops == [Op.SETUP, Op.LOAD, Op.CALL, Op.PROFILE], "loaded, called once, then profiled for one call"
-    assert profiling.requests[0]["code_path"] == str(code) and profiling.requests[2]["calls"] == 1
+    assert profiling.requests[0].code_path == str(code) and profiling.requests[2].calls == 1
     assert {"fallback", "no_custom_kernel"} <= set(judgement.flags)  # what it claims only adds flags
     assert judgement.correctness["kernels"] == library_only.kernels
     assert {"timing_s", "profile_s"} <= set(judgement.stage_seconds) and profiling.closed

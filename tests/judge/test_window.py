@@ -42,11 +42,11 @@ def scripted(clock: FakeClock, name: str, ms: float, log: list[str], slower_afte
     made = {"n": 0, "loaded": False}
 
     def script(worker: FakeWorker, request: dict[str, Any]) -> Any:
-        made["loaded"] = made["loaded"] or request["op"] == Op.LOAD
-        if request["op"] == Op.PING and made["loaded"]:
+        made["loaded"] = made["loaded"] or request.op == Op.LOAD
+        if request.op == Op.PING and made["loaded"]:
             clock.now_s += loaded_ping_ms / 1e3
             log.append(f"{name} ping")
-        if request["op"] == Op.CALL:
+        if request.op == Op.CALL:
             made["n"] += 1
             if fail_after is not None and made["n"] > fail_after:
                 raise WorkerGone("crash", "the worker died")
@@ -57,7 +57,7 @@ def scripted(clock: FakeClock, name: str, ms: float, log: list[str], slower_afte
             log.append(name)
             worker.forward_into_outputs()
             work_ms = max(request_ms - loaded_ping_ms - beyond_pings_ms, 0.0)
-            return called(worker, request, ms=claim_share * work_ms / (request.get("calls") or len(worker.inputs)))
+            return called(worker, request, ms=claim_share * work_ms / (request.calls or len(worker.inputs)))
         return honest(worker, request)
     return script
 

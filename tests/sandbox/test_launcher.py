@@ -31,6 +31,7 @@ def test_what_a_judged_worker_adds_to_its_builds_folder_goes_with_it(tmp_path):
     import uuid
 
     from evalkit.sandbox.launcher import Limits, UntrustedProcess
+    from evalkit.sandbox.protocol import setup_request
 
     extensions = tmp_path / "extensions"
     (extensions / "answer_ext").mkdir(parents=True)
@@ -39,7 +40,7 @@ def test_what_a_judged_worker_adds_to_its_builds_folder_goes_with_it(tmp_path):
     workdir.mkdir()
     worker = UntrustedProcess(workdir, Limits(group=f"test-{uuid.uuid4().hex[:8]}"),
                               {"TORCH_EXTENSIONS_DIR": str(extensions)})
-    worker._hand_over({"op": "setup", "mode": "judge", "limits": {}})
+    worker._hand_over(setup_request("judge", "answer.py", "cpu", {}))
     (extensions / "answer_ext" / "hoard.bin").write_bytes(b"x" * 4096)  # what the judged worker wrote
     (extensions / "planted" / "deep").mkdir(parents=True)
     worker.close()

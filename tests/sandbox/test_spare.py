@@ -17,6 +17,7 @@ from pathlib import Path
 
 from evalkit.sandbox.launcher import Limits
 from evalkit.sandbox.processes import sandbox_members
+from evalkit.sandbox.protocol import setup_request
 from evalkit.sandbox.spare import SpareWorker, discard
 
 
@@ -85,8 +86,8 @@ def test_a_spares_folder_stays_the_judges_until_its_answer_comes():
         spare = spares._spares[0]
         mode = spare.workdir.stat()
         assert mode.st_uid == os.getuid() and not mode.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-        setup = spare._hand_over({"op": "setup", "limits": {}})
-        assert setup["limits"]["run_as"] == spare.run_as and (spare.run_as is None) == (pool is None)
+        setup = spare._hand_over(setup_request("judge", "answer.py", "cpu", {}))
+        assert setup.limits["run_as"] == spare.run_as and (spare.run_as is None) == (pool is None)
         if pool is not None:
             assert spare.workdir.stat().st_uid == spare.run_as[0]  # its answer has come: now it is the sandbox's
     finally:

@@ -222,13 +222,14 @@ def receive_setup(conn: Connection, mappings: list[Any]) -> dict[str, Any]:
 
     from evalkit.sandbox.shared_buffers import map_entries, receive_fds
 
-    setup = conn.recv()
-    fds = receive_fds(conn.fileno(), setup["fd_count"]) if setup.get("fd_count") else []
-    setup["init_inputs"] = pickle.loads(setup["init_inputs"])
-    setup["state_dict"] = pickle.loads(setup["state_dict"])
-    batch = max(int(setup.get("batch", 1)), 1)
-    setup["inputs"] = _sets(map_entries(setup["inputs"], fds, mappings), batch)
-    setup["outputs"] = _sets(map_entries(setup["outputs"], fds, mappings), batch)
+    request = protocol.read_request(conn.recv(), setup=True)
+    fds = receive_fds(conn.fileno(), request.fd_count) if request.fd_count else []
+    setup = {"mode": request.mode, "code_path": request.code_path, "device": request.device,
+             "limits": request.limits, "judge_pid": request.judge_pid, "extensions_dir": request.extensions_dir,
+             "init_seed": request.init_seed, "n_inputs": request.n_inputs,
+             "init_inputs": pickle.loads(request.init_inputs), "state_dict": pickle.loads(request.state_dict),
+             "inputs": _sets(map_entries(request.inputs, fds, mappings), request.batch),
+             "outputs": _sets(map_entries(request.outputs, fds, mappings), request.batch)}
     for fd in fds:
         os.close(fd)
     return setup
@@ -267,6 +268,8 @@ def serve(conn: Connection) -> None:
             return
         stage = "forward"
         _serve_requests(conn, harness)
+    except protocol.RequestRefused:
+        raise  # the judge's request, not the submission: never reported as the submission's failure
     except BaseException as exc:  # noqa: BLE001 - report everything, including SystemExit
         harness.reply(error_claim(exc, stage, harness.code_path))
 
@@ -274,25 +277,25 @@ def serve(conn: Connection) -> None:
 def _serve_until_load(conn: Connection, harness: Harness) -> bool:
     """Answer the judge's calibration pings while no submission code has run; True once asked to load."""
     while True:
-        request = conn.recv()
-        if request["op"] == Op.LOAD:
+        request = protocol.read_request(conn.recv())
+        if request.op == Op.LOAD:
             return True
-        if request["op"] == Op.PING:
-            harness.reply(harness.null_call(request["nonce"]))
-        elif request["op"] == Op.EXIT:
+        if request.op == Op.PING:
+            harness.reply(harness.null_call(request.nonce))
+        elif request.op == Op.EXIT:
             return False
 
 
 def _serve_requests(conn: Connection, harness: Harness) -> None:
     while True:
-        request = conn.recv()
-        op = request["op"]
+        request = protocol.read_request(conn.recv())
+        op = request.op
         if op == Op.EXIT:
             return
         if op == Op.CALL:
-            harness.reply(harness.call(request["nonce"], int(request.get("calls") or len(harness.inputs))))
+            harness.reply(harness.call(request.nonce, request.calls or len(harness.inputs)))
         elif op == Op.PING:  # only a baseline's worker is pinged once loaded: the judge's own part, in a window
-            harness.reply(harness.null_call(request["nonce"]))
+            harness.reply(harness.null_call(request.nonce))
         elif op == Op.PROFILE:
             harness.reply(harness.profile())
 
@@ -334,6 +337,9 @@ def _start_profiler(work: Any) -> None:
             torch.cuda.synchronize()
 
 
+REFUSED_EXIT = 70  # EX_SOFTWARE: a request this worker does not speak (two versions of evalkit)
+
+
 def main() -> None:
     """``worker FD JUDGE_PID``: serve the judge on the socket ``FD``."""
     import warnings
@@ -350,6 +356,10 @@ def main() -> None:
         serve(conn)
     except (EOFError, BrokenPipeError, ConnectionResetError):
         pass  # the judge went away or closed the connection: nothing left to do
+    except protocol.RequestRefused as refused:
+        sys.stderr.write(f"evalkit worker: refused the judge's request: {refused}\n")
+        sys.stderr.flush()
+        os._exit(REFUSED_EXIT)
     finally:
         sys.stdout.flush()
         os._exit(0)  # skip interpreter teardown, which submission code may have sabotaged

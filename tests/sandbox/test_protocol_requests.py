@@ -1,0 +1,60 @@
+"""The judge's requests to a worker: declared types with a version the worker checks before any submission code
+runs; a request of another type or version is refused, and the worker says so and exits (never a verdict)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import subprocess
+import sys
+from multiprocessing.connection import Connection
+
+import pytest
+
+from conftest import ROOT
+from evalkit.sandbox import protocol
+from evalkit.sandbox.protocol import Op, Request, RequestRefused, read_request, setup_request
+from evalkit.sandbox.untrusted.worker import REFUSED_EXIT
+
+
+def test_every_request_the_judge_makes_is_one_the_worker_reads() -> None:
+    setup = setup_request("judge", "answer.py", "cpu", {"memory_bytes": 1}, init_inputs=[3], batch=2)
+    assert read_request(setup, setup=True) is setup
+    completed = setup.completed("/ext", (61000, 61000))
+    assert completed.limits == {"memory_bytes": 1, "run_as": (61000, 61000)} and completed.extensions_dir == "/ext"
+    assert setup.limits == {"memory_bytes": 1}, "completing a setup leaves the judge's own copy alone"
+    for request in (protocol.simple_request(Op.LOAD), protocol.simple_request(Op.PROFILE),
+                    protocol.simple_request(Op.EXIT), protocol.nonce_request(Op.PING, 7),
+                    protocol.nonce_request(Op.CALL, 8, calls=3)):
+        assert read_request(request) is request
+
+
+@pytest.mark.parametrize(("message", "setup", "why"), [
+    ({"op": "setup", "mode": "judge"}, True, "expected a SetupRequest, got dict"),
+    (Request(Op.LOAD), True, "expected a SetupRequest, got Request"),
+    (setup_request("judge", "a.py", "cpu", {}), False, "expected a Request, got SetupRequest"),
+    (Request(Op.LOAD, version=protocol.REQUEST_VERSION + 1), False, "two versions of evalkit"),
+    (dataclasses.replace(setup_request("judge", "a.py", "cpu", {}), version=0), True, "two versions of evalkit"),
+    (dataclasses.replace(setup_request("judge", "a.py", "cpu", {}), mode="profile"), True, "mode 'profile'"),
+    (Request(Op.CALL), False, "call with nonce None"),
+    (Request(Op.CALL, nonce=1, calls=0), False, "calls 0"),
+    (Request("format_disk"), False, "unknown request 'format_disk'"),
+])
+def test_a_request_of_another_type_or_version_is_refused(message: object, setup: bool, why: str) -> None:
+    with pytest.raises(RequestRefused, match=why.replace("(", r"\(")):
+        read_request(message, setup=setup)
+
+
+def test_a_worker_given_another_version_says_so_and_exits_before_anything_runs(tmp_path) -> None:
+    judge_end, worker_end = socket.socketpair()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    worker = subprocess.Popen([sys.executable, "-m", "evalkit.sandbox.untrusted.worker", str(worker_end.fileno()),
+                               str(os.getpid())], pass_fds=(worker_end.fileno(),), cwd=tmp_path, env=env,
+                              stderr=subprocess.PIPE, text=True)
+    worker_end.close()
+    conn = Connection(judge_end.detach())
+    conn.send(dataclasses.replace(setup_request("build", str(tmp_path / "answer.py"), "cpu", {}), version=99))
+    _, stderr = worker.communicate(timeout=120)
+    assert worker.returncode == REFUSED_EXIT
+    assert "request version 99, this worker speaks" in stderr
