@@ -210,6 +210,7 @@ class ResultRow:
     problem_level: int | None = None  # the problem's level (problem.toml ``level``, else its KernelBench level)
     kernelbench: dict[str, int] | None = None  # the problem's KernelBench origin: {"level": L, "number": N}
     judge: str | None = None  # the judge that decided it ("cuda:0", "cpu:1"); None: decided before any judge
+    feedback: str | None = None  # a short text for the model's next turn (``evalkit.judge.feedback``)
 
     def to_dict(self) -> dict[str, Any]:
         return to_jsonable(self)

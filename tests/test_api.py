@@ -35,6 +35,7 @@ def test_judge_returns_the_row_results_jsonl_would_hold(evaluator):
     assert row["judge"] == "cpu:0" and row["timing"]["median_ms"] > 0
     assert ResultRow.from_dict(row).to_dict() == row  # the same schema as a results.jsonl row
     assert "eager" in row["baselines"]
+    assert row["feedback"].startswith("Correct.") and "x vs PyTorch eager (95% interval" in row["feedback"]
 
 
 def test_an_answer_judged_three_times_lands_inside_its_other_judgings_intervals(evaluator):
@@ -53,6 +54,7 @@ def test_judge_many_yields_rows_as_they_are_decided_and_a_crash_is_a_row(evaluat
     assert rows[0]["verdict"] == "no_code", "an answer triage decides waits for nothing"
     assert sorted(row["verdict"] for row in rows) == ["crash", "no_code", "runtime_error"]
     assert len({row["sample"] for row in rows}) == 3  # each named apart, to match rows to answers
+    assert all(row["feedback"] for row in rows), "every row carries feedback for the model's next turn"
 
 
 def test_a_callers_mistake_raises_before_anything_is_built(evaluator):

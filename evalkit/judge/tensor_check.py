@@ -36,6 +36,8 @@ class Comparison:
     rel_l2_err: float = 0.0
     first_bad_index: list[int] | None = None
     unexpected_nonfinite: int = 0
+    mean_abs_err: float | None = None  # over at most ``HINT_ELEMENTS`` elements, when outside the tolerance
+    pattern: str = ""  # what the error looks like when it is clear (``error_pattern``), for the model's feedback
 
 
 def _shape_problem(actual: torch.Tensor, expected: torch.Tensor, expected_dtype: torch.dtype) -> str:
@@ -76,7 +78,47 @@ def compare_outputs(
     _accumulate(base, actual.reshape(-1), expected.reshape(-1), atol, rtol)
     if base.first_bad_index:
         base.first_bad_index = _unravel(base.first_bad_index[0], list(expected.shape))
+    if base.bad_count:
+        base.mean_abs_err, base.pattern = error_pattern(actual, expected)
     return _concluded(base, atol, rtol)
+
+
+HINT_ELEMENTS = 1 << 20  # what the hint reads of a wrong output: a pattern shows in any part of it
+HINT_TOLERANCE = 1e-3  # a difference (or ratio) this uniform, relative to its size, is "a constant"
+
+
+def error_pattern(actual: torch.Tensor, expected: torch.Tensor) -> tuple[float | None, str]:
+    """The mean absolute difference over the first ``HINT_ELEMENTS`` elements, and what the error looks like when
+    one pattern is clear: NaN where the reference has none, all zeros, off by a constant, scaled by a constant,
+    or the last two dimensions transposed; "" otherwise. A hint for the model, never part of the verdict."""
+    a = actual.detach().reshape(-1)[:HINT_ELEMENTS].to(torch.float64)
+    e = expected.detach().reshape(-1)[:HINT_ELEMENTS].to(torch.float64)
+    finite = torch.isfinite(a) & torch.isfinite(e)
+    mean = float((a[finite] - e[finite]).abs().mean()) if bool(finite.any()) else None
+    if bool(torch.isnan(a).any()) and not bool(torch.isnan(e).any()):
+        return mean, "NaN where the reference has none"
+    if not bool(finite.all()) or a.numel() < 2:
+        return mean, ""
+    if not bool(a.any()) and bool(e.any()):
+        return mean, "all zeros"
+    difference = a - e
+    if float(difference.std()) <= HINT_TOLERANCE * float(difference.abs().mean()):
+        return mean, f"off by a constant {float(difference.mean()):.4g}"
+    nonzero = e.abs() > 1e-12
+    if int(nonzero.sum()) > 1:
+        ratio = a[nonzero] / e[nonzero]
+        if float(ratio.std()) <= HINT_TOLERANCE * abs(float(ratio.mean())):
+            return mean, f"scaled by a constant {float(ratio.mean()):.4g}"
+    if _transposed(actual, expected):
+        return mean, "the last two dimensions transposed"
+    return mean, ""
+
+
+def _transposed(actual: torch.Tensor, expected: torch.Tensor) -> bool:
+    if actual.dim() < 2 or actual.shape[-1] != actual.shape[-2] or actual.numel() > HINT_ELEMENTS:
+        return False
+    swapped = actual.detach().transpose(-1, -2).to(torch.float64)
+    return bool(torch.allclose(swapped, expected.detach().to(torch.float64), rtol=1e-4, atol=1e-6))
 
 
 def _concluded(base: Comparison, atol: float, rtol: float, which: str = "elements",

@@ -23,6 +23,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from evalkit.judge.feedback import feedback_for
 from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.launcher import Limits
 from evalkit.schedule.engine import Machines
@@ -99,7 +100,9 @@ class Evaluator:
     def judge_submissions(self, submissions: Iterable[tuple[Submission, list[str]]]) -> Iterator[ResultRow]:
         """Rows (``ResultRow``) of already named submissions, each with its file's warnings, as they are decided."""
         for row in self._engine.judge(submissions):
-            yield with_origin(row, self.problems.get(row.problem))
+            row = with_origin(row, self.problems.get(row.problem))
+            row.feedback = feedback_for(row)
+            yield row
 
     def prepare_baselines(self, problem_ids: Iterable[str]) -> None:
         """Time (or read from the cache) the baselines of ``problem_ids`` now. Judging times a problem's baselines
