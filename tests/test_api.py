@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,33 @@ def test_judge_many_yields_rows_as_they_are_decided_and_a_crash_is_a_row(evaluat
     assert sorted(row["verdict"] for row in rows) == ["crash", "no_code", "runtime_error"]
     assert len({row["sample"] for row in rows}) == 3  # each named apart, to match rows to answers
     assert all(row["feedback"] for row in rows), "every row carries feedback for the model's next turn"
+
+
+def test_calls_from_many_threads_share_the_judges_and_an_answer_with_no_code_waits_for_none(evaluator):
+    rows: dict[str, dict] = {}
+
+    def judge(name: str) -> None:
+        rows[name] = evaluator.judge("linear_relu", _answer(name), sample=f"threaded-{name}")
+
+    threads = [threading.Thread(target=judge, args=(name,)) for name in ("hang", "correct_cpp", "incorrect")]
+    for thread in threads:
+        thread.start()
+    no_code = evaluator.judge("linear_relu", "I ran out of time.", sample="threaded-no-code")
+    assert no_code["verdict"] == "no_code" and threads[0].is_alive(), "a no-code answer waited behind the hang"
+    for thread in threads:
+        thread.join(timeout=600)
+    assert {name: row["verdict"] for name, row in rows.items()} == {"hang": "timeout", "correct_cpp": "correct",
+                                                                    "incorrect": "incorrect"}
+
+
+def test_a_batch_abandoned_midway_leaves_the_judges_as_a_finished_one(evaluator):
+    rows = evaluator.judge_many([("linear_relu", "no code here"), ("linear_relu", _answer("incorrect")),
+                                 ("linear_relu", _answer("correct_cpp"))])
+    assert next(rows)["verdict"] == "no_code"
+    rows.close()  # a trainer that stops iterating: the rest of that batch is cancelled
+    again = list(evaluator.judge_many([("linear_relu", _answer("correct_cpp")), ("linear_relu", _answer("incorrect"))]))
+    assert sorted(row["verdict"] for row in again) == ["correct", "incorrect"]
+    assert all(row["error"] is None or row["error"].get("kind") != "judge_failed" for row in again), again
 
 
 def test_a_callers_mistake_raises_before_anything_is_built(evaluator):

@@ -14,7 +14,6 @@ signal, through the caller's ``kill_group``) ends them all.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -31,6 +30,7 @@ from evalkit.sandbox.launcher import WATCHDOG_PERIOD_S, Limits
 from evalkit.sandbox.remains import kill_group
 from evalkit.sandbox.processes import ProcessTable
 from evalkit.sandbox.untrusted.landlock import LANDLOCK_ABI_FOR_DEVICES, abi_version
+from evalkit.schedule.dispatch import Batch, Item, ReadyQueue
 from evalkit.schedule.judge_messages import StationSpec
 from evalkit.schedule.judge_process import ProcessStation
 from evalkit.schedule.options import JudgeOptions
@@ -58,53 +58,6 @@ class Station(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass
-class _Item:
-    submission: Submission
-    early: Triage
-    build: Future[BuildOutcome]
-
-
-class _ReadyQueue:
-    """Built answers waiting for a judge; a station takes one of its own problem's first, else the oldest.
-    While nothing is built, an idle station is handed one baseline to time ahead (``prefetch``: a problem and
-    a kind, so a built answer waits for one baseline at most), for a problem with an answer still building."""
-
-    def __init__(self, items: list[_Item], prefetch: list[tuple[str, str]]) -> None:
-        self._items = list(items)
-        self._prefetch = list(prefetch)
-        self._changed = threading.Condition()
-        self._stopped = False
-        for item in items:
-            item.build.add_done_callback(lambda _: self._notify())
-
-    def take(self, problem: str | None) -> _Item | tuple[str, str] | None:
-        """A built answer, else a (problem, baseline kind) to time ahead, else (nothing left) None; waits meanwhile."""
-        with self._changed:
-            while not self._stopped and self._items:
-                built = [item for item in self._items if item.build.done()]
-                pick = next((i for i in built if i.submission.problem == problem), built[0] if built else None)
-                if pick is not None:
-                    self._items.remove(pick)
-                    return pick
-                waiting = {item.submission.problem for item in self._items}  # builds still running
-                while self._prefetch:
-                    ahead = self._prefetch.pop(0)
-                    if ahead[0] in waiting:
-                        return ahead
-                self._changed.wait()
-            return None
-
-    def stop(self) -> None:
-        with self._changed:
-            self._stopped = True
-            self._changed.notify_all()
-
-    def _notify(self) -> None:
-        with self._changed:
-            self._changed.notify_all()
-
-
 class Engine:
     """Builds and judges answers with one build pool and one station per judge slot; reuse it across calls."""
 
@@ -124,23 +77,53 @@ class Engine:
                                         for slot in placement.slots]
         self._problem_locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
-        self._judging = threading.Lock()  # one batch at a time: a station judges one answer at a time
+        self._ready = ReadyQueue()  # every batch's built answers; one thread per station takes from it
         self._judge_threads: list[threading.Thread] = []
+        self._threads_guard = threading.Lock()
+        self._busy: set[str] = set()  # stations holding an answer (or timing a baseline ahead)
         self._stopping = False  # set once close() abandons answers in hand: their failures are not theirs
         self.prepared: set[str] = set()  # problems whose every baseline some station has timed (or found)
+        self._ahead: set[str] = set()  # problems whose baselines were queued to be timed ahead
 
     def judge(self, submissions: Iterable[tuple[Submission, list[str]]]) -> Iterator[ResultRow]:
-        """Rows of ``submissions`` (each with its file's warnings) in the order they are decided."""
-        items: list[_Item] = []
+        """Rows of ``submissions`` (each with its file's warnings) in the order they are decided. Any number of
+        calls may be in flight at once, from any threads; one left unfinished cancels what it had not received."""
+        batch = self.submit(submissions)
+        try:
+            while not batch.done:
+                row = batch.next_row(ROW_POLL_S)
+                if row is None:
+                    self.check_judges()
+                    continue
+                yield row
+        finally:
+            if not batch.done:
+                batch.cancel()
+
+    def submit(self, submissions: Iterable[tuple[Submission, list[str]]], batch: Batch | None = None) -> Batch:
+        """Triage ``submissions`` now (rows that need no judge are in the batch at once) and queue the rest for
+        building and judging; their rows arrive in the returned ``Batch``."""
+        batch = batch or Batch()
         for submission, warnings in submissions:
             early = triage(submission.text)
             early.warnings.extend(warnings)
+            batch.expected += 1
             row = verdicts.early_row(submission, early, self.device)
             if row is not None:
-                yield row
+                batch.put(row)
                 continue
-            items.append(_Item(submission, early, self._start_build(submission, early)))
-        yield from self._judge_built(items)
+            self._start_judges()
+            if submission.problem not in self.prepared | self._ahead:
+                self._ahead.add(submission.problem)
+                self._ready.ahead(submission.problem, self.options.baselines)
+            self._ready.add(Item(submission, early, self._start_build(submission, early), batch))
+        return batch
+
+    def check_judges(self) -> None:
+        """``JudgesStopped`` when every judge station has ended (each one's reason is logged as it stops)."""
+        if self._judge_threads and not any(thread.is_alive() for thread in self._judge_threads):
+            raise JudgesStopped("every judge station stopped before all answers were judged; the log above says "
+                                "why each stopped")
 
     def prepare_baselines(self, problem_ids: Iterable[str]) -> None:
         """Time (or find cached) the baselines of ``problem_ids`` now, whether or not an answer needs them."""
@@ -151,11 +134,12 @@ class Engine:
         """Stop the builds (``abandon``: kill the running ones too) and every judge station."""
         if abandon:
             self.backend.abandon_builds(lambda: kill_group(self.limits.group))
-            if any(thread.is_alive() for thread in self._judge_threads):
+            if self._busy:
                 # A judge process would go on judging (and start new sandboxes) while its thread waits for it.
                 self._stopping = True
                 for station in self.stations:
                     station.abandon()
+        self._ready.stop()
         self._wait_for_judges()
         self.backend.close()
         for station in self.stations:
@@ -184,52 +168,33 @@ class Engine:
                                         self.options.build_timeout(problem), self._build_limits,
                                         problem.init_inputs_or_none(), self.freezer)
 
-    def _judge_built(self, items: list[_Item]) -> Iterator[ResultRow]:
-        if not items:
-            return
-        if not self._judging.acquire(blocking=False):
-            raise RuntimeError("these judges are already judging another batch; finish (or close) it first, "
-                               "or give every answer in one batch")
-        try:
-            yield from self._judge_with_stations(items)
-        finally:
-            self._judging.release()
+    def _start_judges(self) -> None:
+        """One thread per station, for the engine's life: each takes answers from the queue every batch shares."""
+        with self._threads_guard:
+            if self._judge_threads:
+                return
+            self._judge_threads = [threading.Thread(target=self._serve, args=(station, slot.name), daemon=True,
+                                                    name=f"evalkit-judge-{slot.name}")
+                                   for station, slot in zip(self.stations, self.placement.slots)]
+            for thread in self._judge_threads:
+                thread.start()
 
-    def _judge_with_stations(self, items: list[_Item]) -> Iterator[ResultRow]:
-        problems = [p for p in dict.fromkeys(i.submission.problem for i in items) if p not in self.prepared]
-        ahead = [(problem, kind) for kind in self.options.baselines for problem in problems]  # every eager first
-        ready, rows = _ReadyQueue(items, ahead), queue.Queue()
-        threads = [threading.Thread(target=self._serve, args=(station, slot.name, ready, rows), daemon=True,
-                                    name=f"evalkit-judge-{slot.name}")
-                   for station, slot in zip(self.stations, self.placement.slots)]
-        self._judge_threads = threads
-        for thread in threads:
-            thread.start()
-        try:
-            for _ in items:
-                while True:
-                    try:
-                        yield rows.get(timeout=ROW_POLL_S)
-                        break
-                    except queue.Empty:
-                        if not any(thread.is_alive() for thread in threads) and rows.empty():
-                            raise JudgesStopped("every judge station stopped before all answers were judged; "
-                                                "the log above says why each stopped")
-        finally:
-            ready.stop()
+    def _serve(self, station: Station, name: str) -> None:
+        while (item := self._ready.take(station.current_problem)) is not None:
+            self._busy.add(name)
+            try:
+                if isinstance(item, tuple):
+                    self._prefetch(station, *item)
+                elif not item.batch.cancelled:
+                    row = self._judge_item(station, item)
+                    if row.timing:
+                        self.prepared.add(row.problem)  # a timed answer's problem has every baseline by now
+                    row.judge = name
+                    item.batch.put(row)
+            finally:
+                self._busy.discard(name)
 
-    def _serve(self, station: Station, name: str, ready: _ReadyQueue, rows: queue.Queue) -> None:
-        while (item := ready.take(station.current_problem)) is not None:
-            if isinstance(item, tuple):
-                self._prefetch(station, *item)
-                continue
-            row = self._judge_item(station, item)
-            if row.timing:
-                self.prepared.add(row.problem)  # a timed answer's problem has every baseline by now
-            row.judge = name
-            rows.put(row)
-
-    def _judge_item(self, station: Station, item: _Item) -> ResultRow:
+    def _judge_item(self, station: Station, item: Item) -> ResultRow:
         submission, early = item.submission, item.early
         self.progress(f"{submission.problem}/{submission.sample}: judging")
         try:

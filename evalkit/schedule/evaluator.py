@@ -93,7 +93,8 @@ class Evaluator:
     def judge_many(self, pairs: Iterable[tuple[str, str] | tuple[str, str, str]]) -> Iterator[dict[str, Any]]:
         """Rows of (problem_id, text) or (problem_id, text, sample) answers, in the order they are decided (match
         them by ``sample``: "api-N" in the order given, unless named). Every problem id is checked here, before
-        anything is built. One batch at a time per evaluator: consume (or close) one before starting another."""
+        anything is built. Any number of calls may be in flight at once, from any threads; one left unfinished
+        (closed, or dropped) cancels its answers not yet judged, and leaves the judges as a finished one does."""
         submissions = [self._submission(*pair) for pair in pairs]
         return self._rows(submissions)
 

@@ -67,8 +67,8 @@ def test_closing_waits_for_a_busy_judge_thread_before_closing_its_station(tmp_pa
         def close(self) -> None:
             closed_while_busy.append(not finished.is_set())
 
-    judge = threading.Thread(target=lambda: (time.sleep(0.5), finished.set()))
-    engine.stations, engine._judge_threads = [Station()], [judge]
+    judge = threading.Thread(target=lambda: (time.sleep(0.5), finished.set(), engine._busy.discard("cpu:0")))
+    engine.stations, engine._judge_threads, engine._busy = [Station()], [judge], {"cpu:0"}
     judge.start()
     engine.close(abandon=True)
     assert abandoned_while_busy == [True] and closed_while_busy == [False]

@@ -1,6 +1,7 @@
-"""The engine's queue of built answers: a judge takes its own problem's answers first, else the oldest built;
-while nothing is built it times one baseline ahead at a time, so baselines are timed while the builds run,
-and only for problems whose answers may still be correct."""
+"""The queue of built answers every batch shares: a judge takes its own problem's answers first, else the oldest
+built; while nothing is built it times one baseline ahead at a time (every problem's first kind before any second
+kind), so baselines are timed while the builds run, and only for problems whose answers may still be correct; a
+cancelled batch's answers leave it."""
 
 from __future__ import annotations
 
@@ -10,17 +11,38 @@ from concurrent.futures import Future
 from evalkit.intake.triage import triage
 from evalkit.judge.builder import BuildOutcome
 from evalkit.records import Submission
-from evalkit.schedule.engine import _Item, _ReadyQueue
+from evalkit.schedule.dispatch import Batch, Item, ReadyQueue
 
 
-def _item(problem: str, sample: str) -> _Item:
-    return _Item(Submission("run", problem, sample, f"{sample}.py", "x"), triage("x"), Future())
+def _item(problem: str, sample: str, batch: Batch | None = None) -> Item:
+    return Item(Submission("run", problem, sample, f"{sample}.py", "x"), triage("x"), Future(), batch or Batch())
+
+
+def _queue(items: list[Item], ahead: list[tuple[str, str]]) -> ReadyQueue:
+    ready = ReadyQueue()
+    for item in items:
+        ready.add(item)
+    for problem, kind in ahead:
+        ready.ahead(problem, (kind,))
+    return ready
+
+
+def _still_waiting(ready: ReadyQueue, problem: str | None) -> bool:
+    """Whether ``ready.take(problem)`` waits (it is then released by stopping the queue)."""
+    taken: list[object] = []
+    waiter = threading.Thread(target=lambda: taken.append(ready.take(problem)))
+    waiter.start()
+    waiter.join(0.2)
+    waiting = waiter.is_alive()
+    ready.stop()
+    waiter.join(5)
+    return waiting and taken == [None]
 
 
 BUILT = BuildOutcome("ok", 1.0)
 
 
-def _waits_for(ready: _ReadyQueue, problem: str | None, build: Future, why: str) -> object:
+def _waits_for(ready: ReadyQueue, problem: str | None, build: Future, why: str) -> object:
     """What ``ready.take(problem)`` returns once ``build`` finishes: it must still be waiting before that."""
     taken: list[object] = []
     waiter = threading.Thread(target=lambda: taken.append(ready.take(problem)))
@@ -34,18 +56,18 @@ def _waits_for(ready: _ReadyQueue, problem: str | None, build: Future, why: str)
 
 def test_an_idle_judge_times_baselines_ahead_then_takes_answers_as_they_are_built():
     first, second, third = _item("p1", "a"), _item("p2", "b"), _item("p1", "c")
-    ready = _ReadyQueue([first, second, third], prefetch=[("p1", "eager"), ("p2", "eager")])
+    ready = _queue([first, second, third], ahead=[("p1", "eager"), ("p2", "eager")])
     assert ready.take(None) == ("p1", "eager") and ready.take("p1") == ("p2", "eager")  # nothing built yet
     third.build.set_result(BUILT)
     second.build.set_result(BUILT)
     assert ready.take("p2") is second  # its own problem's answer first
     assert ready.take("p2") is third  # else the oldest built
     assert _waits_for(ready, "p1", first.build, "took an answer whose build has not finished") is first
-    assert ready.take(None) is None  # nothing left
+    assert _still_waiting(ready, None)  # nothing left: a judge waits for the next batch
 
 
 def test_stopping_the_queue_releases_a_waiting_judge():
-    ready = _ReadyQueue([_item("p1", "a")], prefetch=[])
+    ready = _queue([_item("p1", "a")], ahead=[])
     taken: list[object] = []
     waiter = threading.Thread(target=lambda: taken.append(ready.take(None)))
     waiter.start()
@@ -56,7 +78,7 @@ def test_stopping_the_queue_releases_a_waiting_judge():
 
 def test_no_baseline_is_timed_ahead_for_a_problem_with_no_answer_left_to_judge():
     broken, pending, built = _item("p1", "a"), _item("p2", "b"), _item("p3", "c")
-    ready = _ReadyQueue([broken, pending, built], prefetch=[("p1", "eager"), ("p2", "eager"), ("p3", "eager")])
+    ready = _queue([broken, pending, built], ahead=[("p1", "eager"), ("p2", "eager"), ("p3", "eager")])
     broken.build.set_result(BuildOutcome("compile_error", 1.0))
     assert ready.take("p1") is broken  # built (and failed): judged first
     assert ready.take(None) == ("p2", "eager")  # p1's one answer cannot be correct: nothing timed for it
@@ -64,3 +86,24 @@ def test_no_baseline_is_timed_ahead_for_a_problem_with_no_answer_left_to_judge()
     assert ready.take(None) is built
     why = "timed p3's baseline although its one answer is judged already"
     assert _waits_for(ready, None, pending.build, why) is pending
+
+
+def test_every_problems_first_baseline_is_timed_ahead_before_any_second_kind():
+    ready = _queue([_item("p1", "a"), _item("p2", "b")], ahead=[])
+    ready.ahead("p1", ("eager", "compile"))
+    ready.ahead("p2", ("eager", "compile"))
+    assert [ready.take(None) for _ in range(4)] == [("p1", "eager"), ("p2", "eager"), ("p1", "compile"),
+                                                    ("p2", "compile")]
+
+
+def test_a_cancelled_batchs_answers_leave_the_queue_and_others_stay():
+    mine, theirs = Batch(), Batch()
+    dropped, kept = _item("p1", "a", mine), _item("p1", "b", theirs)
+    ready = _queue([dropped, kept], ahead=[])
+    mine.cancel()
+    assert dropped.build.cancelled(), "a build not started is never run for a cancelled batch"
+    kept.build.set_result(BUILT)
+    assert ready.take(None) is kept
+    assert _still_waiting(ready, None)
+    mine.put(object())  # a row decided after the cancel (an answer a judge held) is dropped
+    assert mine.rows.empty()

@@ -1,0 +1,130 @@
+"""Trusted side: the answers waiting for a judge, shared by every batch in flight.
+
+A ``Batch`` is one caller's answers (a ``judge_many``, an ``evalkit score``, an async call): its rows arrive on
+its own queue as they are decided, whichever station decides them. Any number of batches may be in flight at
+once, from any threads; the stations take built answers from one ``ReadyQueue``. A batch abandoned midway is
+cancelled: its answers not yet taken leave the queue (their builds, if not started, are cancelled), an answer a
+station holds is finished and its row dropped, and the stations go on with the other batches as before.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Callable
+
+from evalkit.intake.triage import Triage
+from evalkit.judge.builder import BuildOutcome
+from evalkit.records import ResultRow, Submission
+
+
+class Batch:
+    """One caller's answers: ``expected`` rows, delivered on ``rows`` as they are decided. ``notify`` (optional) is
+    called from the deciding thread after each row is queued (an event loop's wake-up)."""
+
+    def __init__(self, notify: Callable[[], None] | None = None) -> None:
+        self.rows: queue.Queue[ResultRow] = queue.Queue()
+        self.expected = 0
+        self.received = 0
+        self.cancelled = False
+        self._notify = notify
+        self._ready: ReadyQueue | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.received >= self.expected
+
+    def put(self, row: ResultRow) -> None:
+        if self.cancelled:
+            return
+        self.rows.put(row)
+        if self._notify is not None:
+            self._notify()
+
+    def next_row(self, timeout_s: float) -> ResultRow | None:
+        """The next decided row, or None when none came within ``timeout_s``."""
+        try:
+            row = self.rows.get(timeout=timeout_s) if timeout_s > 0 else self.rows.get_nowait()
+        except queue.Empty:
+            return None
+        self.received += 1
+        return row
+
+    def cancel(self) -> None:
+        """Drop what is not yet judged; rows decided from now on are dropped too."""
+        self.cancelled = True
+        if self._ready is not None:
+            self._ready.cancel(self)
+
+
+@dataclass(eq=False)
+class Item:
+    """A built (or building) answer waiting for a judge, and the batch its row goes to."""
+
+    submission: Submission
+    early: Triage
+    build: Future[BuildOutcome]
+    batch: Batch = field(repr=False)
+
+
+class ReadyQueue:
+    """Built answers waiting for a judge; a station takes one of its own problem's first, else the oldest.
+    While nothing is built, an idle station is handed one baseline to time ahead (a problem and a kind, every
+    problem's first kind before any second kind), for a problem with an answer still building."""
+
+    def __init__(self) -> None:
+        self._items: list[Item] = []
+        self._ahead: dict[int, list[tuple[str, str]]] = {}  # kind's rank -> (problem, kind) to time ahead
+        self._changed = threading.Condition()
+        self._stopped = False
+
+    def add(self, item: Item) -> None:
+        item.batch._ready = self
+        with self._changed:
+            self._items.append(item)
+            self._changed.notify_all()
+        item.build.add_done_callback(lambda _: self._notify())
+
+    def ahead(self, problem_id: str, kinds: tuple[str, ...]) -> None:
+        """Time ``problem_id``'s baselines of ``kinds`` ahead of its answers, when a station would idle."""
+        with self._changed:
+            for rank, kind in enumerate(kinds):
+                self._ahead.setdefault(rank, []).append((problem_id, kind))
+            self._changed.notify_all()
+
+    def take(self, problem: str | None) -> Item | tuple[str, str] | None:
+        """A built answer, else a (problem, baseline kind) to time ahead, else waits; None once stopped."""
+        with self._changed:
+            while not self._stopped:
+                built = [item for item in self._items if item.build.done()]
+                pick = next((i for i in built if i.submission.problem == problem), built[0] if built else None)
+                if pick is not None:
+                    self._items.remove(pick)
+                    return pick
+                waiting = {item.submission.problem for item in self._items}  # builds still running
+                for rank in sorted(self._ahead):
+                    entries = self._ahead[rank]
+                    while entries:
+                        ahead = entries.pop(0)
+                        if ahead[0] in waiting:
+                            return ahead
+                self._changed.wait()
+            return None
+
+    def cancel(self, batch: Batch) -> None:
+        with self._changed:
+            dropped = [item for item in self._items if item.batch is batch]
+            self._items = [item for item in self._items if item.batch is not batch]
+        for item in dropped:
+            item.build.cancel()  # not started: never built; running: finishes, and is cached for next time
+
+    def stop(self) -> None:
+        with self._changed:
+            self._stopped = True
+            self._changed.notify_all()
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
