@@ -3,6 +3,7 @@ state, turn any answer into a row, and refuse a caller's mistakes before anythin
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import threading
@@ -83,6 +84,23 @@ def test_a_batch_abandoned_midway_leaves_the_judges_as_a_finished_one(evaluator)
     again = list(evaluator.judge_many([("linear_relu", _answer("correct_cpp")), ("linear_relu", _answer("incorrect"))]))
     assert sorted(row["verdict"] for row in again) == ["correct", "incorrect"]
     assert all(row["error"] is None or row["error"].get("kind") != "judge_failed" for row in again), again
+
+
+def test_awaited_calls_share_the_judges_and_a_cancelled_one_disturbs_no_other(evaluator):
+    async def scenario() -> list[dict]:
+        hang = asyncio.create_task(evaluator.judge_async("linear_relu", _answer("hang"), sample="async-hang"))
+        rows = await asyncio.gather(evaluator.judge_async("linear_relu", "no code", sample="async-no-code"),
+                                    evaluator.judge_async("linear_relu", _answer("incorrect"), sample="async-bad"))
+        assert not hang.done(), "the hang is still being judged: the others did not wait for it"
+        hang.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await hang
+        streamed = [row async for row in evaluator.judge_many_async([("linear_relu", _answer("correct_cpp"))])]
+        return rows + streamed
+
+    rows = asyncio.run(scenario())
+    assert [row["verdict"] for row in rows] == ["no_code", "incorrect", "correct"]
+    assert all(row["feedback"] for row in rows)
 
 
 def test_a_callers_mistake_raises_before_anything_is_built(evaluator):

@@ -9,6 +9,7 @@ station holds is finished and its row dropped, and the stations go on with the o
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from concurrent.futures import Future
@@ -18,6 +19,8 @@ from typing import Callable
 from evalkit.intake.triage import Triage
 from evalkit.judge.builder import BuildOutcome
 from evalkit.records import ResultRow, Submission
+
+logger = logging.getLogger(__name__)
 
 
 class Batch:
@@ -41,7 +44,10 @@ class Batch:
             return
         self.rows.put(row)
         if self._notify is not None:
-            self._notify()
+            try:
+                self._notify()
+            except Exception:  # noqa: BLE001 - a caller's wake-up never stops the judge thread deciding rows
+                logger.exception("waking the caller of a batch failed")
 
     def next_row(self, timeout_s: float) -> ResultRow | None:
         """The next decided row, or None when none came within ``timeout_s``."""

@@ -6,6 +6,7 @@ verdict without a report folder; ``evalkit score`` is a client of it too (``loca
         row = ev.judge("alexnet_conv1", answer_text)        # the same dict as a results.jsonl row
         for row in ev.judge_many(pairs):                     # (problem_id, text) pairs; rows as they complete
             ...
+        row = await ev.judge_async("alexnet_conv1", answer_text)  # from an event loop, hundreds in flight
 
 An ``Evaluator`` drives the engine (``evalkit.schedule.engine``): the sandbox, the judges (one per GPU, or
 ``judges=N`` on CPU), the build cache and the baseline cache, kept across calls. It holds
@@ -16,17 +17,20 @@ a caller's own mistake raises (an unknown problem id, a bad setting).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import logging
 import uuid
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator
 
 from evalkit.judge.feedback import feedback_for
 from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.launcher import Limits
-from evalkit.schedule.engine import Machines
+from evalkit.schedule.dispatch import Batch
+from evalkit.schedule.engine import ROW_POLL_S, Machines
 from evalkit.schedule.options import JudgeOptions, judge_options
 from evalkit.schedule.station import BaselineFiles
 from evalkit.sources.problems import Problem
@@ -98,12 +102,50 @@ class Evaluator:
         submissions = [self._submission(*pair) for pair in pairs]
         return self._rows(submissions)
 
+    async def judge_async(self, problem_id: str, text: str, *, sample: str | None = None) -> dict[str, Any]:
+        """``judge``, awaited: the event loop runs on meanwhile; cancelling the await cancels this answer alone."""
+        async for row in self.judge_many_async([(problem_id, text, sample)] if sample else [(problem_id, text)]):
+            return row
+        raise AssertionError("a batch of one answer yields one row")  # pragma: no cover
+
+    async def judge_many_async(self, pairs: Iterable[tuple[str, str] | tuple[str, str, str]]
+                               ) -> AsyncIterator[dict[str, Any]]:
+        """``judge_many`` as an async iterator, on the same judges and caches: any number in flight from one event
+        loop (or several threads), none blocking the loop; leaving it early (a cancelled task, a ``break``)
+        cancels its answers not yet judged."""
+        loop = asyncio.get_running_loop()
+        arrived = asyncio.Event()
+
+        def wake() -> None:  # called from the judge thread that decided a row
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits for this batch any more
+                loop.call_soon_threadsafe(arrived.set)
+
+        submissions = [self._submission(*pair) for pair in pairs]
+        batch = await asyncio.to_thread(self._engine.submit, ((s, []) for s in submissions), Batch(notify=wake))
+        try:
+            while not batch.done:
+                arrived.clear()
+                row = batch.next_row(0)
+                if row is None:
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(arrived.wait(), ROW_POLL_S)
+                    self._engine.check_judges()
+                    continue
+                yield self._finished(row).to_dict()
+        finally:
+            if not batch.done:
+                batch.cancel()
+
     def judge_submissions(self, submissions: Iterable[tuple[Submission, list[str]]]) -> Iterator[ResultRow]:
         """Rows (``ResultRow``) of already named submissions, each with its file's warnings, as they are decided."""
         for row in self._engine.judge(submissions):
-            row = with_origin(row, self.problems.get(row.problem))
-            row.feedback = feedback_for(row)
-            yield row
+            yield self._finished(row)
+
+    def _finished(self, row: ResultRow) -> ResultRow:
+        """``row`` with its problem's origin and the feedback for the model's next turn."""
+        row = with_origin(row, self.problems.get(row.problem))
+        row.feedback = feedback_for(row)
+        return row
 
     def prepare_baselines(self, problem_ids: Iterable[str]) -> None:
         """Time (or read from the cache) the baselines of ``problem_ids`` now. Judging times a problem's baselines
