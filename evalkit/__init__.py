@@ -9,7 +9,7 @@ from typing import Any
 
 from evalkit.version import __version__
 
-__all__ = ["Evaluator", "__version__"]
+__all__ = ["Evaluator", "Problem", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -20,4 +20,8 @@ def __getattr__(name: str) -> Any:
         from evalkit.schedule.evaluator import Evaluator
 
         return Evaluator
+    if name == "Problem":  # torch-free: a problem folder, or one given as text (``Problem.from_source``)
+        from evalkit.sources.problems import Problem
+
+        return Problem
     raise AttributeError(f"module 'evalkit' has no attribute {name!r}")

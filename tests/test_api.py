@@ -14,7 +14,7 @@ import pytest
 from conftest import FIXTURES, ROOT
 from evalkit import Evaluator
 from evalkit.records import ResultRow
-from evalkit.sources.problems import ProblemError
+from evalkit.sources.problems import ProblemError, problem_from_source
 
 PROBLEMS = FIXTURES / "judge_problems"
 ANSWERS = FIXTURES / "judge_submissions" / "fixtures" / "linear_relu"
@@ -101,6 +101,28 @@ def test_awaited_calls_share_the_judges_and_a_cancelled_one_disturbs_no_other(ev
     rows = asyncio.run(scenario())
     assert [row["verdict"] for row in rows] == ["no_code", "incorrect", "correct"]
     assert all(row["feedback"] for row in rows)
+
+
+def test_a_problem_given_as_text_is_judged_like_a_folder(evaluator, tmp_path: Path):
+    reference = (PROBLEMS / "linear_relu" / "reference.py").read_text()
+    problem = problem_from_source(reference, root=tmp_path)
+    row = evaluator.judge(problem, _answer("correct_cpp"))
+    assert row["verdict"] == "correct" and row["problem"] == problem.id, row["reason"]
+    assert evaluator.judge(problem.id, _answer("incorrect"))["verdict"] == "incorrect"  # known by its id from now on
+    clash = problem_from_source(reference + "\n# another\n", problem.id, root=tmp_path / "other")
+    with pytest.raises(ProblemError, match="another problem named"):
+        evaluator.judge(clash, "x")
+
+
+def test_judge_processes_learn_a_problem_given_after_they_started(tmp_path: Path):
+    reference = (PROBLEMS / "linear_relu" / "reference.py").read_text()
+    with Evaluator(problems=PROBLEMS, cache_dir=tmp_path / "cache", judges=2, **SETTINGS) as ev:
+        assert ev.judge("linear_relu", _answer("incorrect"))["verdict"] == "incorrect"  # both judges started
+        problem = problem_from_source(reference, root=tmp_path)
+        rows = list(ev.judge_many([(problem, _answer("correct_cpp")), (problem, _answer("incorrect")),
+                                   (problem, _answer("runtime_error"))]))
+    assert sorted(row["verdict"] for row in rows) == ["correct", "incorrect", "runtime_error"], rows
+    assert {row["judge"] for row in rows} <= {"cpu:0", "cpu:1"}
 
 
 def test_a_callers_mistake_raises_before_anything_is_built(evaluator):

@@ -238,6 +238,8 @@ def partition_builds(freezer: BuildFreezer, device: str, build_cpus: tuple[int, 
 class Backend(Protocol):
     """Where builds and judges run: this machine (``LocalBackend``) or a Ray cluster (``ray_backend``)."""
 
+    adds_problems: bool  # whether problems added after the start (given as text) reach its judges
+
     def start_build(self, code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits,
                     init_inputs: Any, freezer: BuildFreezer) -> Future[BuildOutcome]: ...
     def station(self, slot: JudgeSlot, spec: StationSpec, judges: int, freezer: BuildFreezer,
@@ -249,6 +251,8 @@ class Backend(Protocol):
 class LocalBackend:
     """Builds in a thread pool of sandboxes on this machine; one judge in this process, or one judge process
     per slot when there are several (or its GPU is not this process's first)."""
+
+    adds_problems = True  # problems added after the start reach the judges (in-process, or told by message)
 
     def __init__(self, build_jobs: int) -> None:
         self._pool = ThreadPoolExecutor(max_workers=build_jobs, thread_name_prefix="evalkit-build")

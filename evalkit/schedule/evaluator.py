@@ -90,8 +90,9 @@ class Evaluator:
         """How builds are kept off timings here: ``partition (cpuset)``, or ``freeze (...)`` (docs/judge.md)."""
         return self._engine.freezer.isolation
 
-    def judge(self, problem_id: str, text: str, *, sample: str | None = None) -> dict[str, Any]:
-        """The row of one answer to ``problem_id`` (a dict, as in ``results.jsonl``)."""
+    def judge(self, problem_id: str | Problem, text: str, *, sample: str | None = None) -> dict[str, Any]:
+        """The row of one answer to ``problem_id`` (an id, or a ``Problem``, e.g. ``Problem.from_source(text)``), a
+        dict as in ``results.jsonl``."""
         return next(iter(self.judge_many([(problem_id, text, sample)] if sample else [(problem_id, text)])))
 
     def judge_many(self, pairs: Iterable[tuple[str, str] | tuple[str, str, str]]) -> Iterator[dict[str, Any]]:
@@ -102,7 +103,8 @@ class Evaluator:
         submissions = [self._submission(*pair) for pair in pairs]
         return self._rows(submissions)
 
-    async def judge_async(self, problem_id: str, text: str, *, sample: str | None = None) -> dict[str, Any]:
+    async def judge_async(self, problem_id: str | Problem, text: str, *, sample: str | None = None
+                          ) -> dict[str, Any]:
         """``judge``, awaited: the event loop runs on meanwhile; cancelling the await cancels this answer alone."""
         async for row in self.judge_many_async([(problem_id, text, sample)] if sample else [(problem_id, text)]):
             return row
@@ -166,9 +168,29 @@ class Evaluator:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _submission(self, problem_id: str, text: str, sample: str | None = None) -> Submission:
+    def add_problem(self, problem: Problem) -> str:
+        """Make ``problem`` (e.g. ``Problem.from_source(text)``) one this evaluator judges; return its id. Its
+        reference is checked here, before anything is built; the same problem added twice is added once."""
+        from evalkit.schedule.preflight import check_reference
+        from evalkit.sources.errors import ProblemError
+
+        known = self.problems.get(problem.id)
+        if known is not None:
+            if known.sha256 != problem.sha256:
+                raise ProblemError(f"another problem named {problem.id!r} is already loaded ({known.path}); give "
+                                   f"this one another name")
+            return problem.id
+        if not self._engine.backend.adds_problems:
+            raise ProblemError(f"problem {problem.id!r}: a Ray run judges the problem folders it started with; "
+                               f"give it as a folder under --problems (docs/ray.md)")
+        check_reference(problem)
+        self.problems[problem.id] = problem  # the engine's and its stations' table too
+        return problem.id
+
+    def _submission(self, problem: str | Problem, text: str, sample: str | None = None) -> Submission:
         from evalkit.sources.problems import unknown_problem
 
+        problem_id = self.add_problem(problem) if isinstance(problem, Problem) else problem
         if problem_id not in self.problems:
             raise unknown_problem(problem_id, self.problems)
         if not isinstance(text, str):

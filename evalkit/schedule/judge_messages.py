@@ -1,7 +1,8 @@
 """Trusted side (both ends are evalkit's own processes; no submission code runs in either): every message between
 the scheduler and a judge process, declared once, one type per message, with the protocol's version.
 
-    scheduler -> judge:  Start (first, with the version) | Prepare | JudgeAnswer | Exit; and Held / Released,
+    scheduler -> judge:  Start (first, with the version) | AddProblem (one given after the start, e.g. from a
+                         reference's text) | Prepare | JudgeAnswer | Exit; and Held / Released,
                          the answers to the judge's Hold / Release
     judge -> scheduler:  Hold / Release (a measurement begins / ends: the scheduler freezes the builds meanwhile)
                          | Progress | Failed | Done (the baselines for Prepare; for JudgeAnswer, the row and the
@@ -24,7 +25,8 @@ from evalkit.schedule.options import JudgeOptions
 from evalkit.schedule.station import BaselineFiles
 from evalkit.sources.problems import Problem
 
-PROTOCOL_VERSION = 1  # bump when a message changes; a judge process refuses a Start of another version
+PROTOCOL_VERSION = 2  # bump when a message changes; a judge process refuses a Start of another version
+# 2: AddProblem
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,11 @@ class StationSpec:
 class Start:
     spec: StationSpec
     version: int = PROTOCOL_VERSION
+
+
+@dataclass(frozen=True)
+class AddProblem:
+    problem: Problem
 
 
 @dataclass(frozen=True)
@@ -110,7 +117,7 @@ class Refused:
     version: int
 
 
-TO_JUDGE = (Start, Prepare, JudgeAnswer, Exit, Held, Released)
+TO_JUDGE = (Start, AddProblem, Prepare, JudgeAnswer, Exit, Held, Released)
 TO_SCHEDULER = (Hold, Release, Progress, Failed, Done, Refused)
 
 M = TypeVar("M")

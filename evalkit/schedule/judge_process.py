@@ -53,15 +53,26 @@ class ProcessStation:
         self._proc: subprocess.Popen | None = None
         self._conn: Connection | None = None
         self._abandoned = False
+        self._known: set[str] = set()  # the problems the running judge process has
 
     def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
+        self._tell(problem_id)
         baselines = self._request(m.Prepare(problem_id, kinds))
         self.current_problem = problem_id
         return baselines
 
     def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
+        self._tell(submission.problem)
         row, self.current_problem = self._request(m.JudgeAnswer(submission, early, outcome))
         return row
+
+    def _tell(self, problem_id: str) -> None:
+        """Send the judge process a problem added since it started (``spec.problems`` is the scheduler's table)."""
+        if self._proc is None or self._proc.poll() is not None:
+            self._start()
+        if problem_id not in self._known and problem_id in self.spec.problems:
+            self._request(m.AddProblem(self.spec.problems[problem_id]))
+            self._known.add(problem_id)
 
     def abandon(self) -> None:
         """Kill the judge process now, mid-answer or not, and start no other: the run is stopping."""
@@ -98,9 +109,10 @@ class ProcessStation:
             os.sched_setaffinity(self._proc.pid, self.slot.cpus)
         self._conn = Connection(parent.detach())
         self.current_problem = None
+        self._known = set(self.spec.problems)
         self._send(m.Start(self.spec))
 
-    def _request(self, message: m.Prepare | m.JudgeAnswer) -> Any:
+    def _request(self, message: m.AddProblem | m.Prepare | m.JudgeAnswer) -> Any:
         if self._abandoned:
             raise JudgeProcessDied(f"judge process {self.slot.name}: abandoned, as the run is stopping")
         if self._proc is None or self._proc.poll() is not None:
@@ -191,14 +203,17 @@ def serve(fd: int) -> int:
                            spec.driver, quiet=channel.quiet, progress=lambda text: channel.send(m.Progress(text)))
     while True:
         try:
-            message = m.expect(channel.receive(), m.Prepare, m.JudgeAnswer, m.Exit)
+            message = m.expect(channel.receive(), m.AddProblem, m.Prepare, m.JudgeAnswer, m.Exit)
         except EOFError:  # the scheduler is gone: end this judge's workers (its spare) all the same
             message = m.Exit()
         if isinstance(message, m.Exit):
             station.close()
             return 0
         try:
-            if isinstance(message, m.Prepare):
+            value: Any = None
+            if isinstance(message, m.AddProblem):
+                station.problems.setdefault(message.problem.id, message.problem)
+            elif isinstance(message, m.Prepare):
                 value = station.prepare(message.problem_id, message.kinds)
             else:  # the row, and the problem now loaded (a build that failed loads none)
                 value = (station.judge(message.submission, message.triage, message.outcome), station.current_problem)

@@ -18,7 +18,7 @@ from evalkit.records import BASELINE_KINDS, EvalkitError
 from evalkit.sandbox.identity import unprivileged_identity
 from evalkit.sandbox.launcher import Limits
 from evalkit.sources.problems import Problem
-from evalkit.sources.settings import OLD_NAMES, PER_RUN
+from evalkit.sources.settings import OLD_NAMES, PER_RUN, default_cache_dir
 
 
 class ScoreError(EvalkitError):
@@ -27,10 +27,6 @@ class ScoreError(EvalkitError):
 
 
 logger = logging.getLogger(__name__)
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("EVALKIT_CACHE", Path.home() / ".cache" / "evalkit"))
-
 
 @dataclass(frozen=True, kw_only=True)
 class JudgeOptions:

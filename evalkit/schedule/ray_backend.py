@@ -313,6 +313,8 @@ class RayStation:
 class RayBackend:
     """The engine's ``Backend`` on a Ray cluster: builds as CPU tasks, one judge actor per slot."""
 
+    adds_problems = False  # an actor copies the problem files it is started with
+
     def __init__(self, arch: str, owns_ray: bool) -> None:
         self.arch, self.owns_ray = arch, owns_ray  # owns_ray: this process started (or joined) Ray for the run
         self._builds: list[tuple[Any, Future[BuildOutcome]]] = []

@@ -7,7 +7,8 @@ A problem is a folder ``<root>/<id>/`` holding ``reference.py`` (a KernelBench m
 ``class Model(nn.Module)``, ``get_inputs()``, ``get_init_inputs()``) and an optional
 ``problem.toml`` of metadata (``title``, ``source``, ``level``, ``tags``, and the KernelBench origin
 ``kernelbench_*`` that ``evalkit problems import`` records) and judging settings, all at the top level. docs/problems.md documents every key and default; the settings are declared once, in
-``evalkit.sources.settings``. Scaffolding lives in ``scaffold``, KernelBench import in ``kernelbench``.
+``evalkit.sources.settings``. Scaffolding lives in ``scaffold``, KernelBench import in ``kernelbench``. A problem
+given as text (``Problem.from_source``) is kept as such a folder, named by its content's hash, in the cache.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ import difflib
 import hashlib
 import importlib.util
 import itertools
+import json
 import logging
 import re
 import sys
+import tempfile
 import traceback
 import types
 from dataclasses import dataclass, field
@@ -27,8 +30,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evalkit.sources.errors import ProblemError
-from evalkit.sources.settings import (ORIGIN_KEYS, SETTING_KEYS, KernelBenchOrigin, ProblemSettings, parse_origin,
-                                      parse_settings)
+from evalkit.sources.settings import (ORIGIN_KEYS, SETTING_KEYS, KernelBenchOrigin, ProblemSettings,
+                                      default_cache_dir, parse_origin, parse_settings)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -61,6 +64,12 @@ class Problem:
     settings: ProblemSettings = field(default_factory=ProblemSettings)
     kernelbench: KernelBenchOrigin | None = None  # which KernelBench problem this is, when recorded
     broken: str = ""  # why the folder cannot be used (``discover_problems(..., lenient=True)``); "" when it can
+
+    @classmethod
+    def from_source(cls, reference_code: str, name: str | None = None, **settings: Any) -> "Problem":
+        """A problem from a reference file's text (RL datasets carry it inline), with ``settings`` keyed as in
+        problem.toml; the same text is the same problem (``evalkit.sources.inline``)."""
+        return problem_from_source(reference_code, name, **settings)
 
     @property
     def kernelbench_level(self) -> int | None:
@@ -257,3 +266,69 @@ def unknown_problem(problem_id: str, known_ids: Iterable[str]) -> ProblemError:
         return ProblemError(f"unknown problem '{problem_id}': no problems are loaded (check --problems-dir)")
     return ProblemError(f"unknown problem '{problem_id}'{_did_you_mean(problem_id, known)}; "
                         f"known: {', '.join(known)}")
+
+
+# ---- problems given as text: kept as folders named by their content's hash, so the same reference is one
+# problem (its builds and baselines cached once) however often it arrives
+
+ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_]*$")
+
+
+def validate_id(problem_id: str) -> str:
+    """``problem_id`` if it is a valid problem id, else a ProblemError showing a valid one."""
+    if not isinstance(problem_id, str) or not ID_PATTERN.match(problem_id):
+        raise ProblemError(f"invalid problem id {problem_id!r}: use lowercase letters, digits and _ "
+                           f"(starting with a letter or digit), e.g. 'conv2d_relu'")
+    return problem_id
+
+
+INLINE_FOLDER = "inline_problems"  # under the cache folder, unless a root is given
+MAX_REFERENCE_BYTES = 1024 * 1024
+
+
+def default_inline_root() -> Path:
+    """Where problems given as text are kept: ``inline_problems`` in the cache folder."""
+    return default_cache_dir() / INLINE_FOLDER
+
+
+def problem_from_source(reference_code: str, name: str | None = None, root: Path | None = None,
+                        **settings: Any) -> Problem:
+    """The problem whose reference.py is ``reference_code`` (and whose problem.toml holds ``settings``), kept in
+    ``root/<hash>/<id>``; its id is ``name``, or ``inline_<hash>`` without one. ``ProblemError`` names what is wrong."""
+    if not isinstance(reference_code, str) or not reference_code.strip():
+        raise ProblemError("reference_code: expected the text of a reference file (class Model, get_inputs, "
+                           f"get_init_inputs), got {type(reference_code).__name__} {reference_code!r:.40}")
+    if len(reference_code.encode("utf-8", "surrogatepass")) > MAX_REFERENCE_BYTES:
+        raise ProblemError(f"reference_code: {len(reference_code)} characters, more than a reference file's "
+                           f"{MAX_REFERENCE_BYTES} bytes")
+    toml = settings_toml(settings)
+    digest = hashlib.sha256(f"{reference_code}\0{toml}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    problem_id = validate_id(name) if name is not None else f"inline_{digest}"
+    folder = (root or default_inline_root()) / digest / problem_id
+    if not (folder / REFERENCE_FILE).is_file():
+        _write_folder(folder, reference_code, toml)
+    return load_problem(folder)
+
+
+def settings_toml(settings: dict[str, Any]) -> str:
+    """``settings`` as problem.toml lines (``load_problem`` checks each key and value as a folder's)."""
+    lines = []
+    for key, value in sorted(settings.items()):
+        if not isinstance(value, (bool, int, float, str)) or (isinstance(value, float) and value != value):
+            raise ProblemError(f"setting {key!r}: {value!r} is not a number, a string or a boolean")
+        lines.append(f"{key} = {json.dumps(value)}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _write_folder(folder: Path, reference_code: str, toml: str) -> None:
+    """Write the folder whole, then move it in place: a concurrent caller finds it complete or not at all."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".writing-", dir=folder.parent))
+    (staging / REFERENCE_FILE).write_text(reference_code, encoding="utf-8", errors="surrogatepass")
+    (staging / TOML_FILE).write_text(toml, encoding="utf-8")
+    try:
+        staging.rename(folder)
+    except OSError:  # another caller wrote the same content first
+        for file in staging.iterdir():
+            file.unlink()
+        staging.rmdir()

@@ -7,16 +7,14 @@ Trusted side; writes problem folders / files; never runs submission code. The co
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 
 from evalkit.sources.errors import ProblemError
-from evalkit.sources.problems import REFERENCE_FILE, TOML_FILE
+from evalkit.sources.problems import REFERENCE_FILE, TOML_FILE, validate_id
 from evalkit.sources.settings import commented_toml
 
 logger = logging.getLogger(__name__)
 
-ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 
 _TEMPLATE_REFERENCE = '''\
 """{id}: describe what the model computes (this template is a Linear layer followed by ReLU)."""
@@ -59,14 +57,6 @@ tags = []
 def template_toml(problem_id: str) -> str:
     """The problem.toml of a new problem: its metadata, then every setting commented out."""
     return _TEMPLATE_METADATA.format(id=problem_id) + "\n" + "\n".join(commented_toml()) + "\n"
-
-
-def validate_id(problem_id: str) -> str:
-    """``problem_id`` if it is a valid new problem id, else a ProblemError showing a valid one."""
-    if not ID_PATTERN.match(problem_id):
-        raise ProblemError(f"invalid problem id '{problem_id}': use lowercase letters, digits and _ "
-                           f"(starting with a letter or digit), e.g. 'conv2d_relu'")
-    return problem_id
 
 
 def scaffold_problem(root: Path, problem_id: str) -> Path:

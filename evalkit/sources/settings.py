@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import typing
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -28,6 +29,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evalkit.sources.errors import ProblemError
+
+
+def default_cache_dir() -> Path:
+    """Builds, baselines and problems given as text: ``$EVALKIT_CACHE``, else ``~/.cache/evalkit``."""
+    return Path(os.environ.get("EVALKIT_CACHE", Path.home() / ".cache" / "evalkit"))
 
 WITH_DEFAULT_HEADER = "# Judging settings; uncomment a line to change a default (the values shown are the defaults)."
 WITHOUT_DEFAULT_HEADER = "# Settings without a default (unset unless given; the values shown are examples):"
