@@ -73,7 +73,7 @@ def setting_options(command: Any) -> Any:
               help="Report folder [default: reports/<submissions>-<timestamp>; with --resume, the latest one].")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
 @click.option("--gpus", default="all", show_default=True,
-              help="GPUs to judge on, one judge each: all, a count (2), or indices (0,2).")
+              help="GPUs to judge on, one judge each: all, a count (2), or indices (0,2; 1, for GPU 1 alone).")
 @click.option("--judges", type=click.IntRange(min=1), default=1, show_default=True,
               help="CPU judges at once (--device cpu; on a GPU, one judge per GPU of --gpus).")
 @click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True,

@@ -37,7 +37,8 @@ class Placement:
 
 
 def parse_gpus(spec: str, visible: int) -> list[int]:
-    """``--gpus``: "all", a count "N" (the first N), or a list "0,2" of indices among the ``visible`` GPUs."""
+    """``--gpus``: "all", a count "N" (the first N), or a list "0,2" of indices among the ``visible`` GPUs ("1," is
+    GPU 1 alone: a list of one)."""
     text = spec.strip().lower()
     if visible < 1:
         raise PlacementError(f"--gpus {spec}: torch sees no CUDA GPU on this machine; use --device cpu "
@@ -51,7 +52,7 @@ def parse_gpus(spec: str, visible: int) -> list[int]:
                                  f"{visible}, a list of indices such as 0,1, or all")
         return list(range(count))
     try:
-        chosen = [int(word) for word in text.split(",")]
+        chosen = [int(word) for word in text.split(",") if word.strip()]
     except ValueError:
         raise PlacementError(f"--gpus {spec}: give all, a count (2), or a comma-separated list of GPU indices "
                              f"(0,2)") from None

@@ -12,6 +12,7 @@ def test_gpus_all_a_count_or_a_list():
     assert parse_gpus("2", 4) == [0, 1]
     assert parse_gpus("3,1", 4) == [3, 1]
     assert parse_gpus(" ALL ", 1) == [0]
+    assert parse_gpus("1,", 4) == [1], "a list of one: GPU 1 alone (a trainer keeps GPU 0)"
 
 
 @pytest.mark.parametrize("spec, visible, says", [

@@ -1,0 +1,117 @@
+"""Trusted side: KernelBench's own call, judged by evalkit, so code written against KernelBench switches with one
+import:
+
+    from evalkit.kernelbench import eval_kernel_against_ref   # was: from src.eval import eval_kernel_against_ref
+    result = eval_kernel_against_ref(original_model_src, custom_model_src, num_correct_trials=5,
+                                     num_perf_trials=100, measure_performance=True)
+    result.compiled, result.correctness, result.runtime, result.ref_runtime, result.metadata
+
+The answer is built and run in evalkit's sandbox, checked against a float64 reference on fresh inputs and timed by
+the judge's own clock (``docs/judge.md``), not in the caller's process. KernelBench's arguments that choose how it
+times or where it builds (``timing_method``, ``build_dir``, ``verbose``) have no counterpart and are ignored;
+``backend`` and ``precision`` other than CUDA-in-fp32 are refused until evalkit judges them. Each call without an
+``evaluator=`` starts judges of its own and ends them; pass one ``Evaluator`` to many calls to keep its judges,
+builds and baselines (``evalkit.Evaluator``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+RUNTIME_UNKNOWN = -1.0  # KernelBench's value for a time not measured
+COMPILED_VERDICTS = ("interface_error", "runtime_error", "crash", "timeout", "incorrect", "correct")
+
+
+@dataclass
+class KernelExecResult:
+    """KernelBench's result fields; times in milliseconds; ``metadata["evalkit_row"]`` is evalkit's whole row."""
+
+    compiled: bool = False
+    correctness: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+    runtime: float = RUNTIME_UNKNOWN
+    runtime_stats: dict[str, Any] = field(default_factory=dict)
+    ref_runtime: float = RUNTIME_UNKNOWN
+    ref_runtime_stats: dict[str, Any] = field(default_factory=dict)
+
+
+def eval_kernel_against_ref(original_model_src: str, custom_model_src: str, seed_num: int = 42,
+                            num_correct_trials: int = 1, num_perf_trials: int = 10, measure_performance: bool = False,
+                            timing_method: str = "cuda_event", verbose: bool = False, build_dir: Any = None,
+                            device: Any = None, backend: str = "cuda", precision: Any = None,
+                            check_for_excessive_speedup: bool = True, excessive_speedup_threshold: float = 10,
+                            *, evaluator: Any = None) -> KernelExecResult:
+    """KernelBench's ``eval_kernel_against_ref``, judged by evalkit (the module's docstring says what differs)."""
+    from evalkit.schedule.evaluator import Evaluator
+    from evalkit.sources.problems import Problem
+
+    _refuse_unjudged(backend, precision)
+    problem = Problem.from_source(original_model_src, correctness_trials=int(num_correct_trials),
+                                  timing_trials=max(int(num_perf_trials), 1))
+    if evaluator is not None:
+        row = evaluator.judge(problem, custom_model_src)
+    else:
+        baselines = ("eager",) if measure_performance else ()
+        with Evaluator(problems=problem.path.parent, device=_device(device), baselines=baselines,
+                       seed=int(seed_num), **_gpus(device)) as own:
+            row = own.judge(problem, custom_model_src)
+    return result_of(row, measure_performance, check_for_excessive_speedup, excessive_speedup_threshold)
+
+
+def result_of(row: dict[str, Any], measure_performance: bool = True, check_for_excessive_speedup: bool = True,
+              excessive_speedup_threshold: float = 10) -> KernelExecResult:
+    """A KernelExecResult from evalkit's row (a ``results.jsonl`` dict)."""
+    verdict, timing = row["verdict"], row.get("timing") or {}
+    eager = (row.get("baselines") or {}).get("eager") or {}
+    metadata: dict[str, Any] = {"evalkit_verdict": verdict, "evalkit_reason": row.get("reason", ""),
+                                "evalkit_flags": row.get("flags", []), "feedback": row.get("feedback"),
+                                "device": row.get("device"), "hardware": (row.get("baselines") or {}).get(
+                                    "device_name"), "evalkit_row": row}
+    problem_key = {"compile_error": "compilation_error", "syntax_error": "compilation_error",
+                   "no_code": "compilation_error", "runtime_error": "runtime_error", "crash": "runtime_error",
+                   "timeout": "runtime_error", "interface_error": "runtime_error",
+                   "incorrect": "correctness_issue"}.get(verdict)
+    if problem_key:
+        metadata[problem_key] = row.get("reason", "")
+    result = KernelExecResult(compiled=verdict in COMPILED_VERDICTS, correctness=verdict == "correct",
+                              metadata=metadata)
+    if measure_performance and verdict == "correct" and timing.get("median_ms"):
+        result.runtime, result.runtime_stats = timing["median_ms"], _stats(timing)
+        if eager.get("median_ms"):
+            result.ref_runtime, result.ref_runtime_stats = eager["median_ms"], _stats(eager)
+        speedup = row.get("speedup_vs_eager")
+        if check_for_excessive_speedup and speedup and speedup > excessive_speedup_threshold:
+            metadata["excessive_speedup"] = True
+    return result
+
+
+def _stats(timing: dict[str, Any]) -> dict[str, Any]:
+    """KernelBench's runtime_stats keys (mean, std, min, max, num_trials), plus evalkit's median and IQR."""
+    return {"mean": timing.get("mean_ms"), "std": timing.get("std_ms"), "min": timing.get("min_ms"),
+            "max": timing.get("max_ms"), "num_trials": timing.get("count"), "median": timing.get("median_ms"),
+            "iqr": timing.get("iqr_ms")}
+
+
+def _device(device: Any) -> str:
+    if device is None:
+        return "auto"
+    text = str(device)
+    return "cpu" if text == "cpu" else "cuda"
+
+
+def _gpus(device: Any) -> dict[str, str]:
+    """KernelBench's ``device`` (an index, ``cuda:N`` or a torch.device) as evalkit's ``gpus``."""
+    text = str(device) if device is not None else ""
+    index = text.rsplit(":", 1)[-1] if text.startswith("cuda:") else text if text.isdigit() else ""
+    return {"gpus": f"{index},"} if index else {}  # a list of one index, not a count
+
+
+def _refuse_unjudged(backend: str, precision: Any) -> None:
+    from evalkit.sources.errors import ProblemError
+
+    if backend not in ("cuda", "triton"):
+        raise ProblemError(f"backend {backend!r}: evalkit judges CUDA (load_inline) and Triton answers through this "
+                           f"call; others are not supported yet")
+    if precision is not None and "float32" not in str(precision) and "fp32" not in str(precision):
+        raise ProblemError(f"precision {precision!r}: evalkit judges fp32 problems only, for now")
