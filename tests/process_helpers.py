@@ -54,3 +54,30 @@ def wait_for(condition, timeout_s: float, what: str):
             return value
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def children(pid: int) -> set[int]:
+    """The processes whose parent is ``pid`` (a judge process, a build's watcher, a worker)."""
+    return {int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit() and parent(int(entry.name)) == pid}
+
+
+def alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def parent(pid: int) -> int:
+    try:
+        return int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def descends_from(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        pid = parent(pid)
+        if pid == ancestor:
+            return True
+    return False

@@ -19,7 +19,7 @@ SIDES = ("trusted side", "untrusted side", "both sides", "no side of the trust b
 MAX_LINES = 400
 # Stages in order: a module may import evalkit modules of its own stage or an earlier one.
 STAGES = ("version", "records", "host_facts", "results_file", "sources", "intake", "sandbox", "judge", "schedule",
-          "kernelbench", "cli")  # kernelbench: KernelBench's own call over the Python API
+          "kernelbench", "server", "cli")  # kernelbench: KernelBench's call; server: evalkit serve, both over the API
 # Report reads rows only: it may import the vocabulary and the results file, nothing that judges.
 REPORT_MAY_IMPORT = ("version", "records", "host_facts", "results_file", "report")
 # What runs inside the submission's interpreter may import only these evalkit modules.

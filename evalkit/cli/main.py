@@ -17,6 +17,7 @@ from evalkit.cli.extract import extract_command
 from evalkit.cli.problems import problems
 from evalkit.cli.report import report_command
 from evalkit.cli.score import score_command
+from evalkit.cli.serve import serve_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -32,7 +33,7 @@ def main() -> None:
     quiet_numpy_warning()
 
 
-for command in (extract_command, score_command, report_command, problems):
+for command in (extract_command, score_command, serve_command, report_command, problems):
     main.add_command(command)
 
 

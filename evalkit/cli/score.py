@@ -34,7 +34,7 @@ def _latest_out(submissions: Path) -> Path | None:
     return candidates[-1] if candidates else None
 
 
-def _baselines(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+def parse_baselines(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
     """``--baselines``: a comma-separated list of eager and compile, or ``none`` alone."""
     words = [w.strip() for w in value.split(",")]
     if words == ["none"]:
@@ -65,26 +65,33 @@ def setting_options(command: Any) -> Any:
     return command
 
 
+def machine_options(command: Any) -> Any:
+    """Where answers are judged and built: --device, --gpus, --judges, --jobs (``evalkit score``, ``evalkit serve``)."""
+    command = click.option("--jobs", type=click.IntRange(min=0), default=0,
+                           help="Parallel builds [default: the cores left by the judges, at most 8].")(command)
+    command = click.option("--judges", type=click.IntRange(min=1), default=1, show_default=True,
+                           help="CPU judges at once (--device cpu; on a GPU, one judge per GPU of --gpus).")(command)
+    command = click.option("--gpus", default="all", show_default=True,
+                           help="GPUs to judge on, one judge each: all, a count (2), or indices (0,2; 1, for GPU 1 "
+                                "alone).")(command)
+    return click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto",
+                        show_default=True)(command)
+
+
 @click.command("score")
 @click.argument("submissions", type=click.Path(path_type=Path))
 @click.option("--problems", "--problems-dir", "problems_dir", type=click.Path(path_type=Path), default=Path("problems"),
               show_default=True, envvar="EVALKIT_PROBLEMS", help="Folder of problem folders [or $EVALKIT_PROBLEMS].")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Report folder [default: reports/<submissions>-<timestamp>; with --resume, the latest one].")
-@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
-@click.option("--gpus", default="all", show_default=True,
-              help="GPUs to judge on, one judge each: all, a count (2), or indices (0,2; 1, for GPU 1 alone).")
-@click.option("--judges", type=click.IntRange(min=1), default=1, show_default=True,
-              help="CPU judges at once (--device cpu; on a GPU, one judge per GPU of --gpus).")
+@machine_options
 @click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="Where builds and judges run: this machine, or a Ray cluster (pip install 'evalkit[ray]').")
 @click.option("--ray-address", default=None, envvar="RAY_ADDRESS",
               help="The Ray cluster to join (--backend ray) [or $RAY_ADDRESS; unset: start a local one].")
-@click.option("--jobs", type=click.IntRange(min=0), default=0,
-              help="Parallel builds [default: the cores left by the judges, at most 8].")
 @setting_options
 @click.option("--seed", type=int, default=None, help="Base seed for inputs and weights [random, recorded].")
-@click.option("--baselines", default="eager,compile", show_default=True, callback=_baselines,
+@click.option("--baselines", default="eager,compile", show_default=True, callback=parse_baselines,
               help="PyTorch baselines to time: any of eager,compile, or 'none' alone.")
 @click.option("--remeasure-baselines", is_flag=True,
               help="Time the baselines again, even where the build cache holds them from an earlier report "

@@ -120,8 +120,9 @@ class Contender:
                         trial = number // batch + 1
                         seed = input_seed(judge.correctness_inputs_seed, number)
                         raise Stop(Finding.WRONG_VALUES, f"trial {trial}, output {index}: {result.reason}",
-                                   {"correctness": {"failed_trial": trial, "output_index": index,
-                                                    "seed": seed, **to_jsonable(result)}})
+                                   {"correctness": {"failed_trial": trial, "output_index": index, "seed": seed,
+                                                    "atol": self.settings.atol, "rtol": self.settings.rtol,
+                                                    **to_jsonable(result)}})
                     if worst is None or result.max_abs_err > worst.max_abs_err:
                         worst = result
         settings = self.settings

@@ -18,44 +18,17 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES, ROOT
 from evalkit.cli.main import main
-from process_helpers import Tail, sandboxes, wait_for
+from process_helpers import Tail, alive, children, descends_from, sandboxes, wait_for
 
 PROBLEMS = FIXTURES / "judge_problems"
 NO_CODE = "I would write a fused kernel here, but I ran out of time.\n"
-
-
-def _children(pid: int) -> set[int]:
-    """The processes whose parent is ``pid`` (a judge process, a build's watcher, a worker)."""
-    return {int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit() and _parent(int(entry.name)) == pid}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def _parent(pid: int) -> int:
-    try:
-        return int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
-def _descends_from(pid: int, ancestor: int) -> bool:
-    while pid > 1:
-        pid = _parent(pid)
-        if pid == ancestor:
-            return True
-    return False
 
 
 def _building(pid: int) -> bool:
     """Whether a sandbox of ``pid``'s run is running in a build's folder (``evalkit-build-*``)."""
     for sandbox in sandboxes():
         try:
-            if _descends_from(sandbox, pid) and "evalkit-build-" in os.readlink(f"/proc/{sandbox}/cwd"):
+            if descends_from(sandbox, pid) and "evalkit-build-" in os.readlink(f"/proc/{sandbox}/cwd"):
                 return True
         except OSError:
             continue
@@ -89,8 +62,8 @@ def test_a_signal_with_two_judges_leaves_no_traceback_no_process_and_a_report_to
                      "both hangs to be judged")
         assert proc.poll() is None, stdout.text() + stderr.text()
         time.sleep(1)
-        children = _children(proc.pid)
-        marked = {sandbox for sandbox in sandboxes() if _descends_from(sandbox, proc.pid)}
+        kids = children(proc.pid)
+        marked = {sandbox for sandbox in sandboxes() if descends_from(sandbox, proc.pid)}
         proc.send_signal(signum)
         assert proc.wait(timeout=90) == code, stdout.text() + stderr.text()
     finally:
@@ -101,8 +74,8 @@ def test_a_signal_with_two_judges_leaves_no_traceback_no_process_and_a_report_to
     output = stdout.text() + stderr.text()
     assert "Traceback" not in output and "Error" not in output, output
     assert f"interrupted by {signal.Signals(signum).name}" in output
-    wait_for(lambda: not [pid for pid in children | marked if _alive(pid)], 5,
-             f"the run's processes to end: {[pid for pid in children | marked if _alive(pid)]}")
+    wait_for(lambda: not [pid for pid in kids | marked if alive(pid)], 5,
+             f"the run's processes to end: {[pid for pid in kids | marked if alive(pid)]}")
     assert [row["sample"] for row in map(json.loads, (out / "results.jsonl").read_text().splitlines())] == ["prose"]
     resume = next(line for line in output.splitlines() if "to continue, run: " in line).split("to continue, run: ")[1]
     for answer in answers.glob("*.py"):  # the printed command resumes once what hung is gone
