@@ -151,17 +151,24 @@ def _problems_with(tmp_path: Path, broken: Path) -> Path:
     (FIXTURES / "broken_problems" / "syntax_error", "syntax_error/reference.py:9: syntax error"),
     (FIXTURES / "hygiene_problems" / "no_get_inputs", "no_get_inputs/reference.py: defines no get_inputs"),
 ])
-def test_a_broken_problem_fails_the_run_before_judging(tmp_path: Path, broken: Path, expected: str) -> None:
+def test_a_broken_problem_stops_only_a_run_with_nothing_else_to_judge(tmp_path: Path, broken: Path,
+                                                                       expected: str) -> None:
     problems = _problems_with(tmp_path, broken)
-    subs = _answers(tmp_path / "subs", "a")
-    shutil.copy(FIXTURES / "judge_submissions" / "fixtures" / "linear_relu" / "correct_python.md",
-                subs / "hygiene" / "linear_relu")
-    _answers(subs, "b", problem=broken.name)
-    result = _score(subs, tmp_path / "report", problems=problems)
+    only = _answers(tmp_path / "only", "b", problem=broken.name)
+    result = _score(only, tmp_path / "report", problems=problems)
     assert result.exit_code == 1
     assert expected in result.output
     assert "CUDA" not in result.output
     assert not (tmp_path / "report").exists()  # nothing judged, nothing written
+    mixed = _answers(tmp_path / "subs", "a")
+    shutil.copy(FIXTURES / "judge_submissions" / "fixtures" / "linear_relu" / "correct_python.md",
+                mixed / "hygiene" / "linear_relu")
+    _answers(mixed, "b", problem=broken.name)
+    result = _score(mixed, tmp_path / "mixed", problems=problems)
+    assert result.exit_code == 0, result.output  # the others' answers are judged; its own are said to be not
+    assert f"answers to problem '{broken.name}' were not judged" in result.output
+    assert {r["sample"]: r["verdict"] for r in _rows(tmp_path / "mixed")} == {"a": "no_code", "b": "no_code",
+                                                                            "correct_python": "correct"}
 
 
 def test_a_broken_problem_without_submissions_does_not_stop_the_run(tmp_path: Path) -> None:
