@@ -108,10 +108,17 @@ class Problem:
         reference is not an error yet: the judge stage reports it properly.
         """
         try:
-            return list(self.load_module().get_init_inputs())
+            module = self.load_module()
         except Exception as err:  # noqa: BLE001 - any failure of problem code means "not available"
             logger.debug("%s: no init inputs (%s: %s)", self.reference_path, type(err).__name__, err)
             return None
+        try:
+            return list(module.get_init_inputs())
+        except Exception as err:  # noqa: BLE001 - any failure of problem code means "not available"
+            logger.debug("%s: no init inputs (%s: %s)", self.reference_path, type(err).__name__, err)
+            return None
+        finally:  # asked once per answer built: a module kept per call would grow without end
+            sys.modules.pop(module.__name__, None)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "title": self.title, "source": self.source, "level": self.level,

@@ -306,7 +306,10 @@ def test_load_module_import_error_is_clear() -> None:
 
 
 def test_init_inputs_or_none() -> None:
-    assert load_problem(FIXTURES / "tiny_conv").init_inputs_or_none() == [3, 4, 3]
+    before = {name for name in sys.modules if name.startswith("evalkit_problem_")}
+    for _ in range(3):  # asked once per answer built: no module kept per call
+        assert load_problem(FIXTURES / "tiny_conv").init_inputs_or_none() == [3, 4, 3]
+    assert {name for name in sys.modules if name.startswith("evalkit_problem_")} == before
     for broken in ("import_error", "syntax_error"):
         assert load_problem(BROKEN / broken).init_inputs_or_none() is None
 
