@@ -14,6 +14,7 @@ import pytest
 from conftest import FIXTURES, ROOT
 from evalkit import Evaluator
 from evalkit.records import ResultRow
+from evalkit.schedule.engine import DeadlinePassed
 from evalkit.sources.problems import ProblemError, problem_from_source
 
 PROBLEMS = FIXTURES / "judge_problems"
@@ -89,14 +90,14 @@ def test_a_batch_abandoned_midway_leaves_the_judges_as_a_finished_one(evaluator)
 def test_awaited_calls_share_the_judges_and_a_cancelled_one_disturbs_no_other(evaluator):
     async def scenario() -> list[dict]:
         hang = asyncio.create_task(evaluator.judge_async("linear_relu", _answer("hang"), sample="async-hang"))
-        rows = await asyncio.gather(evaluator.judge_async("linear_relu", "no code", sample="async-no-code"),
-                                    evaluator.judge_async("linear_relu", _answer("incorrect"), sample="async-bad"))
-        assert not hang.done(), "the hang is still being judged: the others did not wait for it"
+        no_code = await evaluator.judge_async("linear_relu", "no code", sample="async-no-code")
+        assert not hang.done(), "the hang is still being judged: an answer with no code did not wait for it"
         hang.cancel()
         with pytest.raises(asyncio.CancelledError):
             await hang
+        judged = await asyncio.gather(evaluator.judge_async("linear_relu", _answer("incorrect"), sample="async-bad"))
         streamed = [row async for row in evaluator.judge_many_async([("linear_relu", _answer("correct_cpp"))])]
-        return rows + streamed
+        return [no_code, *judged, *streamed]
 
     rows = asyncio.run(scenario())
     assert [row["verdict"] for row in rows] == ["no_code", "incorrect", "correct"]
@@ -123,6 +124,16 @@ def test_judge_processes_learn_a_problem_given_after_they_started(tmp_path: Path
                                    (problem, _answer("runtime_error"))]))
     assert sorted(row["verdict"] for row in rows) == ["correct", "incorrect", "runtime_error"], rows
     assert {row["judge"] for row in rows} <= {"cpu:0", "cpu:1"}
+
+
+def test_a_deadline_cancels_what_is_left_and_an_unknown_id_can_be_a_row(evaluator):
+    with pytest.raises(DeadlinePassed, match="1 of 1 answer"):
+        evaluator.judge("linear_relu", _answer("hang"), timeout_s=1.0)  # builds and hangs far longer than that
+    rows = list(evaluator.judge_many([("linear_reul", "x"), ("linear_relu", "no code")], on_error="row"))
+    assert [(row["verdict"], row["error"] and row["error"]["kind"]) for row in rows] == [
+        ("skipped", "caller_error"), ("no_code", None)]
+    assert "did you mean 'linear_relu'" in rows[0]["reason"]
+    assert evaluator.judge("linear_relu", _answer("incorrect"))["verdict"] == "incorrect"  # judges unharmed
 
 
 def test_a_callers_mistake_raises_before_anything_is_built(evaluator):

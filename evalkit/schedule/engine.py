@@ -49,6 +49,18 @@ ROW_POLL_S = 0.5  # the caller's thread wakes this often while it waits for rows
 class JudgesStopped(EvalkitError):
     """Every judge station ended before the batch was judged (each one's reason is logged as it stops)."""
 
+
+class DeadlinePassed(EvalkitError, TimeoutError):
+    """The caller's deadline passed before every answer of its batch was judged; the rest were cancelled."""
+
+
+def check_deadline(batch: Batch, deadline: float | None) -> None:
+    """``DeadlinePassed`` (the batch cancelled) once ``deadline`` (``time.monotonic()``) has passed."""
+    if deadline is not None and time.monotonic() >= deadline and not batch.done:
+        batch.cancel()
+        raise DeadlinePassed(f"{batch.expected - batch.received} of {batch.expected} answer(s) not judged before "
+                             f"the deadline; they were cancelled")
+
 class Station(Protocol):
     current_problem: str | None
 
@@ -85,14 +97,18 @@ class Engine:
         self.prepared: set[str] = set()  # problems whose every baseline some station has timed (or found)
         self._ahead: set[str] = set()  # problems whose baselines were queued to be timed ahead
 
-    def judge(self, submissions: Iterable[tuple[Submission, list[str]]]) -> Iterator[ResultRow]:
+    def judge(self, submissions: Iterable[tuple[Submission, list[str]]],
+              deadline: float | None = None) -> Iterator[ResultRow]:
         """Rows of ``submissions`` (each with its file's warnings) in the order they are decided. Any number of
-        calls may be in flight at once, from any threads; one left unfinished cancels what it had not received."""
+        calls may be in flight at once, from any threads; one left unfinished cancels what it had not received,
+        and so does ``deadline`` (a ``time.monotonic()`` instant) passing, which raises ``DeadlinePassed``."""
         batch = self.submit(submissions)
         try:
             while not batch.done:
-                row = batch.next_row(ROW_POLL_S)
+                row = batch.next_row(ROW_POLL_S if deadline is None else
+                                     max(0.0, min(ROW_POLL_S, deadline - time.monotonic())))
                 if row is None:
+                    check_deadline(batch, deadline)
                     self.check_judges()
                     continue
                 yield row

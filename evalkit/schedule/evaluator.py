@@ -21,16 +21,17 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import time
 import uuid
 import weakref
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterable, Iterator
 
 from evalkit.judge.feedback import feedback_for
-from evalkit.records import ResultRow, Submission
+from evalkit.records import EvalkitError, ResultRow, Submission, sha256_text
 from evalkit.sandbox.launcher import Limits
 from evalkit.schedule.dispatch import Batch
-from evalkit.schedule.engine import ROW_POLL_S, Machines
+from evalkit.schedule.engine import ROW_POLL_S, Machines, check_deadline
 from evalkit.schedule.options import JudgeOptions, judge_options
 from evalkit.schedule.station import BaselineFiles
 from evalkit.sources.problems import Problem
@@ -38,6 +39,7 @@ from evalkit.sources.problems import Problem
 logger = logging.getLogger(__name__)
 
 API_RUN = "api"  # the ``run`` field of the API's rows
+Pair = tuple[Any, str] | tuple[Any, str, str | None]  # (problem id or Problem, answer text[, sample])
 
 
 class Evaluator:
@@ -90,47 +92,59 @@ class Evaluator:
         """How builds are kept off timings here: ``partition (cpuset)``, or ``freeze (...)`` (docs/judge.md)."""
         return self._engine.freezer.isolation
 
-    def judge(self, problem_id: str | Problem, text: str, *, sample: str | None = None) -> dict[str, Any]:
+    def judge(self, problem_id: str | Problem, text: str, *, sample: str | None = None,
+              timeout_s: float | None = None) -> dict[str, Any]:
         """The row of one answer to ``problem_id`` (an id, or a ``Problem``, e.g. ``Problem.from_source(text)``), a
-        dict as in ``results.jsonl``."""
-        return next(iter(self.judge_many([(problem_id, text, sample)] if sample else [(problem_id, text)])))
+        dict as in ``results.jsonl``. ``timeout_s``: give up (``DeadlinePassed``, the answer cancelled) after that."""
+        pair = (problem_id, text, sample) if sample else (problem_id, text)
+        return next(iter(self.judge_many([pair], deadline_s=timeout_s)))
 
-    def judge_many(self, pairs: Iterable[tuple[str, str] | tuple[str, str, str]]) -> Iterator[dict[str, Any]]:
+    def judge_many(self, pairs: Iterable[Pair], *, deadline_s: float | None = None,
+                   on_error: str = "raise") -> Iterator[dict[str, Any]]:
         """Rows of (problem_id, text) or (problem_id, text, sample) answers, in the order they are decided (match
         them by ``sample``: "api-N" in the order given, unless named). Every problem id is checked here, before
-        anything is built. Any number of calls may be in flight at once, from any threads; one left unfinished
-        (closed, or dropped) cancels its answers not yet judged, and leaves the judges as a finished one does."""
-        submissions = [self._submission(*pair) for pair in pairs]
-        return self._rows(submissions)
+        anything is built: a bad one raises, or with ``on_error="row"`` is a ``skipped`` row saying why (the rest
+        are judged). Any number of calls may be in flight at once, from any threads; one left unfinished (closed,
+        or dropped) cancels its answers not yet judged, and leaves the judges as a finished one does; so does
+        ``deadline_s`` passing, which raises ``DeadlinePassed`` after the rows decided in time."""
+        submissions, refused = self._submissions(pairs, on_error)
+        deadline = None if deadline_s is None else time.monotonic() + deadline_s
+        return self._rows(submissions, refused, deadline)
 
-    async def judge_async(self, problem_id: str | Problem, text: str, *, sample: str | None = None
-                          ) -> dict[str, Any]:
+    async def judge_async(self, problem_id: str | Problem, text: str, *, sample: str | None = None,
+                          timeout_s: float | None = None) -> dict[str, Any]:
         """``judge``, awaited: the event loop runs on meanwhile; cancelling the await cancels this answer alone."""
-        async for row in self.judge_many_async([(problem_id, text, sample)] if sample else [(problem_id, text)]):
+        pair = (problem_id, text, sample) if sample else (problem_id, text)
+        async for row in self.judge_many_async([pair], deadline_s=timeout_s):
             return row
         raise AssertionError("a batch of one answer yields one row")  # pragma: no cover
 
-    async def judge_many_async(self, pairs: Iterable[tuple[str, str] | tuple[str, str, str]]
-                               ) -> AsyncIterator[dict[str, Any]]:
+    async def judge_many_async(self, pairs: Iterable[Pair], *, deadline_s: float | None = None,
+                               on_error: str = "raise") -> AsyncIterator[dict[str, Any]]:
         """``judge_many`` as an async iterator, on the same judges and caches: any number in flight from one event
         loop (or several threads), none blocking the loop; leaving it early (a cancelled task, a ``break``)
         cancels its answers not yet judged."""
         loop = asyncio.get_running_loop()
         arrived = asyncio.Event()
+        deadline = None if deadline_s is None else time.monotonic() + deadline_s
 
         def wake() -> None:  # called from the judge thread that decided a row
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits for this batch any more
                 loop.call_soon_threadsafe(arrived.set)
 
-        submissions = [self._submission(*pair) for pair in pairs]
+        submissions, refused = self._submissions(pairs, on_error)
+        for row in refused:
+            yield row.to_dict()
         batch = await asyncio.to_thread(self._engine.submit, ((s, []) for s in submissions), Batch(notify=wake))
         try:
             while not batch.done:
                 arrived.clear()
                 row = batch.next_row(0)
                 if row is None:
+                    wait_s = ROW_POLL_S if deadline is None else max(0.0, min(ROW_POLL_S, deadline - time.monotonic()))
                     with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(arrived.wait(), ROW_POLL_S)
+                        await asyncio.wait_for(arrived.wait(), wait_s)
+                    check_deadline(batch, deadline)
                     self._engine.check_judges()
                     continue
                 yield self._finished(row).to_dict()
@@ -154,9 +168,38 @@ class Evaluator:
         only once an answer of it is correct and timed (ahead of it, while the judge waits for builds)."""
         self._engine.prepare_baselines(sorted(set(problem_ids) - self._engine.prepared))
 
-    def _rows(self, submissions: list[Submission]) -> Iterator[dict[str, Any]]:
-        for row in self.judge_submissions((submission, []) for submission in submissions):
+    def _rows(self, submissions: list[Submission], refused: list[ResultRow],
+              deadline: float | None) -> Iterator[dict[str, Any]]:
+        for row in refused:
             yield row.to_dict()
+        for row in self._engine.judge(((s, []) for s in submissions), deadline):
+            yield self._finished(row).to_dict()
+
+    def _submissions(self, pairs: Iterable[Pair], on_error: str) -> tuple[list[Submission], list[ResultRow]]:
+        """The pairs as submissions, checked; with ``on_error="row"``, a bad one becomes a skipped row instead."""
+        if on_error not in ("raise", "row"):
+            raise ValueError(f"on_error={on_error!r}: give 'raise' (a bad pair raises) or 'row' (it is a row)")
+        submissions, refused = [], []
+        for pair in pairs:
+            try:
+                submissions.append(self._submission(*pair))
+            except (EvalkitError, TypeError) as err:
+                if on_error == "raise":
+                    raise
+                refused.append(self._refused_row(pair, err))
+        return submissions, refused
+
+    def _refused_row(self, pair: Pair, err: Exception) -> ResultRow:
+        """A ``skipped`` row for a pair that could not be judged as given (``on_error="row"``)."""
+        problem = pair[0].id if isinstance(pair[0], Problem) else str(pair[0])
+        name = (pair[2] if len(pair) > 2 else None) or f"api-{next(self._samples)}"
+        text = pair[1] if isinstance(pair[1], str) else ""
+        row = ResultRow(run=API_RUN, problem=problem, sample=name, path=f"<api:{name}>",
+                        sha256=sha256_text(text), verdict="skipped",
+                        reason=f"not judged: {err}", device=self.device)
+        row.error = {"kind": "caller_error", "type": type(err).__name__, "message": str(err)}
+        row.feedback = f"Not judged: {err}"
+        return row
 
     def close(self) -> None:
         """End every sandbox and judge process this evaluator started (also done on leaving ``with``)."""
