@@ -1,0 +1,163 @@
+"""Benchmark: `evalkit serve` driven as a GRPO trainer drives its reward service. Prints the figures.
+
+Starts `python3 -m evalkit serve` (the CLI only) and runs STEPS steps; each step sends every problem's reference
+as text (`reference_code`, as an RL dataset carries it) with its group of answers, one `POST /v1/batch` per
+problem, all at once, then polls every batch until it is done. Printed per step: the time to the first reward
+(the first row of any batch), the step's wall time, rewards per minute, the verdicts, and the server's resident
+memory (its process and every child's) after the step. A later step sends the same texts again: its builds and
+baselines are cached, so it shows what a warm reward service costs, and its memory shows whether the server grows.
+
+Answers come from ANSWERS/<problem>/<file> (`.py`, `.md` or `.txt`, each one answer), for the problems of
+PROBLEMS that have any; `--group G` takes G answers a problem (cycling through the files).
+
+    python3 benchmarks/rl_step.py [--problems problems/] [--answers BENCH_ANSWERS] [--steps 3] [--group 8]
+        [--device cuda|cpu] [--extra='--timing-trials 20'] [--json FILE]
+
+On a CPU machine: `--device cpu --problems tests/fixtures/judge_problems --answers
+tests/fixtures/judge_submissions/fixtures`. Run from the repository root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+POLL_S = 0.2
+
+
+def groups(problems: Path, answers: Path, size: int) -> dict[str, tuple[str, list[str]]]:
+    """problem id -> (its reference's text, ``size`` answer texts cycling through its answer files)."""
+    found = {}
+    for folder in sorted(p for p in answers.iterdir() if p.is_dir()):
+        reference = problems / folder.name / "reference.py"
+        files = sorted(f for f in folder.iterdir() if f.suffix in (".py", ".md", ".txt"))
+        if reference.is_file() and files:
+            texts = [files[n % len(files)].read_text() for n in range(size)]
+            found[folder.name] = (reference.read_text(), texts)
+    if not found:
+        sys.exit(f"rl_step: no answers under {answers}/<problem>/ for a problem of {problems}")
+    return found
+
+
+def call(url: str, body: Any = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=600) as reply:
+        return json.loads(reply.read())
+
+
+def resident_mib(pid: int) -> float:
+    """The resident memory of ``pid`` and every descendant, in MiB (from /proc)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    family, grew = {pid}, True
+    while grew:
+        more = {child for child, parent in parents.items() if parent in family} - family
+        family |= more
+        grew = bool(more)
+    total_kib = 0
+    for member in family:
+        try:
+            status = (Path("/proc") / str(member) / "status").read_text()
+        except OSError:
+            continue
+        total_kib += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+    return total_kib / 1024
+
+
+def start_server(args: argparse.Namespace, cache: Path) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "evalkit", "serve", "--port", str(port), "--device", args.device,
+               "--problems", str(args.problems), "--cache-dir", str(cache), *shlex.split(args.extra)]
+    server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            sys.exit(f"rl_step: evalkit serve ended ({server.returncode}):\n{server.stderr.read()[-3000:]}")
+        try:
+            call(f"{base}/v1/health")
+            return server, base
+        except (OSError, urllib.error.URLError):
+            time.sleep(0.5)
+    server.kill()
+    sys.exit("rl_step: evalkit serve did not answer /v1/health within 300 s")
+
+
+def step(base: str, work: dict[str, tuple[str, list[str]]]) -> dict[str, Any]:
+    start = time.monotonic()
+    ids = [call(f"{base}/v1/batch", {"items": [{"reference_code": reference, "answer": text} for text in texts]})["id"]
+           for reference, texts in work.values()]
+    first_s, rows = None, {}
+    while len(rows) < len(ids):
+        for batch_id in ids:
+            if batch_id in rows:
+                continue
+            state = call(f"{base}/v1/batch/{batch_id}")
+            if state["rows"] and first_s is None:
+                first_s = time.monotonic() - start
+            if state["done"]:
+                rows[batch_id] = state["rows"]
+        time.sleep(POLL_S)
+    wall_s = time.monotonic() - start
+    decided = [row for batch in rows.values() for row in batch]
+    return {"wall_s": wall_s, "first_reward_s": first_s, "rewards": len(decided),
+            "rewards_per_minute": len(decided) / wall_s * 60, "verdicts": dict(Counter(r["verdict"] for r in decided)),
+            "feedback_chars_median": statistics.median(len(r.get("feedback") or "") for r in decided)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problems", type=Path, default=ROOT / "problems")
+    parser.add_argument("--answers", type=Path, required=True, help="ANSWERS/<problem>/<answer files>")
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--group", type=int, default=8, help="answers a problem, each step")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--extra", default="", help="further `evalkit serve` options, as one string")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    work = groups(args.problems, args.answers, args.group)
+    with tempfile.TemporaryDirectory(prefix="evalkit-rl-step-") as scratch:
+        server, base = start_server(args, Path(scratch) / "cache")
+        try:
+            steps = []
+            for number in range(1, args.steps + 1):
+                figures = step(base, work)
+                figures["server_rss_mib"] = resident_mib(server.pid)
+                steps.append(figures)
+                print(f"step {number}: {figures['rewards']} rewards in {figures['wall_s']:.1f} s "
+                      f"({figures['rewards_per_minute']:.1f}/min), first after {figures['first_reward_s']:.2f} s, "
+                      f"server {figures['server_rss_mib']:.0f} MiB; {figures['verdicts']}", flush=True)
+        finally:
+            server.terminate()
+            server.wait(timeout=300)
+    growth = steps[-1]["server_rss_mib"] - steps[0]["server_rss_mib"] if len(steps) > 1 else 0.0
+    print(f"rl_step: {len(work)} problems x {args.group} answers x {args.steps} steps; server memory from the first "
+          f"step to the last: {growth:+.0f} MiB")
+    if args.json:
+        args.json.write_text(json.dumps({"problems": len(work), "group": args.group, "steps": steps,
+                                         "memory_growth_mib": growth}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
