@@ -110,7 +110,8 @@ def test_a_judge_process_refuses_a_start_of_another_protocol_version(tmp_path: P
     monkeypatch.setattr(station, "_send", lambda message: send(
         replace(message, version=m.PROTOCOL_VERSION + 1) if isinstance(message, m.Start) else message))
     try:
-        with pytest.raises(JudgeProcessDied, match="judge protocol 1, this scheduler 1: two versions"):
+        version = m.PROTOCOL_VERSION
+        with pytest.raises(JudgeProcessDied, match=f"judge protocol {version}, this scheduler {version}: two versions"):
             station.prepare("linear_relu")
     finally:
         station.close()
