@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -81,3 +82,17 @@ def descends_from(pid: int, ancestor: int) -> bool:
         if pid == ancestor:
             return True
     return False
+
+
+def stop_with(proc: subprocess.Popen, signum: int, stdout: Tail, stderr: Tail, timeout_s: float) -> tuple[int, str]:
+    """Send ``signum`` to ``proc`` and wait for it (killed if it outlives ``timeout_s``): its exit code and
+    everything it printed."""
+    try:
+        proc.send_signal(signum)
+        code = proc.wait(timeout=timeout_s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stdout.join(timeout=5)
+    stderr.join(timeout=5)
+    return code, stdout.text() + stderr.text()

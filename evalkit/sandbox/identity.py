@@ -63,6 +63,9 @@ def unprivileged_identity() -> tuple[int, int] | None:
     workers stay uid 0 and drop every capability instead.
     """
     if os.geteuid() != 0:
+        logger.warning("sandboxes run as your own uid (%d), in user and network namespaces of their own where the "
+                       "kernel allows: run evalkit as root (a container will do) for a uid of its own per sandbox "
+                       "(docs/hostile.md, Known limits, says what a shared uid leaves open)", os.geteuid())
         return None
     try:
         lease = UidLease.take()

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES, ROOT
 from evalkit.cli.main import main
-from process_helpers import Tail, sandboxes, wait_for
+from process_helpers import Tail, sandboxes, stop_with, wait_for
 
 PROBLEMS = FIXTURES / "judge_problems"
 NO_CODE = "I would write a fused kernel here, but I ran out of time.\n"
@@ -206,14 +206,11 @@ def test_a_signal_kills_the_run_writes_the_report_and_prints_the_resume_command(
         assert proc.poll() is None, stdout.text() + stderr.text()
         group = next(iter(worker.values())).split(".")[0]
         time.sleep(1)  # well inside `while True: pass`
-        proc.send_signal(signum)
-        assert proc.wait(timeout=60) == code, stdout.text() + stderr.text()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    stdout.join(timeout=5)
-    stderr.join(timeout=5)
-    output = stdout.text() + stderr.text()
+    except BaseException:
+        proc.kill()
+        raise
+    exit_code, output = stop_with(proc, signum, stdout, stderr, timeout_s=60)
+    assert exit_code == code, output
     wait_for(lambda: not sandboxes(group), 2, f"the run's sandboxes to die: {sandboxes(group)}")
     assert f"interrupted by {signal.Signals(signum).name}" in output
     assert (out / "summary.json").is_file() and (out / "index.html").is_file()

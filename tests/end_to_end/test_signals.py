@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES, ROOT
 from evalkit.cli.main import main
-from process_helpers import Tail, alive, children, descends_from, sandboxes, wait_for
+from process_helpers import Tail, alive, children, descends_from, sandboxes, stop_with, wait_for
 
 PROBLEMS = FIXTURES / "judge_problems"
 NO_CODE = "I would write a fused kernel here, but I ran out of time.\n"
@@ -64,14 +64,11 @@ def test_a_signal_with_two_judges_leaves_no_traceback_no_process_and_a_report_to
         time.sleep(1)
         kids = children(proc.pid)
         marked = {sandbox for sandbox in sandboxes() if descends_from(sandbox, proc.pid)}
-        proc.send_signal(signum)
-        assert proc.wait(timeout=90) == code, stdout.text() + stderr.text()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    stdout.join(timeout=5)
-    stderr.join(timeout=5)
-    output = stdout.text() + stderr.text()
+    except BaseException:
+        proc.kill()
+        raise
+    exit_code, output = stop_with(proc, signum, stdout, stderr, timeout_s=90)
+    assert exit_code == code, output
     assert "Traceback" not in output and "Error" not in output, output
     assert f"interrupted by {signal.Signals(signum).name}" in output
     wait_for(lambda: not [pid for pid in kids | marked if alive(pid)], 5,

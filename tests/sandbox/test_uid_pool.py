@@ -90,3 +90,12 @@ def test_sandboxes_started_at_once_run_as_uids_of_their_own(tmp_path):
     uids = {message.split("uid=")[1].split()[0] for message in seen}
     assert len(uids) == 2 and str(os.geteuid()) not in uids and "0" not in uids, seen
     assert all("groups=[]" in message for message in seen), seen
+
+
+def test_an_unprivileged_judge_says_its_sandboxes_share_its_uid_and_what_to_change(monkeypatch, caplog):
+    from evalkit.sandbox import identity
+
+    monkeypatch.setattr(identity.os, "geteuid", lambda: 1000)
+    with caplog.at_level("WARNING", logger="evalkit.sandbox.identity"):
+        assert identity.unprivileged_identity() is None
+    assert "sandboxes run as your own uid (1000)" in caplog.text and "run evalkit as root" in caplog.text
