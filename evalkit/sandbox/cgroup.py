@@ -6,13 +6,14 @@ with a clean environment and ``setsid`` (and so escapes the marker sweep) is sti
 it. Its memory is counted and bounded by the kernel, page cache and shared memory included: a ``memfd`` written
 and never mapped (which the resident-size poll misses) counts against ``memory.max``. Its tasks are bounded too
 (``pids.max``: a fork bomb stops at the kernel, not at the next poll). The /proc sweep and the resident-size poll
-stay, as the fallback where no cgroup can be made; ``SandboxCgroup.walls`` says which held. No CPU quota is set:
-a build's cores are bounded by the build partition's cpuset or the freeze (``freezer``), and a quota on a judged
-worker would throttle the very calls the judge times.
+stay, as the fallback where no cgroup can be made; ``SandboxCgroup.walls`` says which held. Its CPU time is bounded
+too, where the cpu controller is there: at most as many cores' worth as the cores it was pinned to (``cpu.max``,
+v1 ``cpu.cfs_quota_us``), which honest code pinned there never reaches, but a process that widens its own affinity
+cannot pass either. Builds are also frozen while a judge times (``freezer``).
 
 v2: ``<root>/evalkit-<group>-sandboxes/<sandbox>`` (memory and pids enabled for the children of the run's group;
 a build's cgroup sits instead under the run's build freezer group, so freezing that freezes it). v1: one cgroup
-per sandbox in the ``memory`` and ``pids`` hierarchies.
+per sandbox in the ``memory`` and ``pids`` hierarchies, and ``cpu`` where it is mounted.
 """
 
 from __future__ import annotations
@@ -27,27 +28,33 @@ logger = logging.getLogger(__name__)
 
 V2_ROOT, V1_ROOT = Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup")
 TASKS_PER_PROCESS = 64  # pids.max counts threads: a torch worker runs dozens (OpenMP, CUDA)
+CPU_PERIOD_US = 100_000
 
 
 class SandboxCgroup:
-    """One sandbox's cgroup(s): v2, one folder; v1, one per hierarchy (memory, pids)."""
+    """One sandbox's cgroup(s): v2, one folder; v1, one per hierarchy (memory, pids, and cpu where mounted)."""
 
     def __init__(self, kind: str, paths: dict[str, Path]) -> None:
         self.kind, self.paths = kind, paths
 
     @classmethod
     def create(cls, name: str, group: str, memory_bytes: int, max_processes: int,
-               parent: Path | None = None) -> "SandboxCgroup | None":
+               parent: Path | None = None, cpu_cores: int | None = None) -> "SandboxCgroup | None":
         """A cgroup for sandbox ``name`` of the run ``group`` with its limits, or None where none can be made.
-        ``parent``: a v2 cgroup to make it in (the run's build freezer group)."""
+        ``parent``: a v2 cgroup to make it in (the run's build freezer group). ``cpu_cores``: the cores' worth of
+        CPU time it may use (default: every core of the machine)."""
         try:
             if (V2_ROOT / "cgroup.controllers").exists():
-                return cls._create_v2(parent or V2_ROOT / f"evalkit-{group}-sandboxes", name, memory_bytes,
+                made = cls._create_v2(parent or V2_ROOT / f"evalkit-{group}-sandboxes", name, memory_bytes,
                                       max_processes)
-            return cls._create_v1(f"evalkit-{group}-{name}", memory_bytes, max_processes)
+            else:
+                made = cls._create_v1(f"evalkit-{group}-{name}", memory_bytes, max_processes)
         except OSError as err:
             logger.debug("no cgroup for sandbox %s: %s", name, err)
             return None
+        if made is not None:
+            made._bound_cpu(cpu_cores or os.cpu_count() or 1)
+        return made
 
     @classmethod
     def _create_v2(cls, parent: Path, name: str, memory_bytes: int, max_processes: int) -> "SandboxCgroup | None":
@@ -56,9 +63,11 @@ class SandboxCgroup:
         enabled = set((parent / "cgroup.subtree_control").read_text().split())
         if not wanted <= enabled:
             (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in sorted(wanted - enabled)))
+        if "cpu" not in enabled:  # optional: a parent may not have it to hand down
+            _write_if_there(parent / "cgroup.subtree_control", "+cpu")
         path = parent / name
         path.mkdir()
-        group = cls("cgroup2", {"memory": path, "pids": path})
+        group = cls("cgroup2", {"memory": path, "pids": path, **({"cpu": path} if (path / "cpu.max").exists() else {})})
         group._limit(memory_bytes, max_processes)
         return group
 
@@ -70,6 +79,8 @@ class SandboxCgroup:
             if not (hierarchy / "cgroup.procs").exists():
                 return None
             paths[controller] = hierarchy / name
+        if (V1_ROOT / "cpu" / "cgroup.procs").exists():
+            paths["cpu"] = V1_ROOT / "cpu" / name
         group = cls("cgroup1", paths)
         for path in paths.values():
             path.mkdir()
@@ -86,9 +97,25 @@ class SandboxCgroup:
             (memory / "memory.limit_in_bytes").write_text(f"{memory_bytes}\n")
             _write_if_there(memory / "memory.memsw.limit_in_bytes", f"{memory_bytes}\n")
 
+    def _bound_cpu(self, cores: int) -> None:
+        """At most ``cores`` cores' worth of CPU time, where the cpu controller is there (else no CPU bound)."""
+        path = self.paths.get("cpu")
+        if path is None:
+            return
+        quota = cores * CPU_PERIOD_US
+        try:
+            if self.kind == "cgroup2":
+                (path / "cpu.max").write_text(f"{quota} {CPU_PERIOD_US}\n")
+            else:
+                (path / "cpu.cfs_period_us").write_text(f"{CPU_PERIOD_US}\n")
+                (path / "cpu.cfs_quota_us").write_text(f"{quota}\n")
+        except OSError as err:
+            logger.debug("no CPU bound for cgroup %s: %s", path, err)
+            del self.paths["cpu"]
+
     @property
     def walls(self) -> str:
-        return f"{self.kind} (memory, tasks)"
+        return f"{self.kind} (memory, tasks{', cpu time' if 'cpu' in self.paths else ''})"
 
     def add(self, pid: int) -> None:
         """Put ``pid`` in the sandbox's cgroup(s): before it runs anything untrusted; its children are born inside."""
@@ -157,7 +184,7 @@ def remove_run_cgroups(group: str) -> None:
     a judge killed mid-run leaves its own behind), and the run's v2 parent."""
     parents = [V2_ROOT / f"evalkit-{group}-sandboxes"] if (V2_ROOT / "cgroup.controllers").exists() else []
     leftovers = [child for parent in parents if parent.is_dir() for child in parent.iterdir() if child.is_dir()]
-    leftovers += [path for controller in ("memory", "pids") if (V1_ROOT / controller / "cgroup.procs").exists()
+    leftovers += [path for controller in ("memory", "pids", "cpu") if (V1_ROOT / controller / "cgroup.procs").exists()
                   for path in (V1_ROOT / controller).glob(f"evalkit-{group}-*")]
     for path in leftovers + parents:
         SandboxCgroup("cgroup2" if path.parent in parents else "cgroup1", {"memory": path, "pids": path}).remove(0.5)

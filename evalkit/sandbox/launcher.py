@@ -139,7 +139,8 @@ class UntrustedProcess:
         os.close(child_fd)
         # Its cgroup before it runs anything untrusted: every process it starts is born inside (``sandbox.cgroup``).
         self.cgroup = SandboxCgroup.create(uuid.uuid4().hex[:12], limits.group, limits.memory_bytes,
-                                           limits.max_processes, freezer.cgroup_parent() if freezer else None)
+                                           limits.max_processes, freezer.cgroup_parent() if freezer else None,
+                                           cpu_cores=len(limits.cpus) if limits.cpus else None)
         self._join_cgroup()
         _pin(self._proc.pid, limits.cpus)
         self._stdout = _BoundedCapture(self._proc.stdout, limits.output_bytes)

@@ -79,3 +79,16 @@ def test_a_process_that_left_the_session_and_the_marker_dies_with_its_sandbox(tm
         os.kill(pid, 9)
     assert not left, "a process that left the sandbox's session and marker outlived it"
     remove_run_cgroups(limits.group)
+
+
+def test_a_sandbox_gets_no_more_cpu_time_than_the_cores_it_was_pinned_to(cgroups):
+    made = SandboxCgroup.create("cpu-bound", f"test-cgroup-{uuid.uuid4().hex[:8]}", 2**30, 4, cpu_cores=2)
+    try:
+        if "cpu" not in made.paths:
+            pytest.skip("no cpu controller for sandbox cgroups here: CPU is bounded by pinning and freezing only")
+        path = made.paths["cpu"]
+        quota = ((path / "cpu.max").read_text().split()[0] if made.kind == "cgroup2"
+                 else (path / "cpu.cfs_quota_us").read_text().strip())
+        assert quota == "200000" and "cpu time" in made.walls  # two cores' worth of each 100 ms period
+    finally:
+        made.remove()
