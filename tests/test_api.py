@@ -136,6 +136,17 @@ def test_a_deadline_cancels_what_is_left_and_an_unknown_id_can_be_a_row(evaluato
     assert evaluator.judge("linear_relu", _answer("incorrect"))["verdict"] == "incorrect"  # judges unharmed
 
 
+def test_an_identical_answer_reuses_its_row_when_asked_and_another_is_judged(tmp_path: Path):
+    with Evaluator(problems=PROBLEMS, cache_dir=tmp_path / "cache", reuse_verdicts=True, **SETTINGS) as ev:
+        first = ev.judge("linear_relu", _answer("correct_cpp"), sample="first")
+        again = ev.judge("linear_relu", _answer("correct_cpp"), sample="again")
+        other = ev.judge("linear_relu", _answer("correct_cpp") + "\n# another text\n", sample="other")
+    assert first["verdict"] == again["verdict"] == other["verdict"] == "correct"
+    assert again["sample"] == "again" and again["timing"] == first["timing"]
+    assert any("reused the row of an identical answer" in w and "sample first" in w for w in again["warnings"])
+    assert not any("reused" in w for w in other["warnings"]) and other["timing"] != first["timing"]
+
+
 def test_a_callers_mistake_raises_before_anything_is_built(evaluator):
     with pytest.raises(ProblemError, match="did you mean 'linear_relu'"):
         evaluator.judge_many([("linear_relu", "x"), ("linear_reul", "x")])

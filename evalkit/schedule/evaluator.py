@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 import itertools
 import logging
 import time
@@ -34,6 +35,7 @@ from evalkit.schedule.dispatch import Batch
 from evalkit.schedule.engine import ROW_POLL_S, Machines, check_deadline
 from evalkit.schedule.options import JudgeOptions, judge_options
 from evalkit.schedule.station import BaselineFiles
+from evalkit.schedule.verdict_cache import VerdictCache
 from evalkit.sources.problems import Problem
 
 logger = logging.getLogger(__name__)
@@ -86,6 +88,7 @@ class Evaluator:
                               progress=progress, backend=where.backend)
         self._finalizer = weakref.finalize(self, _shut_down, self._engine)
         self._samples = itertools.count()
+        self._verdicts = VerdictCache() if options.reuse_verdicts else None
 
     @property
     def build_isolation(self) -> str:
@@ -107,9 +110,9 @@ class Evaluator:
         are judged). Any number of calls may be in flight at once, from any threads; one left unfinished (closed,
         or dropped) cancels its answers not yet judged, and leaves the judges as a finished one does; so does
         ``deadline_s`` passing, which raises ``DeadlinePassed`` after the rows decided in time."""
-        submissions, refused = self._submissions(pairs, on_error)
+        submissions, known = self._submissions(pairs, on_error)
         deadline = None if deadline_s is None else time.monotonic() + deadline_s
-        return self._rows(submissions, refused, deadline)
+        return self._rows(submissions, known, deadline)
 
     async def judge_async(self, problem_id: str | Problem, text: str, *, sample: str | None = None,
                           timeout_s: float | None = None) -> dict[str, Any]:
@@ -132,9 +135,10 @@ class Evaluator:
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits for this batch any more
                 loop.call_soon_threadsafe(arrived.set)
 
-        submissions, refused = self._submissions(pairs, on_error)
-        for row in refused:
+        submissions, known = self._submissions(pairs, on_error)
+        for row in known:
             yield row.to_dict()
+        texts = _texts_by_sample(submissions)
         batch = await asyncio.to_thread(self._engine.submit, ((s, []) for s in submissions), Batch(notify=wake))
         try:
             while not batch.done:
@@ -147,7 +151,7 @@ class Evaluator:
                     check_deadline(batch, deadline)
                     self._engine.check_judges()
                     continue
-                yield self._finished(row).to_dict()
+                yield self._finished(row, texts.get(row.sample)).to_dict()
         finally:
             if not batch.done:
                 batch.cancel()
@@ -157,10 +161,14 @@ class Evaluator:
         for row in self._engine.judge(submissions):
             yield self._finished(row)
 
-    def _finished(self, row: ResultRow) -> ResultRow:
-        """``row`` with its problem's origin and the feedback for the model's next turn."""
-        row = with_origin(row, self.problems.get(row.problem))
+    def _finished(self, row: ResultRow, text: str | None = None) -> ResultRow:
+        """``row`` with its problem's origin and the feedback for the model's next turn (kept for reuse, with
+        ``reuse_verdicts``, when the answer's ``text`` is given)."""
+        problem = self.problems.get(row.problem)
+        row = with_origin(row, problem)
         row.feedback = feedback_for(row)
+        if self._verdicts is not None and text is not None and problem is not None:
+            self._verdicts.put(problem.sha256, text, row)
         return row
 
     def prepare_baselines(self, problem_ids: Iterable[str]) -> None:
@@ -168,26 +176,33 @@ class Evaluator:
         only once an answer of it is correct and timed (ahead of it, while the judge waits for builds)."""
         self._engine.prepare_baselines(sorted(set(problem_ids) - self._engine.prepared))
 
-    def _rows(self, submissions: list[Submission], refused: list[ResultRow],
+    def _rows(self, submissions: list[Submission], known: list[ResultRow],
               deadline: float | None) -> Iterator[dict[str, Any]]:
-        for row in refused:
+        for row in known:
             yield row.to_dict()
+        texts = _texts_by_sample(submissions)
         for row in self._engine.judge(((s, []) for s in submissions), deadline):
-            yield self._finished(row).to_dict()
+            yield self._finished(row, texts.get(row.sample)).to_dict()
 
     def _submissions(self, pairs: Iterable[Pair], on_error: str) -> tuple[list[Submission], list[ResultRow]]:
         """The pairs as submissions, checked; with ``on_error="row"``, a bad one becomes a skipped row instead."""
         if on_error not in ("raise", "row"):
             raise ValueError(f"on_error={on_error!r}: give 'raise' (a bad pair raises) or 'row' (it is a row)")
-        submissions, refused = [], []
+        submissions, known = [], []
         for pair in pairs:
             try:
-                submissions.append(self._submission(*pair))
+                submission = self._submission(*pair)
             except (EvalkitError, TypeError) as err:
                 if on_error == "raise":
                     raise
-                refused.append(self._refused_row(pair, err))
-        return submissions, refused
+                known.append(self._refused_row(pair, err))
+                continue
+            reused = self._verdicts and self._verdicts.get(self.problems[submission.problem].sha256, submission)
+            if reused:
+                known.append(reused)
+            else:
+                submissions.append(submission)
+        return submissions, known
 
     def _refused_row(self, pair: Pair, err: Exception) -> ResultRow:
         """A ``skipped`` row for a pair that could not be judged as given (``on_error="row"``)."""
@@ -240,6 +255,12 @@ class Evaluator:
             raise TypeError(f"the answer to {problem_id!r} must be a str, not {type(text).__name__}")
         name = sample or f"api-{next(self._samples)}"
         return Submission(run=API_RUN, problem=problem_id, sample=name, path=f"<api:{name}>", text=text)
+
+
+def _texts_by_sample(submissions: list[Submission]) -> dict[str, str]:
+    """Each answer's text by its sample's name, for names given once (a row is matched to its text by name)."""
+    given = Counter(s.sample for s in submissions)
+    return {s.sample: s.text for s in submissions if given[s.sample] == 1}
 
 
 def with_origin(row: ResultRow, problem: Problem | None) -> ResultRow:

@@ -56,6 +56,7 @@ class JudgeOptions:
     remeasure_baselines: bool = False  # time the baselines again even where the shared cache holds them
     cache_dir: Path = field(default_factory=default_cache_dir)
     memory_gib: float | None = None
+    reuse_verdicts: bool = False  # the API: an identical answer to an identical problem gets the row judged first
 
     def setting(self, key: str, problem: Problem) -> Any:
         """Setting ``key`` for ``problem``: this run's override, else the problem's own."""
