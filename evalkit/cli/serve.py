@@ -41,7 +41,7 @@ def serve_command(host: str, port: int, problems_dir: Path, device: str, **setti
                                    f"pip install 'evalkit[serve]'") from None
     from evalkit.schedule.evaluator import Evaluator
 
-    options = {key: value for key, value in settings.items() if value is not None and key not in ("quiet", "verbose")}
+    options = {key: value for key, value in settings.items() if value is not None}
     if not problems_dir.is_dir():
         raise click.ClickException(f"{problems_dir}: no such problems folder; give --problems DIR (problems given "
                                    f"as text need none: create an empty folder)")
