@@ -9,7 +9,9 @@ import:
 The answer is built and run in evalkit's sandbox, checked against a float64 reference on fresh inputs and timed by
 the judge's own clock (``docs/judge.md``), not in the caller's process. KernelBench's arguments that choose how it
 times or where it builds (``timing_method``, ``build_dir``, ``verbose``) have no counterpart and are ignored;
-``backend`` and ``precision`` other than CUDA-in-fp32 are refused until evalkit judges them. Each call without an
+``precision`` (``torch.bfloat16`` or ``"bf16"``, ...) becomes the problem's precision (``docs/problems.md``,
+Precision: evalkit's tolerances against float64, not KernelBench's against PyTorch in that dtype); a ``backend``
+evalkit does not judge yet is refused. Each call without an
 ``evaluator=`` starts judges of its own and ends them; pass one ``Evaluator`` to many calls to keep its judges,
 builds and baselines (``evalkit.Evaluator``).
 """
@@ -46,9 +48,9 @@ def eval_kernel_against_ref(original_model_src: str, custom_model_src: str, seed
     from evalkit.schedule.evaluator import Evaluator
     from evalkit.sources.problems import Problem
 
-    _refuse_unjudged(backend, precision)
+    _refuse_unjudged(backend)
     problem = Problem.from_source(original_model_src, correctness_trials=int(num_correct_trials),
-                                  timing_trials=max(int(num_perf_trials), 1))
+                                  timing_trials=max(int(num_perf_trials), 1), precision=precision_name(precision))
     if evaluator is not None:
         row = evaluator.judge(problem, custom_model_src)
     else:
@@ -107,11 +109,25 @@ def _gpus(device: Any) -> dict[str, str]:
     return {"gpus": f"{index},"} if index else {}  # a list of one index, not a count
 
 
-def _refuse_unjudged(backend: str, precision: Any) -> None:
+def _refuse_unjudged(backend: str) -> None:
     from evalkit.sources.errors import ProblemError
 
     if backend not in ("cuda", "triton"):
         raise ProblemError(f"backend {backend!r}: evalkit judges CUDA (load_inline) and Triton answers through this "
                            f"call; others are not supported yet")
-    if precision is not None and "float32" not in str(precision) and "fp32" not in str(precision):
-        raise ProblemError(f"precision {precision!r}: evalkit judges fp32 problems only, for now")
+
+
+def precision_name(precision: Any) -> str:
+    """KernelBench's ``precision`` (None, a torch dtype, or "fp32"/"float32"/"fp16"/"float16"/"bf16"/"bfloat16")
+    as evalkit's precision name."""
+    from evalkit.sources.errors import ProblemError
+    from evalkit.sources.settings import PRECISION_DTYPES
+
+    if precision is None:
+        return "fp32"
+    text = str(precision).removeprefix("torch.")
+    for name, dtype in PRECISION_DTYPES.items():
+        if text in (name, dtype):
+            return name
+    raise ProblemError(f"precision {precision!r}: evalkit judges {', '.join(PRECISION_DTYPES)} "
+                       f"(or torch.float32, torch.float16, torch.bfloat16)")

@@ -19,8 +19,9 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 3  # 2: timing is the judge's own clock (observed/reported_median_ms gone); 3: speedups from one
-# window, answer and baseline interleaved, with their intervals (speedup_vs_*_ci), the output's delivery charged
+SCHEMA_VERSION = 4  # 2: timing is the judge's own clock (observed/reported_median_ms gone); 3: speedups from one
+# window, answer and baseline interleaved, with their intervals (speedup_vs_*_ci), the output's delivery charged;
+# 4: a precision per row (``precision``), and PyTorch's own error in it (``correctness.pytorch_own``)
 CURATED_RUN = "curated"  # the run name of the curated solutions shipped in problems/<id>/solutions/
 BASELINE_KINDS: tuple[str, ...] = ("eager", "compile")
 
@@ -209,6 +210,7 @@ class ResultRow:
     judged_at: str = ""
     problem_level: int | None = None  # the problem's level (problem.toml ``level``, else its KernelBench level)
     kernelbench: dict[str, int] | None = None  # the problem's KernelBench origin: {"level": L, "number": N}
+    precision: str = "fp32"  # the dtype inputs, weights and outputs had (``sources.settings.PRECISIONS``)
     judge: str | None = None  # the judge that decided it ("cuda:0", "cpu:1"); None: decided before any judge
     feedback: str | None = None  # a short text for the model's next turn (``evalkit.judge.feedback``)
 
@@ -247,7 +249,16 @@ def _from_2(row: dict[str, Any]) -> dict[str, Any]:
     return {"speedup_vs_eager_ci": None, "speedup_vs_compile_ci": None, **row}
 
 
-MIGRATIONS = {1: _from_1, 2: _from_2}  # version -> the step to the next; one per version ever written
+def _from_3(row: dict[str, Any]) -> dict[str, Any]:
+    """Schema 3 -> 4: every problem was judged in fp32, and PyTorch's own error was its float32 one."""
+    correctness = row.get("correctness")
+    if isinstance(correctness, dict) and "pytorch_float32" in correctness:
+        correctness = {("pytorch_own" if k == "pytorch_float32" else k): v for k, v in correctness.items()}
+        row = {**row, "correctness": correctness}
+    return {"precision": "fp32", **row}
+
+
+MIGRATIONS = {1: _from_1, 2: _from_2, 3: _from_3}  # version -> the step to the next; one per version ever written
 
 
 def migrate(row: dict[str, Any]) -> dict[str, Any]:

@@ -185,6 +185,7 @@ def test_the_api_import_is_silent_and_keeps_the_callers_warning_filters():
     ({"timeout": 10}, "unknown setting(s) 'timeout' (did you mean 'run_timeout_s'?)"),
     ({"timing_trials": "5"}, "'timing_trials' must be a number"),
     ({"baselines": ["eager", "eagre"]}, "unknown kind(s) ['eagre']"),
+    ({"precision": "fp8"}, "'precision' must be one of fp32, fp16, bf16, got 'fp8'"),
 ])
 def test_a_wrong_keyword_setting_is_refused_with_what_would_do(settings, message):
     from evalkit.schedule.options import SettingError
@@ -192,6 +193,18 @@ def test_a_wrong_keyword_setting_is_refused_with_what_would_do(settings, message
     with pytest.raises(SettingError) as refused:
         Evaluator(problems=FIXTURES / "judge_problems", device="cpu", **settings)
     assert message in str(refused.value)
+
+
+def test_a_precision_keyword_sets_the_dtype_and_the_default_tolerances():
+    from evalkit.schedule.options import judge_options
+    from evalkit.sources.problems import load_problem
+
+    problem = load_problem(FIXTURES / "judge_problems" / "linear_relu")
+    bf16 = judge_options("cpu", {"precision": "bf16"}).judge_settings(problem, seed=1)
+    assert (bf16.precision, bf16.atol, bf16.rtol) == ("bf16", 5e-2, 5e-2)
+    given = judge_options("cpu", {"precision": "bf16", "atol": 1e-3}).judge_settings(problem, seed=1)
+    assert (given.atol, given.rtol) == (1e-3, 5e-2)  # a tolerance given wins; the other stays the precision's
+    assert judge_options("cpu", {}).judge_settings(problem, seed=1).precision == "fp32"
 
 
 def test_baselines_take_the_command_lines_spelling():

@@ -40,8 +40,17 @@ def test_a_call_without_an_evaluator_starts_and_ends_its_own(tmp_path: Path, mon
 def test_what_evalkit_cannot_judge_yet_is_refused_not_misjudged() -> None:
     with pytest.raises(ProblemError, match="backend 'tilelang'"):
         eval_kernel_against_ref(REFERENCE, "x", backend="tilelang")
-    with pytest.raises(ProblemError, match="precision"):
-        eval_kernel_against_ref(REFERENCE, "x", precision="bf16")
+    with pytest.raises(ProblemError, match="precision 'fp8'"):
+        eval_kernel_against_ref(REFERENCE, "x", precision="fp8")
+
+
+def test_kernelbenchs_precisions_name_evalkits() -> None:
+    import torch
+
+    from evalkit.kernelbench import precision_name
+
+    assert [precision_name(p) for p in (None, torch.float32, "fp16", torch.bfloat16, "bfloat16")] == [
+        "fp32", "fp32", "fp16", "bf16", "bf16"]
 
 
 def test_an_excessive_speedup_is_marked_as_kernelbench_marks_it() -> None:

@@ -57,7 +57,8 @@ def setting_options(command: Any) -> Any:
     for key in reversed(PER_RUN):
         setting = SETTINGS[key]
         bounds = {"min": setting.low, "min_open": not setting.inclusive}
-        kind = click.IntRange(**bounds) if setting.kind is int else click.FloatRange(**bounds)
+        kind = (click.Choice(setting.choices) if setting.choices else
+                click.IntRange(**bounds) if setting.kind is int else click.FloatRange(**bounds))
         shown = f"problem.toml, {default_text(key)}" if setting.default is not None else "problem.toml"
         unit = f"{setting.unit}; " if setting.unit else ""
         command = click.option(*setting.flags, key, type=kind, default=None,

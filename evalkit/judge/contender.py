@@ -129,7 +129,7 @@ class Contender:
         return {"trials": settings.correctness_trials, "calls_per_trial": batch, "atol": settings.atol,
                 "rtol": settings.rtol, "reference_precision": self.ref.precision,
                 "max_abs_err": worst.max_abs_err if worst else 0.0, "max_rel_err": worst.max_rel_err if worst else 0.0,
-                "rel_l2_err": worst.rel_l2_err if worst else 0.0, "pytorch_float32": judge.pytorch_error,
+                "rel_l2_err": worst.rel_l2_err if worst else 0.0, "pytorch_own": judge.pytorch_error,
                 "seed": settings.seed, "inputs_seed": judge.correctness_inputs_seed,
                 "timing_inputs_seed": self.timing_secret, "stored_as": stored_as}
 

@@ -95,11 +95,12 @@ def precision_class(rel_l2_err: float) -> str:
 
 
 def reduced_precision(correctness: dict[str, Any]) -> bool:
-    """True when the error is far above PyTorch's own float32 error on the same inputs (and above float32's
-    level), or when float32 outputs were stored in a 16-bit format (``half_storage``): fp16 is flagged even
-    where PyTorch itself computes in TF32, whose 10-bit operands give a similar error; TF32 is not."""
+    """True when the error is far above PyTorch's own error on the same inputs in the problem's precision (and above
+    float32's level), or when float32 outputs were stored in a 16-bit format (``half_storage``): fp16 is flagged
+    even where PyTorch itself computes in TF32, whose 10-bit operands give a similar error; TF32 is not. In a bf16
+    problem, PyTorch's own error is bf16's, so only an answer far less precise than bf16 arithmetic is flagged."""
     own = correctness.get("rel_l2_err") or 0.0
-    pytorch = (correctness.get("pytorch_float32") or {}).get("rel_l2_err") or 0.0
+    pytorch = (correctness.get("pytorch_own") or {}).get("rel_l2_err") or 0.0
     return own > max(TIMES_PYTORCH_ERROR * pytorch, FLOAT32_LEVEL_REL_L2) or bool(correctness.get("stored_as"))
 
 

@@ -11,6 +11,7 @@ Trusted side: runs only a problem's own reference.py (trusted problem code), nev
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from dataclasses import asdict, dataclass, field
@@ -19,6 +20,7 @@ from typing import Any, Callable
 
 import torch
 
+from evalkit.judge.reference import in_precision, precision_dtype, to_double
 from evalkit.judge.tensor_check import compare_outputs
 from evalkit.sources.problems import Problem, ProblemError, where_in
 
@@ -245,7 +247,7 @@ def _degenerate(first: list[torch.Tensor], second: list[torch.Tensor], problem: 
     for index, (a, b) in enumerate(zip(first, second)):
         label = "output" if len(first) == 1 else f"output[{index}]"
         if not (a.is_complex() or b.is_complex()):
-            warnings += _degenerate_output(label, a, b, problem.settings.atol, problem.settings.rtol)
+            warnings += _degenerate_output(label, a, b, *problem.settings.tolerances())
 
 
 def _run_forward(module: ModuleType, problem: Problem, device: str, report: CheckReport) -> None:
@@ -266,6 +268,33 @@ def _run_forward(module: ModuleType, problem: Problem, device: str, report: Chec
     report.output_shape = shape
     _degenerate(first[0], second[0], problem, report.warnings)
     report.notes.append(f"forward ran on {device} for two input seeds")
+    if problem.settings.precision != "fp32":
+        _check_precision(module, model, device, problem, report)
+
+
+def _check_precision(module: ModuleType, model: torch.nn.Module, device: str, problem: Problem,
+                     report: CheckReport) -> None:
+    """PyTorch's own result in the problem's precision must run and pass its tolerance against float64 on the same
+    cast weights and inputs: else no answer could be judged correct by it."""
+    precision, dtype = problem.settings.precision, precision_dtype(problem.settings.precision)
+    torch.manual_seed(0)
+    with torch.device(device):
+        inputs = in_precision(list(module.get_inputs()), dtype)
+    low = copy.deepcopy(model).to(dtype)
+    try:
+        with torch.no_grad():
+            own, exact = _tensors_of(low(*inputs)), _tensors_of(copy.deepcopy(low).double()(*to_double(inputs)))
+    except Exception as err:  # noqa: BLE001
+        report.errors.append(_raised(f"forward in {precision} on {device}", err, problem))
+        return
+    atol, rtol = problem.settings.tolerances()
+    for index, (a, e) in enumerate(zip(own, exact)):
+        found = compare_outputs(a, e, atol=atol, rtol=rtol, expected_dtype=dtype)
+        if not found.ok:
+            report.warnings.append(f"PyTorch's own {precision} result misses the tolerance against float64 "
+                                   f"(output {index}: {found.reason}); no answer is likely to pass: raise atol/rtol "
+                                   f"in {problem.toml_path}")
+    report.notes.append(f"PyTorch's own {precision} result is within atol={atol:g} rtol={rtol:g} of float64")
 
 
 # -------------------------------------------------------------------------------------------- public API

@@ -17,6 +17,7 @@ from typing import Any, Iterator
 import torch
 
 from evalkit.sources.problems import Problem
+from evalkit.sources.settings import PRECISION_DTYPES
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ def cudnn_enabled(enabled: bool) -> Iterator[None]:
         torch.backends.cudnn.enabled = saved
 
 
-def _to_double(values: list[Any]) -> list[Any]:
+def to_double(values: list[Any]) -> list[Any]:
     return [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]
 
 
@@ -68,18 +69,35 @@ class OutputSpec:
     dtype: torch.dtype
 
 
-class ReferenceProblem:
-    """A problem loaded for judging on one device, with its weights fixed by ``init_seed``."""
+def precision_dtype(precision: str) -> torch.dtype:
+    """The dtype of precision ``precision`` (``"bf16"``: ``torch.bfloat16``; ``sources.settings.PRECISIONS``)."""
+    return getattr(torch, PRECISION_DTYPES[precision])
 
-    def __init__(self, problem: Problem, device: str, init_seed: int) -> None:
+
+def in_precision(values: list[Any], dtype: torch.dtype) -> list[Any]:
+    """``values`` with every floating tensor cast to ``dtype`` (an fp32 problem's are left as they are)."""
+    if dtype == torch.float32:
+        return values
+    return [v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]
+
+
+class ReferenceProblem:
+    """A problem loaded for judging on one device, with its weights fixed by ``init_seed``, in ``precision``:
+    its weights and inputs cast to that dtype, what answers get and PyTorch's own result is computed in, while the
+    float64 oracle computes on those same cast values."""
+
+    def __init__(self, problem: Problem, device: str, init_seed: int, precision: str = "fp32") -> None:
         self.problem, self.device, self.init_seed = problem, device, init_seed
+        self.dtype = precision_dtype(precision)
         self.module = problem.load_module()
         self.init_inputs = list(self.module.get_init_inputs())
         torch.manual_seed(init_seed)
         model = self.module.Model(*self.init_inputs)
+        if self.dtype != torch.float32:
+            model = model.to(self.dtype)
         self.state_dict = {k: v.detach().clone() for k, v in model.state_dict().items()}
         self.model = model.to(device).eval()
-        self.precision = "float64"
+        self.precision = "float64"  # the oracle's (``expected``)
         self._model64: torch.nn.Module | None = copy.deepcopy(self.model).double()
         self.float64_cudnn = True  # whether the float64 reference uses cuDNN (``pick_float64_backend``)
         self.n_inputs = len(self.make_inputs(0))
@@ -93,7 +111,7 @@ class ReferenceProblem:
             torch.cuda.default_generators[torch.cuda.current_device()].manual_seed(seed)
         with torch.device(self.device):
             values = list(self.module.get_inputs())
-        return [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
+        return in_precision([v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values], self.dtype)
 
     def expected(self, inputs: list[Any]) -> list[torch.Tensor]:
         """The reference in float64 (float32 with TF32 off where an op has no float64 kernel)."""
@@ -101,7 +119,7 @@ class ReferenceProblem:
             if self._model64 is not None:
                 try:
                     with cudnn_enabled(self.float64_cudnn):
-                        return flatten_output(self._model64(*_to_double(inputs)))
+                        return flatten_output(self._model64(*to_double(inputs)))
                 except (RuntimeError, NotImplementedError) as err:
                     logger.warning("%s: no float64 reference (%s); using float32 with TF32 off",
                                    self.problem.id, err)
@@ -126,8 +144,8 @@ class ReferenceProblem:
             seconds[use_cudnn] = time.perf_counter() - start
         self.float64_cudnn = min(seconds, key=seconds.__getitem__)
 
-    def pytorch_float32(self, inputs: list[Any]) -> list[torch.Tensor]:
-        """PyTorch's own float32 result with default settings (TF32 convolutions on CUDA)."""
+    def pytorch_own(self, inputs: list[Any]) -> list[torch.Tensor]:
+        """PyTorch's own result in the problem's precision with default settings (TF32 convolutions on CUDA)."""
         with torch.no_grad():
             return flatten_output(self.model(*inputs))
 

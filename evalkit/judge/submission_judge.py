@@ -61,6 +61,7 @@ class JudgeSettings:
     warmup_trials: int
     run_timeout_s: float | None  # every step's limit; None: derived from the reference's time
     seed: int
+    precision: str = _DEFAULTS.precision  # the dtype of inputs, weights and outputs (``sources.settings.PRECISIONS``)
     time_submissions: bool = True
     min_timing_trials: int = _DEFAULTS.min_timing_trials  # timing_trials is the most (evalkit/judge/repetitions.py)
     timing_budget_s: float = _DEFAULTS.timing_budget_s
@@ -74,7 +75,8 @@ class JudgeSettings:
     def timing_key(self) -> str:
         """The settings that shape a timing (declared so: ``sources.settings.TIMING_KEYS``), as text: part of a
         cached baseline's key."""
-        return " ".join(f"{key} {getattr(self, key):g}" for key in TIMING_KEYS)
+        return " ".join(f"{key} {value:g}" if isinstance(value := getattr(self, key), (int, float)) else f"{key} {value}"
+                        for key in TIMING_KEYS)
 
 
 class BaselineFailed(Exception):
@@ -109,7 +111,7 @@ class Judge:
     def _first_trial_facts(self) -> tuple[list[OutputSpec], list[Any], dict[str, Any]]:
         """The outputs' form, the inputs' form and PyTorch's own float32 error, from the first trial's inputs."""
         originals = self.ref.make_inputs(input_seed(self.settings.seed, 0))
-        own = self.ref.pytorch_float32(originals)
+        own = self.ref.pytorch_own(originals)
         specs = self.ref.output_specs(own)
         self.ref.pick_float64_backend(originals)
         expected = self.ref.expected(originals)
@@ -173,7 +175,8 @@ class Judge:
         """The setup request's fields for a worker that runs the code at ``code_path`` (its shared buffers aside)."""
         return {"mode": "judge", "code_path": str(code_path), "device": self.ref.device,
                 "limits": self.limits.to_dict(), "init_inputs": self.ref.init_inputs, "init_seed": self.ref.init_seed,
-                "n_inputs": self.ref.n_inputs, "state_dict": self.ref.state_dict}
+                "n_inputs": self.ref.n_inputs, "state_dict": self.ref.state_dict,
+                "dtype": str(self.ref.dtype).removeprefix("torch.")}
 
     def start_baseline(self, kind: str, worker: UntrustedProcess) -> Contender:
         """The reference written as a submission (``kind`` eager or compile), prepared in ``worker`` (a fresh

@@ -350,9 +350,11 @@ def _median(entry: Any) -> float | None:
 
 def settings_seen(rows: list[Row]) -> dict[str, list[Any]]:
     """The judge settings the rows record, each as the sorted list of distinct values."""
-    seen: dict[str, set[Any]] = {"atol": set(), "rtol": set(), "trials": set(), "reference_precision": set(),
-                                 "timing_trials": set()}
+    seen: dict[str, set[Any]] = {"precision": set(), "atol": set(), "rtol": set(), "trials": set(),
+                                 "reference_precision": set(), "timing_trials": set()}
     for row in rows:
+        if row.get("precision") is not None:
+            seen["precision"].add(row["precision"])
         correctness = row.get("correctness") if isinstance(row.get("correctness"), dict) else {}
         for key in ("atol", "rtol", "trials", "reference_precision"):
             if correctness.get(key) is not None:

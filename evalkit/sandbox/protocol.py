@@ -56,8 +56,9 @@ class ProtocolViolation(Exception):
 
 # ---- judge -> worker -------------------------------------------------------------------------------
 
-REQUEST_VERSION = 1  # bump when a request's fields change: a worker refuses any other version
+REQUEST_VERSION = 2  # bump when a request's fields change: a worker refuses any other version (2: ``dtype``)
 MODES = ("build", "judge")
+DTYPES = ("float32", "float16", "bfloat16")  # what a setup's ``dtype`` may name
 NONCE_OPS = (Op.CALL, Op.PING)
 PLAIN_OPS = (Op.LOAD, Op.PROFILE, Op.EXIT)
 
@@ -88,6 +89,7 @@ class SetupRequest:
     fd_count: int
     batch: int
     judge_pid: int
+    dtype: str = "float32"  # the problem's precision as torch names its dtype: ModelNew is cast to it (not float32)
     extensions_dir: str = ""
     version: int = REQUEST_VERSION
 
@@ -110,11 +112,12 @@ class Request:
 
 def setup_request(mode: str, code_path: str, device: str, limits: dict[str, Any], *, init_inputs: Any = None,
                   init_seed: int = 0, n_inputs: int = 0, state_dict: Any = None, inputs: list[Any] | None = None,
-                  outputs: list[Any] | None = None, fd_count: int = 0, batch: int = 1) -> SetupRequest:
+                  outputs: list[Any] | None = None, fd_count: int = 0, batch: int = 1,
+                  dtype: str = "float32") -> SetupRequest:
     return SetupRequest(mode=mode, code_path=code_path, device=device, limits=limits,
                         init_inputs=pickle.dumps(init_inputs), init_seed=init_seed, n_inputs=n_inputs,
                         state_dict=pickle.dumps(state_dict), inputs=inputs or [], outputs=outputs or [],
-                        fd_count=fd_count, batch=batch, judge_pid=os.getpid())
+                        fd_count=fd_count, batch=batch, judge_pid=os.getpid(), dtype=dtype)
 
 
 def simple_request(op: str) -> Request:
@@ -138,8 +141,9 @@ def read_request(message: object, setup: bool = False) -> SetupRequest | Request
         raise RequestRefused(f"request version {version!r}, this worker speaks {REQUEST_VERSION}: the judge and "
                              f"its worker come from two versions of evalkit")
     if isinstance(message, SetupRequest):
-        if message.mode not in MODES or message.batch < 1 or message.fd_count < 0:
-            raise RequestRefused(f"setup with mode {message.mode!r}, batch {message.batch}, fds {message.fd_count}")
+        if message.mode not in MODES or message.batch < 1 or message.fd_count < 0 or message.dtype not in DTYPES:
+            raise RequestRefused(f"setup with mode {message.mode!r}, batch {message.batch}, fds {message.fd_count}, "
+                                 f"dtype {message.dtype!r}")
     elif message.op in NONCE_OPS:
         if not isinstance(message.nonce, int) or not (message.calls is None or message.calls >= 1):
             raise RequestRefused(f"{message.op} with nonce {message.nonce!r} and calls {message.calls!r}")

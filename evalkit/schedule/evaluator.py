@@ -166,6 +166,8 @@ class Evaluator:
         ``reuse_verdicts``, when the answer's ``text`` is given)."""
         problem = self.problems.get(row.problem)
         row = with_origin(row, problem)
+        if problem is not None:
+            row.precision = self.options.precision_of(problem)
         row.feedback = feedback_for(row)
         if self._verdicts is not None and text is not None and problem is not None:
             self._verdicts.put(problem.sha256, text, row)

@@ -79,7 +79,9 @@ def _score(options: ScoreOptions, where: Machines, limits: Limits, report: Progr
         raise FileExistsError(f"{results_path} already holds results; pass --resume to continue it, "
                               f"or choose another --out")
     seed = run_settings.run_seed(options, device, holds_results)
-    done = {resume_key_of(r) for r in read_rows(results_path)} if options.resume else set()
+    rows = read_rows(results_path) if options.resume else []
+    run_settings.refuse_mixed_precisions(options, problems, rows)
+    done = {resume_key_of(r) for r in rows}
     todo = [s for s in found.submissions if s.key not in done]
     unusable = preflight.check_references(problems[p] for p in sorted({s.problem for s in todo}))
     _start_report(options, device, seed, limits, where.environment)

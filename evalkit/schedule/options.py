@@ -18,7 +18,7 @@ from evalkit.records import BASELINE_KINDS, EvalkitError
 from evalkit.sandbox.identity import unprivileged_identity
 from evalkit.sandbox.launcher import Limits
 from evalkit.sources.problems import Problem
-from evalkit.sources.settings import OLD_NAMES, PER_RUN, default_cache_dir
+from evalkit.sources.settings import OLD_NAMES, PER_RUN, SETTINGS, default_cache_dir
 
 
 class ScoreError(EvalkitError):
@@ -41,6 +41,7 @@ class JudgeOptions:
     jobs: int = 0
     # Per-run overrides of the problem settings (``sources.settings.PER_RUN``, named as problem.toml names them);
     # None: the problem's own.
+    precision: str | None = None  # "fp32", "fp16" or "bf16" (``sources.settings.PRECISIONS``)
     atol: float | None = None
     rtol: float | None = None
     correctness_trials: int | None = None
@@ -66,7 +67,14 @@ class JudgeOptions:
     def judge_settings(self, problem: Problem, seed: int) -> JudgeSettings:
         """The problem's settings, each overridden where this run gives one."""
         judged = {f.name for f in dataclasses.fields(JudgeSettings)}
-        return JudgeSettings(seed=seed, **{key: self.setting(key, problem) for key in PER_RUN if key in judged})
+        given = {key: self.setting(key, problem) for key in PER_RUN if key in judged}
+        atol, rtol = dataclasses.replace(problem.settings, **{k: given[k] for k in ("precision", "atol", "rtol")}
+                                         ).tolerances()  # the precision's default where neither gives one
+        return JudgeSettings(seed=seed, **{**given, "atol": atol, "rtol": rtol})
+
+    def precision_of(self, problem: Problem) -> str:
+        """The precision ``problem`` is judged in: this run's, else the problem's own."""
+        return self.setting("precision", problem)
 
     def build_timeout(self, problem: Problem) -> float:
         return self.setting("build_timeout_s", problem)
@@ -106,6 +114,8 @@ def judge_options(device: str, settings: dict[str, Any]) -> JudgeOptions:
             value = Path(value)
         elif kind in _NUMBERS and (isinstance(value, bool) or not isinstance(value, _NUMBERS[kind])):
             raise SettingError(f"setting {name!r} must be a number ({kind}), got {value!r}")
+        elif name in SETTINGS and SETTINGS[name].choices and value not in SETTINGS[name].choices:
+            raise SettingError(f"setting {name!r} must be one of {', '.join(SETTINGS[name].choices)}, got {value!r}")
         values[name] = value
     return JudgeOptions(device=device, **values)
 

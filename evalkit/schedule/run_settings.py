@@ -19,8 +19,9 @@ from typing import Any
 import torch
 
 from evalkit.version import __version__
-from evalkit.results_file import RUN_SETTINGS_FILE, write_file
+from evalkit.results_file import RESULTS_FILE, RUN_SETTINGS_FILE, write_file
 from evalkit.schedule.options import ScoreError, ScoreOptions
+from evalkit.sources.problems import Problem
 from evalkit.sources.settings import OLD_NAMES, PER_RUN, SETTINGS
 
 RUN_SETTINGS_VERSION = 2  # 2: the overrides under their problem.toml names (1: trials, warmup, timeout_s)
@@ -79,6 +80,18 @@ def read_recorded(out_dir: Path) -> dict[str, Any] | None:
     if data.get("run_settings_version", 1) < 2:  # version 1 named three overrides otherwise
         settings = {OLD_NAMES.get(name, name): value for name, value in settings.items()}
     return settings
+
+
+def refuse_mixed_precisions(options: ScoreOptions, problems: dict[str, Problem], rows: list[dict[str, Any]]) -> None:
+    """Raise ``ScoreError`` when a row of the report was judged in another precision than its problem would be now
+    (its ``problem.toml`` changed since): ``run.json`` holds ``--precision`` only, not each problem's own."""
+    changed = sorted({f"{row['problem']} ({row.get('precision', 'fp32')} there, {now} now)" for row in rows
+                      if row.get("problem") in problems
+                      and row.get("precision", "fp32") != (now := options.precision_of(problems[row["problem"]]))})
+    if changed:
+        raise ScoreError(f"{options.out_dir / RESULTS_FILE}: cannot --resume: answers to {', '.join(changed)} were "
+                         f"judged in another precision than their problem asks for now (its problem.toml's "
+                         f"precision changed); a report holds one precision per problem; {_NEW_REPORT}")
 
 
 def differences(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:

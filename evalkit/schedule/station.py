@@ -248,9 +248,9 @@ class JudgeStation:
         if context.judge is None and not context.setup_error:
             problem = context.problem
             try:
-                ref = ReferenceProblem(problem, self.device, init_seed=self.seed)
-                context.judge = Judge(ref, self.options.judge_settings(problem, self.seed), self.limits,
-                                      quiet=self._quiet)
+                settings = self.options.judge_settings(problem, self.seed)
+                ref = ReferenceProblem(problem, self.device, init_seed=self.seed, precision=settings.precision)
+                context.judge = Judge(ref, settings, self.limits, quiet=self._quiet)
             except Exception as err:  # noqa: BLE001 - a broken problem is reported on every row, the run goes on
                 logger.error("%s: the reference cannot be run: %s", problem.id, err)
                 context.setup_error = (f"the reference of problem '{problem.id}' ({problem.reference_path}) "

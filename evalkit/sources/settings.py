@@ -39,23 +39,35 @@ WITH_DEFAULT_HEADER = "# Judging settings; uncomment a line to change a default 
 WITHOUT_DEFAULT_HEADER = "# Settings without a default (unset unless given; the values shown are examples):"
 
 
-def _setting(default: float | None, *, low: float, help: str, inclusive: bool = True, unit: str = "",
+def _setting(default: float | str | None, *, help: str, low: float = 0, inclusive: bool = True, unit: str = "",
              example: float | None = None, per_run: bool = True, old_names: tuple[str, ...] = (),
-             shapes_timing: bool = False) -> Any:
+             shapes_timing: bool = False, choices: tuple[str, ...] = ()) -> Any:
     """A ProblemSettings field: its default, plus what problem.toml accepts and shows for it; ``per_run``: a run
     may override it (an option of ``evalkit score``, a keyword of the API); ``old_names``: what it was called
-    before, still accepted; ``shapes_timing``: it changes how a baseline is timed (part of its cache key)."""
+    before, still accepted; ``shapes_timing``: it changes how a baseline is timed (part of its cache key);
+    ``choices``: the words a text setting takes (a number setting has none, and ``low`` bounds it instead)."""
     return field(default=default, metadata={"low": low, "inclusive": inclusive, "unit": unit, "help": help,
                                             "example": example, "per_run": per_run, "old_names": old_names,
-                                            "shapes_timing": shapes_timing})
+                                            "shapes_timing": shapes_timing, "choices": choices})
+
+
+# The precisions a problem is judged in, named as KernelBench names them, and the dtype each casts to.
+PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16")
+PRECISION_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+# atol = rtol where a problem sets neither, per precision, against the float64 oracle. fp32: KernelBench v0.1's; fp16:
+# KernelBench's; bf16 wider: PyTorch's own bf16 result of convtranspose2d_gelu_groupnorm needs 2.2e-2 (docs/problems.md).
+DEFAULT_TOLERANCES = {"fp32": 1e-2, "fp16": 1e-2, "bf16": 5e-2}
+_BY_PRECISION = ", ".join(f"{name} {value:g}" for name, value in DEFAULT_TOLERANCES.items())
 
 
 @dataclass(frozen=True)
 class ProblemSettings:
     """Judging settings of one problem (top-level keys of problem.toml); each field declares one setting."""
 
-    atol: float = _setting(1e-2, low=0, help="absolute tolerance (KernelBench v0.1)")
-    rtol: float = _setting(1e-2, low=0, help="relative tolerance (KernelBench v0.1)")
+    precision: str = _setting("fp32", choices=PRECISIONS, shapes_timing=True,
+                              help="the dtype inputs, weights and outputs have: fp32, fp16 or bf16")
+    atol: float | None = _setting(None, example=1e-2, help=f"absolute tolerance; unset: by precision ({_BY_PRECISION})")
+    rtol: float | None = _setting(None, example=1e-2, help="relative tolerance; unset: by precision, as atol")
     correctness_trials: int = _setting(5, low=1, help="input seeds a submission must match", old_names=("trials",))
     timing_trials: int = _setting(100, low=1, help="timed requests at most (docs/judge.md, How many calls)",
                                   shapes_timing=True)
@@ -78,14 +90,19 @@ class ProblemSettings:
     min_bytes: float | None = _setting(None, low=0, inclusive=False, unit="bytes", example=1e6, per_run=False,
                                        help="memory one forward call must move at least: inputs + outputs")
 
+    def tolerances(self) -> tuple[float, float]:
+        """``(atol, rtol)``: the ones given, else the precision's default (``DEFAULT_TOLERANCES``)."""
+        default = DEFAULT_TOLERANCES[self.precision]
+        return (default if self.atol is None else self.atol, default if self.rtol is None else self.rtol)
+
 
 @dataclass(frozen=True)
 class Setting:
     """One problem.toml setting as ``ProblemSettings`` declares it."""
 
     key: str
-    kind: type  # int or float
-    default: float | None  # None: unset unless problem.toml gives it
+    kind: type  # int, float or str
+    default: float | str | None  # None: unset unless problem.toml gives it
     low: float  # lower bound
     inclusive: bool  # whether the bound itself is allowed
     unit: str
@@ -94,6 +111,7 @@ class Setting:
     per_run: bool  # a run may override it
     old_names: tuple[str, ...]  # what it was called before (a keyword, and an option in dashes)
     shapes_timing: bool  # it changes how a baseline is timed: part of a cached baseline's key
+    choices: tuple[str, ...]  # the words a text setting takes; () for a number
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -101,14 +119,15 @@ class Setting:
         return tuple(_flag(name) for name in (self.key, *self.old_names))
 
     @property
-    def shown(self) -> float | None:
+    def shown(self) -> float | str | None:
         """The value templates and error messages show: the default, else the example."""
         return self.example if self.default is None else self.default
 
 
 def _declared() -> dict[str, Setting]:
     hints = typing.get_type_hints(ProblemSettings)
-    return {f.name: Setting(key=f.name, kind=int if hints[f.name] is int else float, default=f.default, **f.metadata)
+    kinds = {int: int, str: str}
+    return {f.name: Setting(key=f.name, kind=kinds.get(hints[f.name], float), default=f.default, **f.metadata)
             for f in dataclasses.fields(ProblemSettings)}
 
 
@@ -126,10 +145,13 @@ TIMING_KEYS = tuple(key for key, setting in SETTINGS.items() if setting.shapes_t
 # ------------------------------------------------------------------------------------------- showing
 
 
-def format_number(value: float | None) -> str:
-    """``value`` as problem.toml and the docs write it (``1e-2``, ``900``, ``0.5``, ``1e9``); ``none`` for None."""
+def format_number(value: float | str | None) -> str:
+    """``value`` as problem.toml and the docs write it (``1e-2``, ``900``, ``0.5``, ``1e9``, ``"bf16"``); ``none``
+    for None."""
     if value is None:
         return "none"
+    if isinstance(value, str):
+        return toml_string(value)
     if isinstance(value, int) or (value.is_integer() and abs(value) < 1e4):
         return str(int(value))
     if 0.1 <= abs(value) < 1e4:
@@ -149,6 +171,8 @@ def _bound_text(setting: Setting) -> str:
 def type_text(key: str) -> str:
     """What setting ``key`` accepts, e.g. ``"integer >= 1"`` or ``"number > 0"``."""
     setting = SETTINGS[key]
+    if setting.choices:
+        return "one of " + ", ".join(f'"{word}"' for word in setting.choices)
     return f"{'integer' if setting.kind is int else 'number'} {_bound_text(setting)}"
 
 
@@ -177,9 +201,13 @@ def commented_toml(keys: Iterable[str] = SETTING_KEYS) -> list[str]:
 # ------------------------------------------------------------------------------------------- parsing
 
 
-def _parse_setting(key: str, value: Any, path: Path) -> int | float:
+def _parse_setting(key: str, value: Any, path: Path) -> int | float | str:
     setting = SETTINGS[key]
     example = f" (e.g. `{key} = {format_number(setting.shown)}`; see docs/problems.md)"
+    if setting.choices:
+        if value not in setting.choices:
+            raise ProblemError(f"{path}: {key!r} must be {type_text(key)}, got {value!r}{example}")
+        return value
     if setting.kind is int and (not isinstance(value, int) or isinstance(value, bool)):
         raise ProblemError(f"{path}: {key!r} must be an integer, got {value!r}{example}")
     if setting.kind is float and (not isinstance(value, (int, float)) or isinstance(value, bool)):

@@ -57,7 +57,7 @@ def _keep_for_the_record(out: Path, rows: list[dict]) -> None:
                                    "timing": {k: timing.get(k) for k in keep},
                                    "eager": {k: eager.get(k) for k in keep},
                                    "correctness": {k: (row.get("correctness") or {}).get(k) for k in (
-                                       "rel_l2_err", "max_abs_err", "pytorch_float32", "precision_class",
+                                       "rel_l2_err", "max_abs_err", "pytorch_own", "precision_class",
                                        "custom_time_share")}}) + "\n")
 
 

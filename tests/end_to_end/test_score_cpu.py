@@ -78,7 +78,7 @@ def test_correct_rows_have_errors_timings_and_speedups(scored):
     assert row["correctness"]["trials"] == 5
     assert row["correctness"]["reference_precision"] == "float64"
     assert row["correctness"]["max_abs_err"] < 1e-5
-    assert row["correctness"]["pytorch_float32"]["max_abs_err"] < 1e-5
+    assert row["correctness"]["pytorch_own"]["max_abs_err"] < 1e-5
     assert row["correctness"]["weights"] == "state_dict"
     assert row["correctness"]["precision_class"] == "float32"
     for key in ("median_ms", "mean_ms", "std_ms", "min_ms", "max_ms", "iqr_ms", "count"):

@@ -172,12 +172,12 @@ def test_library_kernels_are_told_from_custom_ones():
 
 
 def test_reduced_precision_is_relative_to_pytorchs_own_error():
-    fp16 = {"rel_l2_err": 6e-4, "pytorch_float32": {"rel_l2_err": 5e-7}}  # below 1e-3, yet 1000x PyTorch's error
+    fp16 = {"rel_l2_err": 6e-4, "pytorch_own": {"rel_l2_err": 5e-7}}  # below 1e-3, yet 1000x PyTorch's error
     assert reduced_precision(fp16)
-    tf32_where_pytorch_uses_tf32 = {"rel_l2_err": 3e-4, "pytorch_float32": {"rel_l2_err": 2.5e-4}}
+    tf32_where_pytorch_uses_tf32 = {"rel_l2_err": 3e-4, "pytorch_own": {"rel_l2_err": 2.5e-4}}
     assert not reduced_precision(tf32_where_pytorch_uses_tf32)
-    assert reduced_precision({"rel_l2_err": 3e-4, "pytorch_float32": {"rel_l2_err": 1e-7}})  # TF32 vs exact float32
-    float32_reordered = {"rel_l2_err": 2e-7, "pytorch_float32": {"rel_l2_err": 1e-8}}  # 20x, but float32-level
+    assert reduced_precision({"rel_l2_err": 3e-4, "pytorch_own": {"rel_l2_err": 1e-7}})  # TF32 vs exact float32
+    float32_reordered = {"rel_l2_err": 2e-7, "pytorch_own": {"rel_l2_err": 1e-8}}  # 20x, but float32-level
     assert not reduced_precision(float32_reordered)
 
 
@@ -211,8 +211,8 @@ def test_float32_outputs_stored_in_16_bits_are_seen_and_flagged():
     counts = torch.randint(1, 100, (64, 64)).double()  # integer-valued truth: 16-bit values are right
     assert half_storage([counts.float()], [counts]) is None
     pytorch = {"rel_l2_err": 2.5e-4}  # PyTorch itself in TF32: fp16's error alone is within 10x of it
-    assert not reduced_precision({"rel_l2_err": 2.6e-4, "pytorch_float32": pytorch, "stored_as": None})
-    assert reduced_precision({"rel_l2_err": 4.0e-4, "pytorch_float32": pytorch, "stored_as": "float16"})
+    assert not reduced_precision({"rel_l2_err": 2.6e-4, "pytorch_own": pytorch, "stored_as": None})
+    assert reduced_precision({"rel_l2_err": 4.0e-4, "pytorch_own": pytorch, "stored_as": "float16"})
 
 
 def test_16_bit_storage_is_judged_on_a_bounded_sample_of_a_large_output(monkeypatch):

@@ -218,3 +218,29 @@ def test_get_inputs_raising_everywhere_is_an_error(tmp_path: Path) -> None:
                                      "def get_init_inputs():\n    return []\n")
     assert any("get_inputs() raised ValueError: no inputs today (line 10 of reference.py)" in e
                for e in _check(folder).errors)
+
+
+EXP = """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.exp(x)
+
+
+def get_inputs():
+    return [torch.rand(64, 64) * 4]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_bf16_problem_whose_own_bf16_result_misses_its_tolerance_is_warned(tmp_path: Path) -> None:
+    folder = _problem_from(tmp_path, EXP)  # bf16 rounds exp(x) by up to 2**-9 of it
+    (folder / "problem.toml").write_text('precision = "bf16"\natol = 1e-3\nrtol = 1e-3\n')
+    report = _check(folder)
+    assert report.ok and any("PyTorch's own bf16 result misses the tolerance" in w for w in report.warnings), report
+    (folder / "problem.toml").write_text('precision = "bf16"\n')  # the default 5e-2 holds bf16's own error
+    report = _check(folder)
+    assert not any("misses the tolerance" in w for w in report.warnings), report.warnings
+    assert any("PyTorch's own bf16 result is within atol=0.05" in n for n in report.notes), report.notes

@@ -31,6 +31,25 @@ def test_the_float64_reference_runs_with_the_chosen_backend_and_restores_the_fla
     assert torch.backends.cudnn.enabled  # the process's own setting is left as it was
 
 
+def test_a_bf16_problem_casts_weights_and_inputs_and_keeps_a_float64_oracle_on_the_cast_values():
+    ref = ReferenceProblem(load_problem(FIXTURES / "judge_problems" / "linear_relu"), "cpu", init_seed=3,
+                           precision="bf16")
+    assert {v.dtype for v in ref.state_dict.values()} == {torch.bfloat16}
+    inputs = ref.make_inputs(1)
+    assert inputs[0].dtype == torch.bfloat16
+    own, expected = ref.pytorch_own(inputs)[0], ref.expected(inputs)[0]
+    assert own.dtype == torch.bfloat16 and expected.dtype == torch.float64
+    weight, bias = (ref.state_dict[k].double() for k in ("linear.weight", "linear.bias"))
+    assert torch.equal(expected, torch.relu(inputs[0].double() @ weight.T + bias))  # the cast values, in float64
+
+
+def test_the_precisions_dtypes_are_the_ones_a_worker_accepts():
+    from evalkit.sandbox.protocol import DTYPES
+    from evalkit.sources.settings import PRECISION_DTYPES, PRECISIONS
+
+    assert tuple(PRECISION_DTYPES) == PRECISIONS and tuple(PRECISION_DTYPES.values()) == DTYPES
+
+
 @pytest.mark.cuda
 def test_on_a_gpu_both_float64_backends_agree_and_the_faster_is_kept(monkeypatch):
     problem = load_problem(Path(ROOT) / "problems" / "convtranspose2d_gelu_groupnorm")

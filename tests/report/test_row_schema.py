@@ -25,7 +25,11 @@ ROW_OF_VERSION = {
         "speedup_vs_eager": 2.0},
     2: {**IDENTITY, "schema_version": 2, "timing": {**TIMING, "clock": "judge"}, "speedup_vs_eager": 2.0},
     3: {**IDENTITY, "schema_version": 3, "timing": {**TIMING, "clock": "judge"}, "speedup_vs_eager": 2.0,
-        "speedup_vs_eager_ci": [1.9, 2.1], "speedup_vs_compile_ci": None},
+        "speedup_vs_eager_ci": [1.9, 2.1], "speedup_vs_compile_ci": None,
+        "correctness": {"rel_l2_err": 1e-7, "pytorch_float32": {"rel_l2_err": 1e-8}}},
+    4: {**IDENTITY, "schema_version": 4, "timing": {**TIMING, "clock": "judge"}, "speedup_vs_eager": 2.0,
+        "speedup_vs_eager_ci": [1.9, 2.1], "speedup_vs_compile_ci": None, "precision": "bf16",
+        "correctness": {"rel_l2_err": 1e-3, "pytorch_own": {"rel_l2_err": 1e-3}}},
 }
 
 
@@ -42,6 +46,14 @@ def test_a_row_of_any_version_reads_as_todays(version):
     assert "speedup_vs_eager_ci" in row and "speedup_vs_compile_ci" in row
     assert row["timing"]["clock"] in ("judge", "worker") and row["speedup_vs_eager"] == 2.0
     assert ResultRow.from_dict(ROW_OF_VERSION[version]).schema_version == SCHEMA_VERSION
+
+
+def test_a_schema_3_row_was_judged_in_fp32_and_its_pytorch_error_is_pytorchs_own():
+    row = migrate(ROW_OF_VERSION[3])
+    assert row["precision"] == "fp32"
+    assert row["correctness"] == {"rel_l2_err": 1e-7, "pytorch_own": {"rel_l2_err": 1e-8}}
+    assert migrate(ROW_OF_VERSION[4])["precision"] == "bf16"
+    assert "pytorch_float32" in ROW_OF_VERSION[3]["correctness"]  # the row given is not changed
 
 
 def test_a_schema_1_time_says_whose_clock_it_was():

@@ -74,7 +74,7 @@ def test_shipped_problem_metadata_and_init_args(shipped: dict[str, Problem], pro
     assert problem.source == f"KernelBench v0.1 {source}"
     assert problem.level == level
     assert problem.title and problem.tags
-    assert (problem.settings.atol, problem.settings.rtol) == (1e-2, 1e-2)
+    assert problem.settings.tolerances() == (1e-2, 1e-2) and problem.settings.precision == "fp32"
     module = problem.load_module()
     assert module.get_init_inputs() == init
     assert issubclass(module.Model, torch.nn.Module)
@@ -126,7 +126,7 @@ def test_defaults_when_problem_toml_has_no_settings() -> None:
     problem = load_problem(FIXTURES / "tiny_relu")
     assert problem.settings == ProblemSettings()
     s = problem.settings
-    assert (s.atol, s.rtol, s.correctness_trials, s.timing_trials, s.warmup_trials) == (1e-2, 1e-2, 5, 100, 5)
+    assert (s.tolerances(), s.correctness_trials, s.timing_trials, s.warmup_trials) == ((1e-2, 1e-2), 5, 100, 5)
     assert (s.min_timing_trials, s.timing_precision, s.timing_budget_s) == (10, 1e-2, 10.0)
     assert (s.build_timeout_s, s.run_timeout_s, s.flops, s.min_bytes) == (900.0, None, None, None)
     assert (problem.title, problem.level, problem.tags) == ("Tiny ReLU", 1, ("fixture", "elementwise"))
@@ -258,10 +258,13 @@ def test_commented_toml_of_some_keys() -> None:
 def test_score_help_shows_the_declared_defaults() -> None:
     text = " ".join(CliRunner().invoke(score_command, ["--help"], terminal_width=400).output.split())
     for option, key in (("--correctness-trials, --trials", "correctness_trials"), ("--timing-trials", "timing_trials"),
-                        ("--warmup-trials, --warmup", "warmup_trials"), ("--atol", "atol"), ("--rtol", "rtol"),
+                        ("--warmup-trials, --warmup", "warmup_trials"),
                         ("--build-timeout", "build_timeout_s"), ("--timing-budget", "timing_budget_s")):
         default = re.escape(default_text(key))
         assert re.search(rf"{option} \S+ RANGE [^[]*\[(s; )?problem\.toml, {default}\]", text), option
+    for option in ("--atol", "--rtol"):
+        assert re.search(rf"{option} \S+ RANGE [^[]*unset: by precision[^[]*\[problem\.toml\]", text), option
+    assert re.search(r"--precision \[fp32\|fp16\|bf16\] [^[]*\[problem\.toml, \"fp32\"\]", text)
     assert re.search(r"--run-timeout, --timeout \S+ RANGE [^[]*unset: derived from the reference's own time[^[]*"
                      r"\[s; problem\.toml\]", text)
 

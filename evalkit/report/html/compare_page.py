@@ -47,12 +47,12 @@ def _settings(report: ComparedReport) -> dict[str, str]:
     values: dict[str, Any] = {
         "rows": len(report.rows), "problems": scores["problem_set"]["count"], "devices": judged["devices"],
         "GPU": judged["device_names"], "torch": host.get("torch"), "evalkit": judged["evalkit_versions"],
-        "atol": seen["atol"], "rtol": seen["rtol"], "trials": seen["trials"], "timing trials": seen["timing_trials"],
+        "precision": seen["precision"], "atol": seen["atol"], "rtol": seen["rtol"], "trials": seen["trials"], "timing trials": seen["timing_trials"],
         "baselines timed": measured}
     return {k: ", ".join(map(str, v)) if isinstance(v, list) else ("" if v is None else str(v)) for k, v in values.items()}
 
 
-SETTINGS_COMPARED = ("problems", "GPU", "torch", "evalkit", "atol", "rtol", "trials", "timing trials", "baselines timed")
+SETTINGS_COMPARED = ("problems", "GPU", "torch", "evalkit", "precision", "atol", "rtol", "trials", "timing trials", "baselines timed")
 
 
 def reports_table(reports: list[ComparedReport]) -> str:

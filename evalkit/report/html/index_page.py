@@ -258,7 +258,7 @@ def _header(summary: dict[str, Any]) -> str:
     levels = summary["problem_set"].get("levels") or {}
     facts = [("devices", ", ".join(judged.get("devices", []))), ("GPU", ", ".join(judged.get("device_names", []))),
              ("evalkit", ", ".join(judged.get("evalkit_versions", []))), ("judged with torch", judge_host.get("torch")),
-             ("atol", seen.get("atol")), ("rtol", seen.get("rtol")), ("trials", seen.get("trials")),
+             ("precision", seen.get("precision")), ("atol", seen.get("atol")), ("rtol", seen.get("rtol")), ("trials", seen.get("trials")),
              ("timing trials", seen.get("timing_trials")), ("problems", summary["problem_set"]["count"]),
              ("levels", ", ".join(f"{lv} ({len(ids)})" for lv, ids in levels.items())),
              ("generated", summary.get("generated_at"))]

@@ -127,6 +127,9 @@ class Harness:
                                        message=f"ModelNew(*get_init_inputs()) failed: {claim.message}")
         weights = self._load_weights(model)
         model = model.to(self.device)
+        dtype = getattr(torch, self.setup["dtype"])
+        if dtype != torch.float32:  # as KernelBench does: the whole model in the problem's dtype
+            model = model.to(dtype)
         signature_problem = _forward_signature_problem(model, self.setup["n_inputs"])
         if signature_problem:
             return interface_error(signature_problem)
@@ -226,7 +229,7 @@ def receive_setup(conn: Connection, mappings: list[Any]) -> dict[str, Any]:
     fds = receive_fds(conn.fileno(), request.fd_count) if request.fd_count else []
     setup = {"mode": request.mode, "code_path": request.code_path, "device": request.device,
              "limits": request.limits, "judge_pid": request.judge_pid, "extensions_dir": request.extensions_dir,
-             "init_seed": request.init_seed, "n_inputs": request.n_inputs,
+             "init_seed": request.init_seed, "n_inputs": request.n_inputs, "dtype": request.dtype,
              "init_inputs": pickle.loads(request.init_inputs), "state_dict": pickle.loads(request.state_dict),
              "inputs": _sets(map_entries(request.inputs, fds, mappings), request.batch),
              "outputs": _sets(map_entries(request.outputs, fds, mappings), request.batch)}
