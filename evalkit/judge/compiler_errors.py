@@ -47,6 +47,28 @@ def first_compiler_errors(log: str, extension_root: Path, limit: int = 5) -> lis
     return errors or _generic_errors(lines, limit)
 
 
+_JIT_AT = re.compile(r"^(?:[\w.]{1,200}: )?at (?P<line>\d{1,9}):(?P<col>\d{1,9}):$")
+_CARET = re.compile(r"^\s*\^+\s*$")
+
+
+def first_jit_errors(text: str) -> list[dict[str, Any]]:
+    """A kernel compile error a JIT raised at its first call (Triton's ``CompilationError``): ``at L:C:``, the
+    kernel's source down to the offending line, a caret under it, then the error. The offending line is its
+    ``source``, so it maps back to the answer's line (``map_to_submission``); ``line`` is within the kernel."""
+    lines = [line[:_MAX_LINE] for line in text.splitlines()]
+    for index, line in enumerate(lines):
+        at = _JIT_AT.match(line.strip())
+        if at is None:
+            continue
+        caret = next((i for i in range(index + 1, len(lines)) if _CARET.match(lines[i])), None)
+        if caret is None or caret == index + 1:
+            continue
+        message = next((l.strip() for l in lines[caret + 1:] if l.strip()), "")
+        return [{"file": "<jit kernel>", "line": int(at["line"]), "message": _clip(message),
+                 "source": _clip(lines[caret - 1])}]
+    return []
+
+
 def _error_match(raw: str) -> re.Match[str] | None:
     if "error" not in raw:  # both patterns need it: most lines cost no regular expression
         return None

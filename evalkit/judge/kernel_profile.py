@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+from evalkit.judge.kernel_origin import own_kernels
 from evalkit.judge.plausibility import kernel_flags, kernel_shares
 from evalkit.judge.reference import OutputSpec
 from evalkit.judge.session import Session, WorkerChannel
@@ -30,12 +31,13 @@ def observe_kernels(session: Session, fields: dict[str, Any], specs: list[Output
                     originals: list[Any], correctness: dict[str, Any]) -> list[str]:
     """Set up and load the answer in ``session``'s worker, call it once on ``originals``, then profile one call:
     the flags its kernels earn. Records the kernels and their shares of the device time in ``correctness``."""
-    uses_load_inline = "load_inline" in Path(fields["code_path"]).read_text(errors="replace")  # before it can run
+    code = Path(fields["code_path"]).read_text(errors="replace")  # before it can run
+    uses_load_inline, own = "load_inline" in code, own_kernels(code)
     session.start(fields, specs, templates)
     session.load()
     session.observe([originals])
     claim = session.profile()
     correctness["kernels"] = claim.kernels[:50]
-    shares = kernel_shares(claim.kernels, claim.kernel_us)
+    shares = kernel_shares(claim.kernels, claim.kernel_us, own)
     correctness.update(shares)
-    return kernel_flags(claim.kernels, uses_load_inline, shares.get("custom_time_share"))
+    return kernel_flags(claim.kernels, uses_load_inline, shares.get("custom_time_share"), own)

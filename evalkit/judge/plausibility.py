@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from evalkit.judge.kernel_origin import OwnKernels
+
 # (peak FLOP/s, memory bandwidth B/s); matched against torch.cuda.get_device_name() in order.
 DEVICE_PEAKS: tuple[tuple[str, float, float], ...] = (
     ("H200", 989e12, 4.8e12),
@@ -23,7 +25,8 @@ DEVICE_PEAKS: tuple[tuple[str, float, float], ...] = (
     ("RTX 4090", 330e12, 1.0e12),
 )
 
-# Kernels PyTorch, cuDNN, cuBLAS, CUTLASS or Triton launch; anything else came from the submission.
+# Kernels PyTorch, cuDNN, cuBLAS, CUTLASS or Inductor (``triton_``) launch, by name: for kernels the answer's sources
+# do not define (``kernel_origin``); one they define is the answer's whatever its name.
 _LIBRARY_KERNEL = re.compile(
     r"at::native|at::cuda|cudnn|cublas|cutlass|xmma|gemm|gemv|implicit_convolve|convolve_|winograd|fft|"
     r"nchwToNhwc|nhwcToNchw|^Memcpy|^Memset|triton_|elementwise_kernel|reduce_kernel|cub::|"
@@ -54,13 +57,17 @@ def floor_ms(flops: float | None, min_bytes: float | None, device_name: str) -> 
     return max((flops or 0.0) / peaks[0], (min_bytes or 0.0) / peaks[1]) * 1e3
 
 
-def custom_kernels(kernel_names: list[str]) -> list[str]:
-    return [name for name in kernel_names if not _LIBRARY_KERNEL.search(name)]
+def custom_kernels(kernel_names: list[str], own: OwnKernels | None = None) -> list[str]:
+    """The kernels that are the answer's own: those its sources define (``own``: by origin, whatever their name),
+    and, of the rest, those whose name is no library's (a language ``kernel_origin`` cannot read yet)."""
+    defined = own.defines if own is not None else (lambda name: False)
+    return [name for name in kernel_names if defined(name) or not _LIBRARY_KERNEL.search(name)]
 
 
-def kernel_shares(kernel_names: list[str], kernel_us: list[float]) -> dict[str, Any]:
+def kernel_shares(kernel_names: list[str], kernel_us: list[float], own_kernels: OwnKernels | None = None
+                  ) -> dict[str, Any]:
     """The submission's own kernels and the share of the call's device time they took (None when unknown)."""
-    own = custom_kernels(kernel_names)
+    own = custom_kernels(kernel_names, own_kernels)
     shares: dict[str, Any] = {"custom_kernels": own[:50], "custom_time_share": None}
     if kernel_us and len(kernel_us) == len(kernel_names) and sum(kernel_us) > 0:
         mine = sum(us for name, us in zip(kernel_names, kernel_us) if name in set(own))
@@ -69,13 +76,15 @@ def kernel_shares(kernel_names: list[str], kernel_us: list[float]) -> dict[str, 
     return shares
 
 
-def kernel_flags(kernel_names: list[str], uses_load_inline: bool, custom_time_share: float | None = None) -> list[str]:
+def kernel_flags(kernel_names: list[str], uses_load_inline: bool, custom_time_share: float | None = None,
+                 own: OwnKernels | None = None) -> list[str]:
     """``no_custom_kernel`` when every launched kernel is a library's; ``fallback`` when the code builds
     kernels of its own but none of them ran; ``library_dominated`` when its own kernels ran but library
-    kernels took most of the device time (over ``LIBRARY_SHARE``)."""
+    kernels took most of the device time (over ``LIBRARY_SHARE``). ``own``: the kernels the answer's sources
+    define (``kernel_origin.own_kernels``)."""
     if not kernel_names:
         return []
-    if not custom_kernels(kernel_names):
+    if not custom_kernels(kernel_names, own):
         return ["fallback", "no_custom_kernel"] if uses_load_inline else ["no_custom_kernel"]
     if custom_time_share is not None and 1.0 - custom_time_share > LIBRARY_SHARE:
         return ["library_dominated"]

@@ -18,7 +18,7 @@ from typing import Any
 from evalkit.version import __version__
 from evalkit.intake.triage import Triage
 from evalkit.judge.builder import BuildOutcome
-from evalkit.judge.compiler_errors import first_compiler_errors, map_to_submission
+from evalkit.judge.compiler_errors import first_compiler_errors, first_jit_errors, map_to_submission
 from evalkit.judge.plausibility import floor_ms, no_extension_built
 from evalkit.judge.speedups import speedups_against
 from evalkit.records import BASELINE_KINDS, Flag, ResultRow, Submission, Verdict
@@ -247,7 +247,8 @@ def _map_error(error: dict[str, Any] | None, early: Triage, extension_root: Path
         error["traceback"] = frames
     if error.get("kind") == "compile_error":  # a build failure the judge stage met (the build stage passed)
         log = "\n".join(str(error.get(k, "")) for k in ("message", "stdout_tail", "stderr_tail"))
-        error["compiler_errors"] = [_with_submission_line(e, early) for e in first_compiler_errors(log, extension_root)]
+        found = first_jit_errors(log) or first_compiler_errors(log, extension_root)
+        error["compiler_errors"] = [_with_submission_line(e, early) for e in found]
     return error
 
 

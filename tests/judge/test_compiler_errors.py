@@ -141,3 +141,33 @@ GROWING = {
 def test_time_grows_linearly(case: str) -> None:
     function, make_input, n = GROWING[case]
     assert growth(function, make_input, n) < MAX_GROWTH
+
+
+TRITON_ERROR = """CompilationError: at 5:8:
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    y = tl.lod(y_ptr + offs, mask=mask)
+        ^
+AttributeError("module 'triton.language' has no attribute 'lod'")"""
+TRITON_ANSWER = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    y = tl.lod(y_ptr + offs, mask=mask)
+"""
+
+
+def test_a_triton_compile_error_points_at_the_answers_line():
+    from evalkit.judge.compiler_errors import first_jit_errors, map_to_submission
+
+    [error] = first_jit_errors(TRITON_ERROR)
+    assert error["line"] == 5 and "no attribute 'lod'" in error["message"]
+    assert map_to_submission(error["source"], TRITON_ANSWER) == 10
+    assert first_jit_errors("RuntimeError: at 5:8: nothing follows") == []

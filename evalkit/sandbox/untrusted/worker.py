@@ -45,9 +45,16 @@ def _exception_modules(exc: BaseException) -> list[str]:
     return modules
 
 
+def _is_jit_compile_failure(exc: BaseException) -> bool:
+    """A kernel a JIT compiles at its first call failed to compile (Triton's ``CompilationError``)."""
+    return type(exc).__name__ == "CompilationError" and type(exc).__module__.startswith("triton")
+
+
 def error_claim(exc: BaseException, stage: str, code_path: str) -> protocol.ErrorClaim:
     if isinstance(exc, SystemExit):
         kind, text = "runtime_error", f"the submission called exit({exc.code!r}) during {stage}"
+    elif _is_jit_compile_failure(exc):
+        kind, text = "compile_error", f"{type(exc).__name__}: {exc}"
     elif _is_build_failure(exc):
         kind, text = "compile_error", str(exc)
     else:
