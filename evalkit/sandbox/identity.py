@@ -33,11 +33,21 @@ def package_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
+# The JIT caches of the answer languages (Triton, Inductor, CuTe DSL, TileLang), each named inside the sandbox's own
+# home: what one answer compiled is never found by another, nor by the judge, whatever the parent's environment says.
+SANDBOX_USER = "evalkit-sandbox"
+JIT_CACHES = {"TRITON_CACHE_DIR": ".triton/cache", "TORCHINDUCTOR_CACHE_DIR": "torchinductor",
+              "CUTE_DSL_CACHE_DIR": "cute_dsl_cache", "TILELANG_CACHE_DIR": ".tilelang/cache"}
+
+
 def scrubbed_env(extra: dict[str, str], home: Path) -> dict[str, str]:
     """A minimal environment: no tokens, keys or user settings leak into submission code."""
     env = {k: os.environ[k] for k in _KEEP_ENV if k in os.environ}
     env.update(HOME=str(home), TMPDIR=str(home), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
                PYTHONPATH=str(package_root()), PYTHONNOUSERSITE="1")
+    env.update({name: str(home / folder) for name, folder in JIT_CACHES.items()})
+    # A pool uid names no user: getpass.getuser(), which torch.compile asks, reads these before the password file.
+    env.update(USER=SANDBOX_USER, LOGNAME=SANDBOX_USER)
     env.update(extra)
     return env
 

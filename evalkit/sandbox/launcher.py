@@ -18,7 +18,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -31,7 +30,8 @@ from evalkit.sandbox.identity import hand_over, scrubbed_env
 from evalkit.sandbox.processes import MARKER_VARIABLE, ProcessTable, compiling, process_state, resident_bytes
 from evalkit.sandbox.protocol import (ARMED_FILE, MAX_REPLY_BYTES, Claim, Op, ProtocolViolation, Request,
                                       SetupRequest, decode_reply, simple_request)
-from evalkit.sandbox.remains import files_under, folder_usage, remove_added, remove_shared_memory
+from evalkit.sandbox.capture import BoundedCapture
+from evalkit.sandbox.remains import entry_lock, files_under, folder_usage, remove_added, remove_shared_memory
 from evalkit.sandbox.shared_buffers import send_fds
 from evalkit.sandbox.uid_pool import UidLease
 
@@ -67,31 +67,6 @@ class WorkerGone(Exception):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind  # "crash" or "timeout"
-
-
-class _BoundedCapture(threading.Thread):
-    """Reads a pipe to its end, keeping only the first and last ``limit`` bytes."""
-
-    def __init__(self, stream, limit: int) -> None:
-        super().__init__(daemon=True)
-        self._stream, self._limit = stream, limit
-        self.head, self.tail, self.total = bytearray(), bytearray(), 0
-        self.start()
-
-    def run(self) -> None:
-        for chunk in iter(lambda: self._stream.read1(65536), b""):
-            self.total += len(chunk)
-            room = self._limit - len(self.head)
-            if room > 0:
-                self.head += chunk[:room]
-                chunk = chunk[room:]
-            self.tail = (self.tail + chunk)[-self._limit :]
-
-    def text(self) -> str:
-        self.join(timeout=2)
-        skipped = self.total - len(self.head) - len(self.tail)
-        middle = f"\n[... {skipped} bytes not kept ...]\n" if skipped > 0 else ""
-        return (bytes(self.head).decode("utf-8", "replace") + middle + bytes(self.tail).decode("utf-8", "replace"))
 
 
 def _pin(pid: int, cpus: tuple[int, ...] | None) -> None:
@@ -143,13 +118,18 @@ class UntrustedProcess:
                                            cpu_cores=len(limits.cpus) if limits.cpus else None)
         self._join_cgroup()
         _pin(self._proc.pid, limits.cpus)
-        self._stdout = _BoundedCapture(self._proc.stdout, limits.output_bytes)
-        self._stderr = _BoundedCapture(self._proc.stderr, limits.output_bytes)
+        self._stdout = BoundedCapture(self._proc.stdout, limits.output_bytes)
+        self._stderr = BoundedCapture(self._proc.stderr, limits.output_bytes)
         self.killed_because = ""
         self._last_watch = 0.0
         self._seen = {self._proc.pid}  # every process of the sandbox seen alive, for cleaning up after them
         self._none_left = False  # set once ``kill`` finds no process of the sandbox alive
+        self._reclaim = False  # a build's folder goes back to evalkit's user when its worker is gone
         self._built: set[str] | None = None  # a judged worker's extension folder as its build left it
+        self._entry: int | None = None  # the lock on that folder held while the worker lives (``entry_lock``)
+
+    def _folders(self) -> list[Path]:  # the worker's own, and its extension folder
+        return [self.workdir] + ([self.extensions_dir] if self.extensions_dir else [])
 
     @property
     def pid(self) -> int:
@@ -182,12 +162,15 @@ class UntrustedProcess:
     def _hand_over(self, message: SetupRequest) -> SetupRequest:
         """The setup request completed with what is the launcher's to decide: the worker's folders become the
         sandbox user's (only now: until its answer comes, a worker started ahead owns nothing another sandbox
-        could reach), its extension folder, and the identity it runs as."""
-        folders = [self.workdir] + ([self.extensions_dir] if self.extensions_dir else [])
+        could reach), its extension folder, and the identity it runs as. A judged worker's extension folder is its
+        build's cache entry, which another judge (of this process or another) may be judging the same answer from:
+        the worker holds it alone (``entry_lock``) until it is gone, and what it adds there goes with it."""
         self._compiled_at = time.monotonic() - self._paused_s()
-        if message.mode == "judge" and self.extensions_dir:  # what it adds to its build's folder goes with it
+        if message.mode == "judge" and self.extensions_dir:
+            self._entry = entry_lock(self.extensions_dir)
             self._built = files_under(self.extensions_dir)
-        for folder in folders:  # under a folder closed to its uid, the worker opens the way (``untrusted.mounts``)
+        self._reclaim = message.mode == "build" and self.run_as is not None and self.extensions_dir is not None
+        for folder in self._folders():  # under a folder closed to its uid, the worker opens the way (``mounts``)
             hand_over(folder, self.run_as)
         return message.completed(str(self.extensions_dir) if self.extensions_dir else "", self.run_as)
 
@@ -283,8 +266,7 @@ class UntrustedProcess:
             self.kill(f"killed: host memory {rss / 2**30:.1f} GiB exceeds the limit of "
                       f"{self.limits.memory_bytes / 2**30:.1f} GiB")
             return
-        folders = [self.workdir] + ([self.extensions_dir] if self.extensions_dir else [])
-        used, files = folder_usage(folders, self.limits.max_files)
+        used, files = folder_usage(self._folders(), self.limits.max_files)
         if used > self.limits.disk_bytes or files > self.limits.max_files:
             self.kill(f"killed: its folders hold {used / 2**30:.1f} GiB in {files} file(s), over the limit of "
                       f"{self.limits.disk_bytes / 2**30:.1f} GiB in {self.limits.max_files} files")
@@ -373,6 +355,11 @@ class UntrustedProcess:
         self._conn.close()
         if self._built is not None and self.extensions_dir and self._none_left:
             remove_added(self.extensions_dir, self._built)
+        if self._reclaim and self.extensions_dir and self._none_left:
+            hand_over(self.extensions_dir, (os.geteuid(), os.getegid()))  # the cache entry: no pool uid's to write
+        if self._entry is not None:
+            os.close(self._entry)  # releases the entry for the next judge
+            self._entry = None
         return self._stdout.text(), self._stderr.text()
 
     def ended(self, wait_s: float = ENDED_WAIT_S) -> bool:

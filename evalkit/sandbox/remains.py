@@ -5,6 +5,7 @@ judged worker added to its build's folder (the build's own files stay: they are 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import shutil
 import signal
@@ -79,3 +80,12 @@ def remove_added(folder: Path, before: set[str]) -> None:
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 os.unlink(path)
+
+
+def entry_lock(folder: Path) -> int:
+    """A descriptor holding ``folder`` (a build-cache entry) for one judged worker, across every process on this
+    host: blocks while another holds it. The lock file lies beside the folder, out of any worker's reach; the
+    entry is free again once the descriptor is closed (or its process ends)."""
+    fd = os.open(folder.parent / f".{folder.name}.judging", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd

@@ -25,6 +25,13 @@ def test_secrets_do_not_reach_the_worker(tmp_path, monkeypatch):
     assert env.get("PATH") == os.environ.get("PATH")
 
 
+def test_every_answer_languages_jit_cache_lies_in_the_sandboxs_own_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/shared/triton")  # the parent's cache never reaches an answer
+    env = scrubbed_env({}, tmp_path)
+    for name in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "CUTE_DSL_CACHE_DIR", "TILELANG_CACHE_DIR"):
+        assert Path(env[name]).is_relative_to(tmp_path), (name, env[name])
+
+
 def test_what_a_judged_worker_adds_to_its_builds_folder_goes_with_it(tmp_path):
     # The extension folder is the answer's build-cache entry: its build's files stay; whatever the judged worker
     # wrote there (up to the disk bound) is removed when the worker ends.
@@ -46,3 +53,32 @@ def test_what_a_judged_worker_adds_to_its_builds_folder_goes_with_it(tmp_path):
     worker.close()
     assert (extensions / "answer_ext" / "answer_ext.so").read_bytes() == b"built"
     assert sorted(p.name for p in extensions.rglob("*")) == ["answer_ext", "answer_ext.so"]
+
+
+def test_one_judged_worker_at_a_time_holds_a_build_cache_entry(tmp_path):
+    # Two judges (two GPUs, two processes) judging one answer from one cache: each worker is handed the entry (its
+    # uid owns it, torch's load_inline writes a lock there), so the second waits until the first is gone; else the
+    # first worker lost its folder mid-judging ("Permission denied: .../lock" on a 4-GPU host).
+    import threading
+    import uuid
+
+    from evalkit.sandbox.launcher import Limits, UntrustedProcess
+    from evalkit.sandbox.protocol import setup_request
+
+    extensions = tmp_path / "cache" / "entry" / "extensions"
+    extensions.mkdir(parents=True)
+    workers = []
+    for n in range(2):
+        (tmp_path / f"work{n}").mkdir()
+        workers.append(UntrustedProcess(tmp_path / f"work{n}", Limits(group=f"test-{uuid.uuid4().hex[:8]}"),
+                                        {"TORCH_EXTENSIONS_DIR": str(extensions)}))
+    workers[0]._hand_over(setup_request("judge", "answer.py", "cpu", {}))
+    second = threading.Thread(target=workers[1]._hand_over, args=(setup_request("judge", "answer.py", "cpu", {}),))
+    second.start()
+    second.join(0.5)
+    assert second.is_alive()  # waiting for the first worker
+    workers[0].close()
+    second.join(60)
+    assert not second.is_alive()
+    workers[1].close()
+    assert not list(extensions.iterdir())  # nothing either worker left

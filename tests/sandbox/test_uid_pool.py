@@ -67,9 +67,9 @@ def test_a_uid_that_a_process_still_runs_as_or_a_user_has_is_never_leased(tmp_pa
 
 
 UID_AT_IMPORT = """
-import os, time
+import getpass, os, time
 time.sleep({sleep})  # both sandboxes alive at once
-raise RuntimeError(f"uid={{os.getuid()}} gid={{os.getgid()}} groups={{os.getgroups()}}")
+raise RuntimeError(f"uid={{os.getuid()}} gid={{os.getgid()}} groups={{os.getgroups()}} user={{getpass.getuser()}}")
 """
 
 
@@ -90,6 +90,8 @@ def test_sandboxes_started_at_once_run_as_uids_of_their_own(tmp_path):
     uids = {message.split("uid=")[1].split()[0] for message in seen}
     assert len(uids) == 2 and str(os.geteuid()) not in uids and "0" not in uids, seen
     assert all("groups=[]" in message for message in seen), seen
+    # A uid that names no user still has a name to give (torch.compile asks for one).
+    assert all("user=evalkit-sandbox" in message for message in seen), seen
 
 
 def test_an_unprivileged_judge_says_its_sandboxes_share_its_uid_and_what_to_change(monkeypatch, caplog):
