@@ -105,9 +105,12 @@ def test_a_scaled_worker_clock_earns_nothing(attacks):
     # host, docs/gpu-runs/2026-11-24-kept-problems-and-profiler-h200: a bound on that ratio would test noise.)
     # The speedup is the median of the window's paired ratios, near the judge's medians' ratio; what the claim would
     # have earned lies well above it.
+    # Against the baseline's median in the same window (``timing.partner``): the baseline's record comes from its
+    # own window, and on a busy host the two differed by 3.07% (docs/gpu-runs/2026-11-27-four-gpu-host-h200).
+    partner = (timing.get("partner") or {}).get("median_ms") or eager
     assert timing["claimed_median_ms"] < 0.95 * timing["median_ms"], timing
-    assert row["speedup_vs_eager"] == pytest.approx(eager / timing["median_ms"], rel=0.03), (timing, eager)
-    assert row["speedup_vs_eager"] < 0.97 * eager / timing["claimed_median_ms"], (timing, eager)
+    assert row["speedup_vs_eager"] == pytest.approx(partner / timing["median_ms"], rel=0.03), (timing, partner)
+    assert row["speedup_vs_eager"] < 0.97 * partner / timing["claimed_median_ms"], (timing, partner)
 
 
 def test_predicted_inputs_are_wrong(attacks):
