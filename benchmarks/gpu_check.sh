@@ -3,7 +3,8 @@
 # -e . keeps a CUDA torch already there): bash benchmarks/gpu_check.sh STAGE (see docs/gpu-runs/README.md).
 # Stages: seeds, cuda-tests, isolation, all (those three), curated (evalkit score problems/: the curated
 # solutions), load (benchmarks/timing_under_load.py), throughput (benchmarks/throughput.py, every suite),
-# repro (benchmarks/reproducibility.py: the curated solutions scored REPRO_RUNS times, default 3, on every GPU),
+# repro (benchmarks/reproducibility.py: the curated solutions scored REPRO_RUNS times, default 3, on every GPU,
+# or on the GPUs REPRO_GPUS names, e.g. REPRO_GPUS=0,1),
 # contention (benchmarks/gpu_contention.py: what the judge's probe sees of another process's GPU work).
 # variance (benchmarks/worker_variance.py: what moves a fresh worker's kernel times).
 # Everything worth keeping is written under $OUT (default /tmp/out).
@@ -92,7 +93,7 @@ if [ "$stage" = throughput ]; then
   python3 benchmarks/throughput.py --suite all --keep "$run_dir/throughput" --json "$OUT/throughput_figures.json" 2>&1 | tee "$OUT/throughput.log"
 fi
 if [ "$stage" = repro ]; then
-  python3 benchmarks/reproducibility.py --runs "${REPRO_RUNS:-3}" --keep "$run_dir/repro" --json "$OUT/reproducibility.json" \
+  python3 benchmarks/reproducibility.py --runs "${REPRO_RUNS:-3}" ${REPRO_GPUS:+--gpus "$REPRO_GPUS"} --keep "$run_dir/repro" --json "$OUT/reproducibility.json" \
     ${REPRO_EXTRA:+--extra="$REPRO_EXTRA"} 2>&1 | tee "$OUT/reproducibility.log"
   (cd "$run_dir/repro" && tar czf "$OUT/reproducibility_rows.tar.gz" */results.jsonl */baselines.json)
 fi
