@@ -51,10 +51,24 @@ def build_summary(rows: list[Row], problems: list[str] | None = None, name: str 
         "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "rows": {"read": len(rows), "scored": len(scoring.dedupe(rows))},
         **scores,
+        "throughput": throughput((judge_host or {}).get("runs")),
         "environment": {"judged_on": judged_on,
                         "report_host": report_host if report_host is not None else report_host_facts(),
                         "judge_host": judge_host},
     }
+
+
+def throughput(runs: Any) -> dict[str, Any] | None:
+    """The scoring runs' wall time and answers per hour (a resumed report: every run added up), and each run's
+    GPUs' busy fractions, from ``environment.json``'s ``runs``; None where no run recorded them."""
+    runs = [run for run in runs if isinstance(run, dict)] if isinstance(runs, list) else []
+    if not runs:
+        return None
+    wall_s = sum(float(run.get("wall_s") or 0) for run in runs)
+    judged = sum(int(run.get("answers_judged") or 0) for run in runs)
+    return {"wall_s": round(wall_s, 3), "answers_judged": judged,
+            "answers_per_hour": round(judged / wall_s * 3600, 1) if wall_s > 0 else None,
+            "gpu_busy": [run.get("gpu_busy") for run in runs], "runs": len(runs)}
 
 
 def write_reports(report_dir: Path, problems: list[str] | None = None) -> Path:

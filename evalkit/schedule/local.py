@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ from evalkit.sandbox.launcher import Limits
 from evalkit.sandbox.remains import kill_group
 from evalkit.schedule import preflight, run_settings
 from evalkit.schedule.evaluator import Evaluator
+from evalkit.schedule.gpu_busy import GpuBusySampler, device_ids
 from evalkit.schedule.interrupt import Interrupted, interruptible
 from evalkit.schedule.engine import Machines
 from evalkit.schedule.machines import machines_and_limits, resolve_device
@@ -94,11 +96,16 @@ def _score(options: ScoreOptions, where: Machines, limits: Limits, report: Progr
                              f"warning above); fix it, then score its answers into a new report.")
     if total_hook:
         total_hook(len(todo) + len(found.unreadable))
-    try:
-        _Run(options, problems, device, seed, limits, report, where).judge_all(found, todo, outcome)
-    except Interrupted as stop:
-        stop.outcome = outcome
-        raise
+    gpus = [slot.gpu for slot in where.placement.slots if slot.gpu is not None] if options.backend == "local" else []
+    started = time.monotonic()
+    with GpuBusySampler(device_ids(gpus)) as sampler:
+        try:
+            _Run(options, problems, device, seed, limits, report, where).judge_all(found, todo, outcome)
+        except Interrupted as stop:
+            stop.outcome = outcome
+            raise
+        finally:
+            _record_run_figures(options.out_dir / ENVIRONMENT_FILE, time.monotonic() - started, outcome.judged, sampler)
     skipped = outcome.counts.get(Verdict.SKIPPED.value, 0) - outcome.unavailable
     if device == "cpu" and skipped:
         outcome.notes.append(f"{skipped} submission(s) need a CUDA GPU and were skipped: this machine has none. "
@@ -120,6 +127,20 @@ def _record_environment(path: Path, limits: Limits, facts: dict[str, Any] | None
     if not path.exists():
         facts = {"sandbox_user": sandbox_user(limits.run_as), "sandbox_cgroups": sandbox_cgroups(),
                  **(facts or environment())}
+        write_file(path, json.dumps(facts, indent=2) + "\n")
+
+
+def _record_run_figures(path: Path, wall_s: float, judged: int, sampler: GpuBusySampler) -> None:
+    """Add this run's (or this resume's) wall time, answers judged and GPUs' busy fractions to ``runs``."""
+    try:
+        facts = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(facts, dict):
+        figures = {"wall_s": round(wall_s, 3), "answers_judged": judged,
+                   "answers_per_hour": round(judged / wall_s * 3600, 1) if wall_s > 0 else None,
+                   "gpu_busy": sampler.figures()}
+        facts["runs"] = [*facts.get("runs", []), figures]
         write_file(path, json.dumps(facts, indent=2) + "\n")
 
 

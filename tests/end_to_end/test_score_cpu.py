@@ -143,6 +143,14 @@ def test_incorrect_reports_trial_errors_and_index(scored):
     assert details["first_bad_index"] == [0, 0]
 
 
+def test_the_summary_says_how_long_judging_took_and_how_many_answers_an_hour(scored):
+    out, _, rows = scored
+    throughput = json.loads((out / "summary.json").read_text())["throughput"]
+    assert throughput["answers_judged"] == len(rows) and throughput["wall_s"] > 0
+    assert throughput["answers_per_hour"] == pytest.approx(len(rows) / throughput["wall_s"] * 3600, rel=0.01)
+    assert throughput["gpu_busy"] == [None] * throughput["runs"]  # a CPU run samples no GPU
+
+
 def test_resume_judges_nothing_twice_and_rebuilds_nothing(scored):
     out, cache, rows = scored
     result = _score(out, cache, "--resume")
