@@ -54,3 +54,13 @@ def test_a_judge_process_sees_only_its_gpu_through_the_inherited_mapping():
     assert visible_devices_entry(1, None) == "1"
     assert visible_devices_entry(1, "3,5") == "5"
     assert visible_devices_entry(0, "GPU-abc, GPU-def") == "GPU-abc"
+
+
+def test_builds_default_to_the_build_cores_as_far_as_free_memory_holds_one_each():
+    from evalkit.schedule.options import BUILD_PEAK_BYTES, JudgeOptions
+
+    options = JudgeOptions()
+    assert options.build_jobs(60, available_bytes=512 * 2**30) == 60  # no fixed cap on a large host
+    assert options.build_jobs(60, available_bytes=10 * BUILD_PEAK_BYTES) == 10  # memory bounds it
+    assert options.build_jobs(60, available_bytes=0) == 1
+    assert JudgeOptions(jobs=3).build_jobs(60, available_bytes=0) == 3  # --jobs as given
