@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Callable
 
 from evalkit.sources.errors import ProblemError
-from evalkit.sources.kernelbench_layout import (file_sha256, kernelbench_id, level_of, normal_form,
-                                                problem_file_parts, stable_id)
+from evalkit.sources.kernelbench_layout import (file_sha256, kernelbench_id, level_of, normal_form, origin_claims,
+                                                problem_file_parts, shared_origin_text, stable_id)
 from evalkit.sources.problems import REFERENCE_FILE, TOML_FILE, load_problem, problem_folders
 from evalkit.sources.settings import KernelBenchOrigin, commented_toml, origin_toml, toml_string
 
@@ -87,6 +87,7 @@ class _Known:
 
 def _survey(root: Path, say: Say) -> _Known:
     known = _Known(taken={p.name for p in root.iterdir()})
+    loaded = []
     for folder in problem_folders(root):
         if not (folder / REFERENCE_FILE).is_file():
             continue
@@ -95,11 +96,15 @@ def _survey(root: Path, say: Say) -> _Known:
         except ProblemError as err:
             say(f"note: {folder} is not considered for linking: {err}")
             continue
+        loaded.append(problem)
         known.code_of[folder] = normal_form((folder / REFERENCE_FILE).read_bytes())
         if problem.kernelbench is None:
             known.unlinked.add(folder)
-        else:
-            known.by_origin.setdefault((problem.kernelbench.level, problem.kernelbench.number), folder)
+    for key, claimants in origin_claims(loaded).items():  # by id: the first of folders sharing one stands for it
+        known.by_origin[key] = claimants[0].path
+        if len(claimants) > 1:
+            say(f"warning: {shared_origin_text(key, claimants)} (`evalkit problems check` fails them; importing "
+                f"compares the file with {claimants[0].path} only)")
     return known
 
 

@@ -220,3 +220,18 @@ def test_kernelbench_numbers_for_the_report(tmp_path: Path) -> None:
     numbers = kernelbench_numbers(discover_problems(root))
     assert numbers == {"convtranspose2d_gelu_groupnorm": (2, 19), "conv2d_gelu_globalavgpool": (2, 67),
                        "l2_2_matmul_scale_tiny": (2, 2)}
+
+
+def test_two_folders_recording_one_kernelbench_problem_are_warned_about(tmp_path: Path) -> None:
+    root = tmp_path / "problems"
+    import_kernelbench(KB / "level1" / "19_ReLU.py", root)
+    shutil.copytree(root / "l1_19_relu", root / "a_relu")
+    lines: list[str] = []
+    outcome = import_kernelbench(KB / "level1" / "19_ReLU.py", root, report=lines.append)
+    assert [p.name for p in outcome.present] == ["a_relu"]  # the first by id stands for the pair, as before
+    assert lines[0] == (f"warning: {root / 'a_relu' / 'problem.toml'} and {root / 'l1_19_relu' / 'problem.toml'} "
+                        f"both record KernelBench level 1 problem 19 (kernelbench_level = 1, kernelbench_number = 19), "
+                        f"so a KernelBench run's level_1_problem_19_sample_<S>_kernel.py could answer either of them; "
+                        f"remove the folder that duplicates another, or fix the kernelbench_number of the one that is "
+                        f"another KernelBench problem (`evalkit problems check` fails them; importing compares the "
+                        f"file with {root / 'a_relu'} only)")
