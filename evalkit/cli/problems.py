@@ -13,6 +13,7 @@ from evalkit.sources.kernelbench_layout import shared_origin_text, shared_origin
 from evalkit.sources.problems import (Problem, ProblemError, discover_problems, load_problem, problem_folders,
                                       unknown_problem)
 from evalkit.sources.scaffold import scaffold_problem
+from evalkit.sources.settings import SETTINGS
 
 DEFAULT_PROBLEMS_DIR = Path("problems")
 _DIR_HELP = "Folder of problem folders [default: ./problems, or $EVALKIT_PROBLEMS]."
@@ -172,9 +173,12 @@ def new_command(ctx: click.Context, problem_id: str, problems_dir: Path | None) 
               help="KernelBench version the files come from (e.g. v0.1), recorded as kernelbench_version.")
 @click.option("--level", type=click.IntRange(min=1), default=None,
               help="KernelBench level of files that are not inside a level<L> folder.")
+@click.option("--precision", type=click.Choice(SETTINGS["precision"].choices), default=None,
+              help="Precision to judge the new problems in, written into their problem.toml (reference.py stays the "
+                   "KernelBench file as is); folders already there keep theirs, with a warning where it differs.")
 @_dir_option(None)
 @click.pass_context
-def import_command(ctx: click.Context, source: Path, version: str, level: int | None,
+def import_command(ctx: click.Context, source: Path, version: str, level: int | None, precision: str | None,
                    problems_dir: Path | None) -> None:
     """Turn KernelBench <n>_<Name>.py files (a file, or a folder searched recursively) into problem folders.
 
@@ -183,7 +187,7 @@ def import_command(ctx: click.Context, source: Path, version: str, level: int | 
     """
     try:
         outcome = import_kernelbench(source, _problems_dir(ctx, problems_dir), report=click.echo, version=version,
-                                     level=level)
+                                     level=level, precision=precision)
     except ProblemError as err:
         raise click.ClickException(str(err)) from err
     if outcome.skipped and not (outcome.created or outcome.linked or outcome.present):

@@ -219,3 +219,18 @@ def test_check_accepts_folders_that_record_different_kernelbench_problems(tmp_pa
     result = _run("--problems-dir", root, "check")
     assert result.exit_code == 0, result.output
     assert "2 of 2 problem(s) OK" in result.output
+
+
+def test_import_with_a_precision(tmp_path: Path) -> None:
+    relu = KB / "level1" / "19_ReLU.py"
+    result = _run("import", relu, "--problems-dir", tmp_path / "problems", "--precision", "bf16")
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "problems" / "l1_19_relu"
+    assert '\nprecision = "bf16"' in (folder / "problem.toml").read_text()
+    assert (folder / "reference.py").read_bytes() == relu.read_bytes()
+    again = _run("import", relu, "--problems-dir", tmp_path / "problems", "--precision", "fp16")
+    assert again.exit_code == 0, again.output  # nothing wrong with the folder: said, not failed
+    assert f"warning: {folder} keeps its precision bf16" in again.output
+    assert '\nprecision = "bf16"' in (folder / "problem.toml").read_text()
+    wrong = _run("import", relu, "--problems-dir", tmp_path / "other", "--precision", "fp64")
+    assert wrong.exit_code == 2 and "'fp64' is not one of 'fp32', 'fp16', 'bf16'" in wrong.output
