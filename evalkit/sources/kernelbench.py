@@ -210,64 +210,64 @@ class _Session:
         self.outcome.kept_precision.append(folder)
 
 
-def _already_present(candidate: _Candidate, code: str, run: _Session) -> None:
-    folder = run.known.by_origin[(candidate.level, candidate.number)]
-    if run.known.code_of.get(folder) == code:
-        run.say(f"already present: {candidate.file} is {folder}")
-        run.outcome.present.append(folder)
-        run.check_precision(folder)
+def _already_present(candidate: _Candidate, code: str, session: _Session) -> None:
+    folder = session.known.by_origin[(candidate.level, candidate.number)]
+    if session.known.code_of.get(folder) == code:
+        session.say(f"already present: {candidate.file} is {folder}")
+        session.outcome.present.append(folder)
+        session.check_precision(folder)
         return
-    run.say(f"skipped {candidate.file}: {folder} is already {_what(candidate)}, but its code differs (edited there, "
+    session.say(f"skipped {candidate.file}: {folder} is already {_what(candidate)}, but its code differs (edited there, "
             f"or another KernelBench version); left as is. To keep both, import into another --problems-dir")
-    run.outcome.skipped.append(candidate.file)
+    session.outcome.skipped.append(candidate.file)
 
 
-def _link_twin(candidate: _Candidate, twin: Path, code: str, origin: KernelBenchOrigin, run: _Session) -> None:
+def _link_twin(candidate: _Candidate, twin: Path, code: str, origin: KernelBenchOrigin, session: _Session) -> None:
     try:
         _link(twin, origin)
     except ProblemError as err:
-        run.say(f"skipped {candidate.file}: cannot record {_what(candidate)} in {twin / TOML_FILE} ({err}); "
+        session.say(f"skipped {candidate.file}: cannot record {_what(candidate)} in {twin / TOML_FILE} ({err}); "
                 f"fix that file and import again")
-        run.outcome.skipped.append(candidate.file)
+        session.outcome.skipped.append(candidate.file)
         return
-    run.known.add(twin, code, (candidate.level, candidate.number), run.known.precision_of[twin])
-    run.say(f"linked {candidate.file} -> {twin} (the same code up to formatting; its {TOML_FILE} now records "
+    session.known.add(twin, code, (candidate.level, candidate.number), session.known.precision_of[twin])
+    session.say(f"linked {candidate.file} -> {twin} (the same code up to formatting; its {TOML_FILE} now records "
             f"{_what(candidate)})")
-    run.outcome.linked.append(twin)
-    run.check_precision(twin)
+    session.outcome.linked.append(twin)
+    session.check_precision(twin)
 
 
-def _create_new(candidate: _Candidate, code: str, origin: KernelBenchOrigin, run: _Session) -> None:
-    folder = run.root / stable_id(candidate.level, candidate.number, candidate.name)
-    if folder.name in run.known.taken:
-        run.say(f"skipped {candidate.file}: {folder} exists but does not record {_what(candidate)}; move it away, or "
+def _create_new(candidate: _Candidate, code: str, origin: KernelBenchOrigin, session: _Session) -> None:
+    folder = session.root / stable_id(candidate.level, candidate.number, candidate.name)
+    if folder.name in session.known.taken:
+        session.say(f"skipped {candidate.file}: {folder} exists but does not record {_what(candidate)}; move it away, or "
                 f"add kernelbench_level = {candidate.level} and kernelbench_number = {candidate.number} to its "
                 f"{TOML_FILE}")
-        run.outcome.skipped.append(candidate.file)
+        session.outcome.skipped.append(candidate.file)
         return
-    _create(candidate, origin, folder, run.precision)
-    run.known.add(folder, code, (candidate.level, candidate.number), run.precision or SETTINGS["precision"].default)
-    run.say(f"imported {candidate.file} -> {folder}")
-    run.outcome.created.append(folder)
+    _create(candidate, origin, folder, session.precision)
+    session.known.add(folder, code, (candidate.level, candidate.number), session.precision or SETTINGS["precision"].default)
+    session.say(f"imported {candidate.file} -> {folder}")
+    session.outcome.created.append(folder)
 
 
 def _what(candidate: _Candidate) -> str:
     return f"KernelBench level {candidate.level} problem {candidate.number}"
 
 
-def _import_one(candidate: _Candidate, run: _Session) -> None:
+def _import_one(candidate: _Candidate, session: _Session) -> None:
     """Recognise, link or create the problem of ``candidate`` (see the module's docstring)."""
     code = normal_form(candidate.file.read_bytes())
-    if (candidate.level, candidate.number) in run.known.by_origin:
-        _already_present(candidate, code, run)
+    if (candidate.level, candidate.number) in session.known.by_origin:
+        _already_present(candidate, code, session)
         return
     origin = KernelBenchOrigin(candidate.level, candidate.number, candidate.origin_file,
-                               file_sha256(candidate.file), run.version)
-    twin = run.known.twin(code)
+                               file_sha256(candidate.file), session.version)
+    twin = session.known.twin(code)
     if twin is not None:
-        _link_twin(candidate, twin, code, origin, run)
+        _link_twin(candidate, twin, code, origin, session)
     else:
-        _create_new(candidate, code, origin, run)
+        _create_new(candidate, code, origin, session)
 
 
 def _requested_precision(precision: str | None) -> str | None:
@@ -293,15 +293,15 @@ def import_kernelbench(source: Path, root: Path, report: Say | None = None, *, v
     precision = _requested_precision(precision)
     files = _kernelbench_files(source)
     root.mkdir(parents=True, exist_ok=True)
-    run = _Session(root, version, precision, _survey(root, say), say)
+    session = _Session(root, version, precision, _survey(root, say), say)
     candidates = []
     for file in files:
         candidate = _candidate(file, level, say)
         if candidate is None:
-            run.outcome.skipped.append(file)
+            session.outcome.skipped.append(file)
         else:
             candidates.append(candidate)
     for candidate in sorted(candidates, key=lambda c: (c.level, c.number, c.name, str(c.file))):
-        _import_one(candidate, run)
-    say(run.outcome.line(len(files), root))
-    return run.outcome
+        _import_one(candidate, session)
+    say(session.outcome.line(len(files), root))
+    return session.outcome

@@ -1,6 +1,8 @@
 """KernelBench's file layout, as facts evalkit reads: problem files ``level{L}/{N}_{Name}.py``, the kernels
 of a run folder ``runs/<name>/level_{L}_problem_{N}_sample_{S}_kernel.py``, the ids evalkit gives imported
-problems, and the normal form of Python code that recognises a problem whatever its formatting.
+problems, the normal form of Python code that recognises a problem whatever its formatting, and which
+problem folder a kernel answers (``problems_by_origin``; two folders recording one level and number are an
+error, ``shared_origins``).
 
 Trusted side; reads KernelBench files and file names; never runs submission code (code is parsed with
 ``ast``, never executed).
@@ -137,11 +139,11 @@ def shared_origin_text(key: tuple[int, int], claimants: list[Problem]) -> str:
 
 def problems_by_origin(problems: Iterable[Problem], kernels: Iterable[KernelFile] = ()) -> dict[tuple[int, int],
                                                                                                 Problem]:
-    """{(KernelBench level, number): problem} over the problems that record their origin, but those several record.
+    """{(KernelBench level, number): the problem recording it}, over the pairs exactly one problem records.
 
     Raises ProblemError when one of ``kernels`` maps to a pair that several problems record (naming the kernel
-    file, the folders and what to do; every such pair in one message). A pair no kernel maps to is only left out:
-    ``evalkit problems check`` reports it.
+    file, the folders and what to do; every such pair in one message). A shared pair no kernel maps to is only
+    left out: ``evalkit problems check`` reports it.
     """
     claims = origin_claims(problems)
     first: dict[tuple[int, int], KernelFile] = {}
