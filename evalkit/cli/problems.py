@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import click
 
 from evalkit.sources.kernelbench import import_kernelbench
-from evalkit.sources.problems import ProblemError, discover_problems, load_problem, problem_folders, unknown_problem
+from evalkit.sources.kernelbench_layout import shared_origin_text, shared_origins
+from evalkit.sources.problems import (Problem, ProblemError, discover_problems, load_problem, problem_folders,
+                                      unknown_problem)
 from evalkit.sources.scaffold import scaffold_problem
+from evalkit.sources.settings import SETTINGS
 
 DEFAULT_PROBLEMS_DIR = Path("problems")
 _DIR_HELP = "Folder of problem folders [default: ./problems, or $EVALKIT_PROBLEMS]."
@@ -90,6 +93,26 @@ def _folders_to_check(root: Path, ids: tuple[str, ...]) -> list[Path]:
     return [by_id[problem_id] for problem_id in dict.fromkeys(ids)]
 
 
+def _load_all(root: Path) -> dict[Path, Problem | ProblemError]:
+    """Every problem folder of ``root``, loaded, or the error that stops it loading."""
+    loaded: dict[Path, Problem | ProblemError] = {}
+    for folder in problem_folders(root):
+        try:
+            loaded[folder] = load_problem(folder)
+        except ProblemError as err:
+            loaded[folder] = err
+    return loaded
+
+
+def _shared_origin_errors(problems: Iterable[Problem]) -> dict[str, list[str]]:
+    """{problem id: an error for each KernelBench level and number it records that other folders record too}."""
+    errors: dict[str, list[str]] = {}
+    for key, claimants in sorted(shared_origins(problems).items()):
+        for problem in claimants:
+            errors.setdefault(problem.id, []).append(shared_origin_text(key, claimants))
+    return errors
+
+
 @problems.command("check")
 @click.argument("ids", nargs=-1)
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
@@ -105,15 +128,22 @@ def check_command(ctx: click.Context, ids: tuple[str, ...], device: str, as_json
 
     try:
         require_device(device)
-        folders = _folders_to_check(_problems_dir(ctx, problems_dir), ids)
+        root = _problems_dir(ctx, problems_dir)
+        folders = _folders_to_check(root, ids)
+        loaded = _load_all(root)
     except ProblemError as err:
         raise click.ClickException(str(err)) from err
+    shared = _shared_origin_errors(p for p in loaded.values() if isinstance(p, Problem))
     failed, found = 0, []
     for folder in folders:
         try:  # a folder that does not load (bad problem.toml, no reference.py) fails alone
-            report = check_problem(load_problem(folder), device=device)
+            problem = loaded[folder]
+            if isinstance(problem, ProblemError):
+                raise problem
+            report = check_problem(problem, device=device)
         except ProblemError as err:
             report = CheckReport(folder.name, errors=[str(err)])
+        report.errors += shared.get(folder.name, [])
         if not as_json:
             _echo_report(report)
         found.append(report.to_dict())
@@ -143,9 +173,12 @@ def new_command(ctx: click.Context, problem_id: str, problems_dir: Path | None) 
               help="KernelBench version the files come from (e.g. v0.1), recorded as kernelbench_version.")
 @click.option("--level", type=click.IntRange(min=1), default=None,
               help="KernelBench level of files that are not inside a level<L> folder.")
+@click.option("--precision", type=click.Choice(SETTINGS["precision"].choices), default=None,
+              help="Precision to judge the new problems in, written into their problem.toml (reference.py stays the "
+                   "KernelBench file as is); folders already there keep theirs, with a warning where it differs.")
 @_dir_option(None)
 @click.pass_context
-def import_command(ctx: click.Context, source: Path, version: str, level: int | None,
+def import_command(ctx: click.Context, source: Path, version: str, level: int | None, precision: str | None,
                    problems_dir: Path | None) -> None:
     """Turn KernelBench <n>_<Name>.py files (a file, or a folder searched recursively) into problem folders.
 
@@ -154,7 +187,7 @@ def import_command(ctx: click.Context, source: Path, version: str, level: int | 
     """
     try:
         outcome = import_kernelbench(source, _problems_dir(ctx, problems_dir), report=click.echo, version=version,
-                                     level=level)
+                                     level=level, precision=precision)
     except ProblemError as err:
         raise click.ClickException(str(err)) from err
     if outcome.skipped and not (outcome.created or outcome.linked or outcome.present):

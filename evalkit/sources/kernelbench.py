@@ -11,6 +11,10 @@ Each file becomes, in this order of preference (docs/problems.md, import):
    appended, and nothing else of it changes;
 3. a new folder ``l{L}_{N}_{name}`` (``kernelbench_layout.stable_id``), never overwriting one.
 
+``reference.py`` of a new folder is the KernelBench file byte for byte: its ``Model`` stays backend- and
+dtype-neutral. A requested precision (``--precision``) is written into the new folder's problem.toml only; a
+folder that was already there (present or linked) keeps its own, with a warning when it differs.
+
 Files are taken in (level, number) order, and an id depends on its file alone, so the result does not
 depend on the order files are found or imported in.
 """
@@ -24,10 +28,11 @@ from pathlib import Path
 from typing import Callable
 
 from evalkit.sources.errors import ProblemError
-from evalkit.sources.kernelbench_layout import (file_sha256, kernelbench_id, level_of, normal_form,
-                                                problem_file_parts, stable_id)
+from evalkit.sources.kernelbench_layout import (file_sha256, kernelbench_id, level_of, normal_form, origin_claims,
+                                                problem_file_parts, shared_origin_text, stable_id)
 from evalkit.sources.problems import REFERENCE_FILE, TOML_FILE, load_problem, problem_folders
-from evalkit.sources.settings import KernelBenchOrigin, commented_toml, origin_toml, toml_string
+from evalkit.sources.settings import (SETTINGS, KernelBenchOrigin, commented_toml, describe, format_number,
+                                      origin_toml, toml_string)
 
 __all__ = ["ImportOutcome", "import_kernelbench", "kernelbench_id"]
 
@@ -59,6 +64,7 @@ class ImportOutcome:
     linked: list[Path] = field(default_factory=list)
     present: list[Path] = field(default_factory=list)
     skipped: list[Path] = field(default_factory=list)  # the KernelBench files left out, each said why
+    kept_precision: list[Path] = field(default_factory=list)  # folders there before, judged in another precision
 
     def line(self, files: int, root: Path) -> str:
         return (f"imported {len(self.created)}, linked {len(self.linked)}, already present {len(self.present)}, "
@@ -73,20 +79,23 @@ class _Known:
     by_origin: dict[tuple[int, int], Path] = field(default_factory=dict)
     code_of: dict[Path, str] = field(default_factory=dict)  # normal form of each usable problem's reference
     unlinked: set[Path] = field(default_factory=set)  # usable problems without a recorded origin
+    precision_of: dict[Path, str] = field(default_factory=dict)  # the precision each usable problem is judged in
 
     def twin(self, code: str) -> Path | None:
         """The first (by name) problem without an origin whose code is ``code``."""
         return next((p for p in sorted(self.unlinked) if self.code_of[p] == code), None)
 
-    def add(self, folder: Path, code: str, key: tuple[int, int]) -> None:
+    def add(self, folder: Path, code: str, key: tuple[int, int], precision: str) -> None:
         self.taken.add(folder.name)
         self.code_of[folder] = code
+        self.precision_of[folder] = precision
         self.by_origin[key] = folder
         self.unlinked.discard(folder)
 
 
 def _survey(root: Path, say: Say) -> _Known:
     known = _Known(taken={p.name for p in root.iterdir()})
+    loaded = []
     for folder in problem_folders(root):
         if not (folder / REFERENCE_FILE).is_file():
             continue
@@ -95,11 +104,16 @@ def _survey(root: Path, say: Say) -> _Known:
         except ProblemError as err:
             say(f"note: {folder} is not considered for linking: {err}")
             continue
+        loaded.append(problem)
         known.code_of[folder] = normal_form((folder / REFERENCE_FILE).read_bytes())
+        known.precision_of[folder] = problem.settings.precision
         if problem.kernelbench is None:
             known.unlinked.add(folder)
-        else:
-            known.by_origin.setdefault((problem.kernelbench.level, problem.kernelbench.number), folder)
+    for key, claimants in origin_claims(loaded).items():  # by id: the first of folders sharing one stands for it
+        known.by_origin[key] = claimants[0].path
+        if len(claimants) > 1:
+            say(f"warning: {shared_origin_text(key, claimants)} (`evalkit problems check` fails them; importing "
+                f"compares the file with {claimants[0].path} only)")
     return known
 
 
@@ -126,21 +140,31 @@ def _candidate(file: Path, level: int | None, say: Say) -> _Candidate | None:
     return _Candidate(file, level, *parts)
 
 
-def _problem_toml(candidate: _Candidate, origin: KernelBenchOrigin) -> str:
-    """problem.toml of an imported file: title, source, tag, its origin, and the unset settings."""
+def _precision_toml(precision: str | None) -> list[str]:
+    """The lines recording a requested precision (none when none was requested)."""
+    if precision is None:
+        return []
+    return ["# Requested with `evalkit problems import --precision`; reference.py is KernelBench's file as is.",
+            f"precision = {format_number(precision)}  # {describe('precision')}", ""]
+
+
+def _problem_toml(candidate: _Candidate, origin: KernelBenchOrigin, precision: str | None) -> str:
+    """problem.toml of an imported file: title, source, tag, its origin, the precision requested, and the unset
+    settings."""
     version = f" {origin.version}" if origin.version else ""
     source = f"KernelBench{version} {origin.file.removesuffix('.py')}"
     lines = ["# Imported from KernelBench by `evalkit problems import`; see docs/problems.md for the keys.",
              f"title = {toml_string(' '.join(candidate.name.replace('_', ' ').split()))}",
              f"source = {toml_string(source)}",
-             'tags = ["kernelbench"]', *origin_toml(origin), "", *commented_toml(UNSET_BY_DEFAULT), ""]
+             'tags = ["kernelbench"]', *origin_toml(origin), "", *_precision_toml(precision),
+             *commented_toml(UNSET_BY_DEFAULT), ""]
     return "\n".join(lines)
 
 
-def _create(candidate: _Candidate, origin: KernelBenchOrigin, folder: Path) -> None:
+def _create(candidate: _Candidate, origin: KernelBenchOrigin, folder: Path, precision: str | None) -> None:
     folder.mkdir(parents=True)
-    shutil.copyfile(candidate.file, folder / REFERENCE_FILE)
-    (folder / TOML_FILE).write_text(_problem_toml(candidate, origin), encoding="utf-8")
+    shutil.copyfile(candidate.file, folder / REFERENCE_FILE)  # as is: a precision never edits the reference
+    (folder / TOML_FILE).write_text(_problem_toml(candidate, origin, precision), encoding="utf-8")
 
 
 def _link(folder: Path, origin: KernelBenchOrigin) -> None:
@@ -161,88 +185,123 @@ def _link(folder: Path, origin: KernelBenchOrigin) -> None:
         raise
 
 
-def _already_present(candidate: _Candidate, code: str, known: _Known, say: Say, outcome: ImportOutcome) -> None:
-    folder = known.by_origin[(candidate.level, candidate.number)]
-    if known.code_of.get(folder) == code:
-        say(f"already present: {candidate.file} is {folder}")
-        outcome.present.append(folder)
+@dataclass
+class _Session:
+    """One import: where to, what was asked (the version to record, the precision of new folders), what is there,
+    where lines go, and what has happened so far."""
+
+    root: Path
+    version: str
+    precision: str | None  # None: not asked for (new folders leave it unset, at its default)
+    known: _Known
+    say: Say
+    outcome: ImportOutcome = field(default_factory=ImportOutcome)
+
+    def check_precision(self, folder: Path) -> None:
+        """Warn when ``folder``, there before this import, is judged in another precision than the one asked for."""
+        kept = self.known.precision_of[folder]
+        if self.precision is None or kept == self.precision:
+            return
+        self.say(f"warning: {folder} keeps its precision {kept} (`precision` in its {TOML_FILE}; "
+                 f"{SETTINGS['precision'].default} when unset), not the {self.precision} asked for: an import never "
+                 f"changes the settings of a folder that was already there. To judge it in {self.precision}, set "
+                 f"`precision = {format_number(self.precision)}` in {folder / TOML_FILE}, or pass "
+                 f"`--precision {self.precision}` to `evalkit score` for one run")
+        self.outcome.kept_precision.append(folder)
+
+
+def _already_present(candidate: _Candidate, code: str, session: _Session) -> None:
+    folder = session.known.by_origin[(candidate.level, candidate.number)]
+    if session.known.code_of.get(folder) == code:
+        session.say(f"already present: {candidate.file} is {folder}")
+        session.outcome.present.append(folder)
+        session.check_precision(folder)
         return
-    say(f"skipped {candidate.file}: {folder} is already {_what(candidate)}, but its code differs (edited there, "
-        f"or another KernelBench version); left as is. To keep both, import into another --problems-dir")
-    outcome.skipped.append(candidate.file)
+    session.say(f"skipped {candidate.file}: {folder} is already {_what(candidate)}, but its code differs (edited there, "
+            f"or another KernelBench version); left as is. To keep both, import into another --problems-dir")
+    session.outcome.skipped.append(candidate.file)
 
 
-def _link_twin(candidate: _Candidate, twin: Path, code: str, origin: KernelBenchOrigin, known: _Known, say: Say,
-               outcome: ImportOutcome) -> None:
+def _link_twin(candidate: _Candidate, twin: Path, code: str, origin: KernelBenchOrigin, session: _Session) -> None:
     try:
         _link(twin, origin)
     except ProblemError as err:
-        say(f"skipped {candidate.file}: cannot record {_what(candidate)} in {twin / TOML_FILE} ({err}); "
-            f"fix that file and import again")
-        outcome.skipped.append(candidate.file)
+        session.say(f"skipped {candidate.file}: cannot record {_what(candidate)} in {twin / TOML_FILE} ({err}); "
+                f"fix that file and import again")
+        session.outcome.skipped.append(candidate.file)
         return
-    known.add(twin, code, (candidate.level, candidate.number))
-    say(f"linked {candidate.file} -> {twin} (the same code up to formatting; its {TOML_FILE} now records "
-        f"{_what(candidate)})")
-    outcome.linked.append(twin)
+    session.known.add(twin, code, (candidate.level, candidate.number), session.known.precision_of[twin])
+    session.say(f"linked {candidate.file} -> {twin} (the same code up to formatting; its {TOML_FILE} now records "
+            f"{_what(candidate)})")
+    session.outcome.linked.append(twin)
+    session.check_precision(twin)
 
 
-def _create_new(candidate: _Candidate, root: Path, code: str, origin: KernelBenchOrigin, known: _Known, say: Say,
-                outcome: ImportOutcome) -> None:
-    folder = root / stable_id(candidate.level, candidate.number, candidate.name)
-    if folder.name in known.taken:
-        say(f"skipped {candidate.file}: {folder} exists but does not record {_what(candidate)}; move it away, or "
-            f"add kernelbench_level = {candidate.level} and kernelbench_number = {candidate.number} to its {TOML_FILE}")
-        outcome.skipped.append(candidate.file)
+def _create_new(candidate: _Candidate, code: str, origin: KernelBenchOrigin, session: _Session) -> None:
+    folder = session.root / stable_id(candidate.level, candidate.number, candidate.name)
+    if folder.name in session.known.taken:
+        session.say(f"skipped {candidate.file}: {folder} exists but does not record {_what(candidate)}; move it away, or "
+                f"add kernelbench_level = {candidate.level} and kernelbench_number = {candidate.number} to its "
+                f"{TOML_FILE}")
+        session.outcome.skipped.append(candidate.file)
         return
-    _create(candidate, origin, folder)
-    known.add(folder, code, (candidate.level, candidate.number))
-    say(f"imported {candidate.file} -> {folder}")
-    outcome.created.append(folder)
+    _create(candidate, origin, folder, session.precision)
+    session.known.add(folder, code, (candidate.level, candidate.number), session.precision or SETTINGS["precision"].default)
+    session.say(f"imported {candidate.file} -> {folder}")
+    session.outcome.created.append(folder)
 
 
 def _what(candidate: _Candidate) -> str:
     return f"KernelBench level {candidate.level} problem {candidate.number}"
 
 
-def _import_one(candidate: _Candidate, root: Path, known: _Known, version: str, say: Say,
-                outcome: ImportOutcome) -> None:
+def _import_one(candidate: _Candidate, session: _Session) -> None:
     """Recognise, link or create the problem of ``candidate`` (see the module's docstring)."""
     code = normal_form(candidate.file.read_bytes())
-    if (candidate.level, candidate.number) in known.by_origin:
-        _already_present(candidate, code, known, say, outcome)
+    if (candidate.level, candidate.number) in session.known.by_origin:
+        _already_present(candidate, code, session)
         return
     origin = KernelBenchOrigin(candidate.level, candidate.number, candidate.origin_file,
-                               file_sha256(candidate.file), version)
-    twin = known.twin(code)
+                               file_sha256(candidate.file), session.version)
+    twin = session.known.twin(code)
     if twin is not None:
-        _link_twin(candidate, twin, code, origin, known, say, outcome)
+        _link_twin(candidate, twin, code, origin, session)
     else:
-        _create_new(candidate, root, code, origin, known, say, outcome)
+        _create_new(candidate, code, origin, session)
+
+
+def _requested_precision(precision: str | None) -> str | None:
+    choices = SETTINGS["precision"].choices
+    if precision is not None and precision not in choices:
+        raise ProblemError(f"precision {precision!r} is not one evalkit judges in; give one of "
+                           f"{', '.join(choices)} (see docs/problems.md, Precision)")
+    return precision
 
 
 def import_kernelbench(source: Path, root: Path, report: Say | None = None, *, version: str = "",
-                       level: int | None = None) -> ImportOutcome:
+                       level: int | None = None, precision: str | None = None) -> ImportOutcome:
     """Import KernelBench ``<n>_<Name>.py`` files (one file, or a folder searched recursively) into ``root``.
 
     The level comes from the nearest parent folder ``level<L>``, else from ``level``. ``version`` (e.g.
-    ``"v0.1"``) is recorded as ``kernelbench_version``. Never overwrites a file. ``report`` receives one line
-    per file and a last line counting them (default: the log, at INFO).
+    ``"v0.1"``) is recorded as ``kernelbench_version``. ``precision`` (``"fp32"``, ``"fp16"`` or ``"bf16"``) is
+    written into each new problem.toml; reference.py stays the KernelBench file as is, and a folder already there
+    keeps its own precision (a warning says so when it differs). Never overwrites a file. ``report`` receives one
+    line per file and a last line counting them (default: the log, at INFO).
     """
     say = report or logger.info
     source, root = Path(source), Path(root)
+    precision = _requested_precision(precision)
     files = _kernelbench_files(source)
     root.mkdir(parents=True, exist_ok=True)
-    known = _survey(root, say)
-    outcome = ImportOutcome()
+    session = _Session(root, version, precision, _survey(root, say), say)
     candidates = []
     for file in files:
         candidate = _candidate(file, level, say)
         if candidate is None:
-            outcome.skipped.append(file)
+            session.outcome.skipped.append(file)
         else:
             candidates.append(candidate)
     for candidate in sorted(candidates, key=lambda c: (c.level, c.number, c.name, str(c.file))):
-        _import_one(candidate, root, known, version, say, outcome)
-    say(outcome.line(len(files), root))
-    return outcome
+        _import_one(candidate, session)
+    say(session.outcome.line(len(files), root))
+    return session.outcome

@@ -1,6 +1,8 @@
 """KernelBench's file layout, as facts evalkit reads: problem files ``level{L}/{N}_{Name}.py``, the kernels
 of a run folder ``runs/<name>/level_{L}_problem_{N}_sample_{S}_kernel.py``, the ids evalkit gives imported
-problems, and the normal form of Python code that recognises a problem whatever its formatting.
+problems, the normal form of Python code that recognises a problem whatever its formatting, and which
+problem folder a kernel answers (``problems_by_origin``; two folders recording one level and number are an
+error, ``shared_origins``).
 
 Trusted side; reads KernelBench files and file names; never runs submission code (code is parsed with
 ``ast``, never executed).
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from evalkit.sources.errors import ProblemError
 from evalkit.sources.problems import Problem
 
 PROBLEM_FILE = re.compile(r"^(\d+)_([^/\\]+)\.py$")  # level4 names hold '-' and '.': 1_EleutherAI-gpt-neo-2p7B_...
@@ -109,9 +112,49 @@ def file_sha256(path: Path) -> str:
 # ---------------------------------------------------------------------------------------- lookups
 
 
-def problems_by_origin(problems: Iterable[Problem]) -> dict[tuple[int, int], Problem]:
-    """{(KernelBench level, number): problem} over the problems that record their origin."""
-    return {(p.kernelbench.level, p.kernelbench.number): p for p in problems if p.kernelbench is not None}
+def origin_claims(problems: Iterable[Problem]) -> dict[tuple[int, int], list[Problem]]:
+    """{(KernelBench level, number): the problems recording it, by id} over the problems that record one."""
+    claims: dict[tuple[int, int], list[Problem]] = {}
+    for problem in sorted(problems, key=lambda p: p.id):
+        if problem.kernelbench is not None:
+            claims.setdefault((problem.kernelbench.level, problem.kernelbench.number), []).append(problem)
+    return claims
+
+
+def shared_origins(problems: Iterable[Problem]) -> dict[tuple[int, int], list[Problem]]:
+    """The (KernelBench level, number) pairs that two or more of ``problems`` record, each with those problems."""
+    return {key: claimants for key, claimants in origin_claims(problems).items() if len(claimants) > 1}
+
+
+def shared_origin_text(key: tuple[int, int], claimants: list[Problem]) -> str:
+    """What is wrong when ``claimants`` (two or more) all record KernelBench problem ``key``, and what to do."""
+    level, number = key
+    files = [str(p.toml_path) for p in claimants]
+    both, either = ("both", "either") if len(files) == 2 else ("all", "any")
+    return (f"{', '.join(files[:-1])} and {files[-1]} {both} record KernelBench level {level} problem {number} "
+            f"(kernelbench_level = {level}, kernelbench_number = {number}), so a KernelBench run's "
+            f"level_{level}_problem_{number}_sample_<S>_kernel.py could answer {either} of them; remove the folder "
+            f"that duplicates another, or fix the kernelbench_number of the one that is another KernelBench problem")
+
+
+def problems_by_origin(problems: Iterable[Problem], kernels: Iterable[KernelFile] = ()) -> dict[tuple[int, int],
+                                                                                                Problem]:
+    """{(KernelBench level, number): the problem recording it}, over the pairs exactly one problem records.
+
+    Raises ProblemError when one of ``kernels`` maps to a pair that several problems record (naming the kernel
+    file, the folders and what to do; every such pair in one message). A shared pair no kernel maps to is only
+    left out: ``evalkit problems check`` reports it.
+    """
+    claims = origin_claims(problems)
+    first: dict[tuple[int, int], KernelFile] = {}
+    for kernel in sorted(kernels, key=lambda k: (k.level, k.number, k.sample)):
+        if len(claims.get((kernel.level, kernel.number), ())) > 1:
+            first.setdefault((kernel.level, kernel.number), kernel)
+    if first:
+        raise ProblemError("; and ".join(f"{kernel.path}: cannot tell which problem it answers: "
+                                         f"{shared_origin_text(key, claims[key])}" for key, kernel in first.items())
+                           + ". Nothing was judged")
+    return {key: claimants[0] for key, claimants in claims.items() if len(claimants) == 1}
 
 
 def kernelbench_numbers(problems: Mapping[str, Problem]) -> dict[str, tuple[int, int]]:

@@ -8,7 +8,8 @@ Layouts:
 - ``problems/<problem-id>/solutions/<name>.py``: the curated solutions, as run ``curated``;
 - KernelBench's run folder ``runs/<run>/level_{L}_problem_{N}_sample_{S}_kernel.py``: each file is sample
   ``S`` of the problem that records ``kernelbench_level = L`` and ``kernelbench_number = N`` (written by
-  ``evalkit problems import``); its ``*_prompt.txt`` files and ``eval_results.json`` are not answers.
+  ``evalkit problems import``); its ``*_prompt.txt`` files and ``eval_results.json`` are not answers. A kernel
+  whose level and number several problems record stops discovery with a ProblemError naming them.
 A folder of runs may mix run folders (of either kind) and ``.jsonl`` manifests.
 
 Layout warnings (files that are ignored, kernels of no known problem) are logged as they are found (at
@@ -118,8 +119,8 @@ def _listed(names: list[str]) -> str:
 def _add_kernel_files(run_dir: Path, run: str, kernels: list[KernelFile], problems: dict[str, Problem],
                       found: Discovered) -> None:
     """Each KernelBench kernel as sample S of the problem recording its level and number; one warning per
-    level for those no problem records."""
-    by_origin = problems_by_origin(problems.values())
+    level for those no problem records; ProblemError when several problems record one of them."""
+    by_origin = problems_by_origin(problems.values(), kernels)
     unknown: dict[int, list[KernelFile]] = {}
     for kernel in sorted(kernels, key=lambda k: (k.level, k.number, k.sample)):
         problem = by_origin.get((kernel.level, kernel.number))
@@ -165,8 +166,8 @@ def _add_file_or_manifest(path: Path, problems: dict[str, Problem], found: Disco
 
 
 def _add_kernel_file(kernel: KernelFile, problems: dict[str, Problem], found: Discovered) -> None:
-    """One KernelBench kernel file given alone: a problem must record its level and number."""
-    problem = problems_by_origin(problems.values()).get((kernel.level, kernel.number))
+    """One KernelBench kernel file given alone: one problem must record its level and number."""
+    problem = problems_by_origin(problems.values(), [kernel]).get((kernel.level, kernel.number))
     if problem is None:
         raise SubmissionError(f"{kernel.path}: KernelBench level {kernel.level} problem {kernel.number} is not "
                               f"judged: {_unknown_text([kernel], problems)}")

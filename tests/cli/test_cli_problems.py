@@ -186,3 +186,51 @@ def test_a_broken_problem_toml_leaves_out_its_folder_alone_unless_its_answers_ar
     # Only its answers: nothing could be judged, so the run stops before anything, naming the file.
     own = score(answers / "broken_one" / "b.md", "--problems", problems, "--device", "cpu", "--out", tmp_path / "r3")
     assert own.exit_code == 1 and "broken_one" in own.output and "problem.toml" in own.output
+
+
+def _claiming(tmp_path: Path, origins: dict[str, str]) -> Path:
+    """A copy of the tiny fixture problems, each given the KernelBench origin keys in ``origins``."""
+    root = tmp_path / "problems"
+    shutil.copytree(FIXTURES, root, ignore=shutil.ignore_patterns("__pycache__"))
+    for name, keys in origins.items():
+        with (root / name / "problem.toml").open("a") as toml:
+            toml.write(keys)
+    return root
+
+
+def test_check_fails_both_folders_that_record_the_same_kernelbench_problem(tmp_path: Path) -> None:
+    root = _claiming(tmp_path, {"tiny_conv": "kernelbench_level = 1\nkernelbench_number = 19\n",
+                                "tiny_relu": "kernelbench_level = 1\nkernelbench_number = 19\n"})
+    result = _run("--problems-dir", root, "check")
+    assert result.exit_code == 1, result.output
+    assert "FAIL tiny_conv" in result.output and "FAIL tiny_relu" in result.output
+    error = (f"error: {root / 'tiny_conv' / 'problem.toml'} and {root / 'tiny_relu' / 'problem.toml'} both record "
+             f"KernelBench level 1 problem 19 (kernelbench_level = 1, kernelbench_number = 19)")
+    assert result.output.count(error) == 2  # one error in each folder's report
+    assert "remove the folder that duplicates another, or fix the kernelbench_number" in result.output
+    assert "0 of 2 problem(s) OK" in result.output
+    one = _run("--problems-dir", root, "check", "tiny_relu")  # the other folder is named though not checked
+    assert one.exit_code == 1 and one.output.count(error) == 1 and "FAIL tiny_relu" in one.output
+
+
+def test_check_accepts_folders_that_record_different_kernelbench_problems(tmp_path: Path) -> None:
+    root = _claiming(tmp_path, {"tiny_conv": "kernelbench_level = 1\nkernelbench_number = 19\n",
+                                "tiny_relu": "kernelbench_level = 2\nkernelbench_number = 19\n"})
+    result = _run("--problems-dir", root, "check")
+    assert result.exit_code == 0, result.output
+    assert "2 of 2 problem(s) OK" in result.output
+
+
+def test_import_with_a_precision(tmp_path: Path) -> None:
+    relu = KB / "level1" / "19_ReLU.py"
+    result = _run("import", relu, "--problems-dir", tmp_path / "problems", "--precision", "bf16")
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "problems" / "l1_19_relu"
+    assert '\nprecision = "bf16"' in (folder / "problem.toml").read_text()
+    assert (folder / "reference.py").read_bytes() == relu.read_bytes()
+    again = _run("import", relu, "--problems-dir", tmp_path / "problems", "--precision", "fp16")
+    assert again.exit_code == 0, again.output  # nothing wrong with the folder: said, not failed
+    assert f"warning: {folder} keeps its precision bf16" in again.output
+    assert '\nprecision = "bf16"' in (folder / "problem.toml").read_text()
+    wrong = _run("import", relu, "--problems-dir", tmp_path / "other", "--precision", "fp64")
+    assert wrong.exit_code == 2 and "'fp64' is not one of 'fp32', 'fp16', 'bf16'" in wrong.output

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -31,3 +33,19 @@ def test_check_json_of_broken_problems_exits_1_with_their_errors() -> None:
     assert any("degenerate" in w for w in found["degenerate_zero"]["warnings"])
     assert any("did you mean 'atol'?" in e for e in found["unknown_key"]["errors"])
     assert "problem(s) OK" not in result.stdout
+
+
+def test_check_json_gives_each_folder_recording_a_shared_kernelbench_problem_an_error(tmp_path: Path) -> None:
+    root = tmp_path / "problems"
+    shutil.copytree(FIXTURES / "problems", root)
+    for name in ("tiny_conv", "tiny_relu"):
+        with (root / name / "problem.toml").open("a") as toml:
+            toml.write("kernelbench_level = 3\nkernelbench_number = 7\n")
+    result = CliRunner().invoke(main, ["problems", "check", "--problems-dir", str(root), "--json"])
+    assert result.exit_code == 1
+    found = {f["problem_id"]: f for f in json.loads(result.stdout)}
+    for name in ("tiny_conv", "tiny_relu"):
+        assert not found[name]["ok"]
+        [error] = found[name]["errors"]
+        assert "both record KernelBench level 3 problem 7" in error
+        assert str(root / "tiny_conv" / "problem.toml") in error and str(root / "tiny_relu" / "problem.toml") in error

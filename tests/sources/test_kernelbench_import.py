@@ -220,3 +220,70 @@ def test_kernelbench_numbers_for_the_report(tmp_path: Path) -> None:
     numbers = kernelbench_numbers(discover_problems(root))
     assert numbers == {"convtranspose2d_gelu_groupnorm": (2, 19), "conv2d_gelu_globalavgpool": (2, 67),
                        "l2_2_matmul_scale_tiny": (2, 2)}
+
+
+def test_two_folders_recording_one_kernelbench_problem_are_warned_about(tmp_path: Path) -> None:
+    root = tmp_path / "problems"
+    import_kernelbench(KB / "level1" / "19_ReLU.py", root)
+    shutil.copytree(root / "l1_19_relu", root / "a_relu")
+    lines: list[str] = []
+    outcome = import_kernelbench(KB / "level1" / "19_ReLU.py", root, report=lines.append)
+    assert [p.name for p in outcome.present] == ["a_relu"]  # the first by id stands for the pair, as before
+    assert lines[0] == (f"warning: {root / 'a_relu' / 'problem.toml'} and {root / 'l1_19_relu' / 'problem.toml'} "
+                        f"both record KernelBench level 1 problem 19 (kernelbench_level = 1, kernelbench_number = 19), "
+                        f"so a KernelBench run's level_1_problem_19_sample_<S>_kernel.py could answer either of them; "
+                        f"remove the folder that duplicates another, or fix the kernelbench_number of the one that is "
+                        f"another KernelBench problem (`evalkit problems check` fails them; importing compares the "
+                        f"file with {root / 'a_relu'} only)")
+
+
+# --------------------------------------------------------------------------------------- precision
+
+
+def test_a_requested_precision_goes_into_problem_toml_and_the_reference_stays_kernelbenchs(tmp_path: Path) -> None:
+    outcome = import_kernelbench(KB, tmp_path / "bf16", report=lambda line: None, precision="bf16")
+    assert sorted(p.name for p in outcome.created) == sorted(ALL_NEW) and outcome.kept_precision == []
+    for folder in outcome.created:
+        problem = load_problem(folder)
+        assert problem.settings.precision == "bf16", folder
+        assert tomllib.loads((folder / "problem.toml").read_text())["precision"] == "bf16"
+        assert (folder / "reference.py").read_bytes() == (KB / problem.kernelbench.file).read_bytes()
+    [plain] = import_kernelbench(KB / "level1" / "19_ReLU.py", tmp_path / "plain", report=lambda line: None).created
+    assert "precision" not in tomllib.loads((plain / "problem.toml").read_text())  # not asked for: left at its default
+    assert load_problem(plain).settings.precision == "fp32"
+
+
+def test_a_folder_already_there_keeps_its_precision_and_the_import_says_so(tmp_path: Path) -> None:
+    root = tmp_path / "problems"
+    [folder] = import_kernelbench(KB / "level1" / "19_ReLU.py", root, precision="bf16").created
+    before = _snapshot(root)
+    lines: list[str] = []
+    outcome = import_kernelbench(KB / "level1" / "19_ReLU.py", root, report=lines.append, precision="fp16")
+    assert outcome.present == [folder] and outcome.kept_precision == [folder] and _snapshot(root) == before
+    assert lines[1] == (f"warning: {folder} keeps its precision bf16 (`precision` in its problem.toml; fp32 when "
+                        f"unset), not the fp16 asked for: an import never changes the settings of a folder that was "
+                        f"already there. To judge it in fp16, set `precision = \"fp16\"` in {folder / 'problem.toml'}, "
+                        f"or pass `--precision fp16` to `evalkit score` for one run")
+    for same in ("bf16", None):  # the precision it has, or none asked for: nothing to say
+        quiet: list[str] = []
+        assert import_kernelbench(KB / "level1" / "19_ReLU.py", root, report=quiet.append,
+                                  precision=same).kept_precision == []
+        assert not any("precision" in line for line in quiet)
+
+
+def test_a_linked_problem_keeps_its_precision_and_the_import_says_so(tmp_path: Path) -> None:
+    root = _shipped_copy(tmp_path)
+    lines: list[str] = []
+    outcome = import_kernelbench(KB / "level2", root, report=lines.append, precision="bf16")
+    linked = sorted(p.name for p in outcome.linked)
+    assert linked == ["conv2d_gelu_globalavgpool", "convtranspose2d_gelu_groupnorm"]
+    assert sorted(p.name for p in outcome.kept_precision) == linked
+    assert all(load_problem(root / name).settings.precision == "fp32" for name in linked)
+    assert load_problem(root / "l2_2_matmul_scale_tiny").settings.precision == "bf16"
+    assert sum(line.startswith("warning: ") and "keeps its precision fp32" in line for line in lines) == 2
+
+
+def test_an_unknown_precision_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    with pytest.raises(ProblemError, match=r"precision 'fp64' is not one evalkit judges in; give one of fp32, fp16, bf16"):
+        import_kernelbench(KB, tmp_path / "problems", precision="fp64")
+    assert not (tmp_path / "problems").exists()

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from conftest import FIXTURES, ROOT
 from evalkit.cli.main import main
 from evalkit.sources.kernelbench import import_kernelbench
-from evalkit.sources.problems import Problem, discover_problems
+from evalkit.sources.problems import Problem, ProblemError, discover_problems
 from evalkit.sources.submissions import SubmissionError, discover
 
 LAYOUT = FIXTURES / "kernelbench_layout"
@@ -23,12 +23,25 @@ RUN = LAYOUT / "runs" / "kb_run"
 
 
 @pytest.fixture(scope="module")
-def imported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Problem]:
+def imported_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The shipped problems plus the fixture's KernelBench levels, imported (so the shipped ones are linked)."""
     root = tmp_path_factory.mktemp("kb") / "problems"
     shutil.copytree(ROOT / "problems", root, ignore=shutil.ignore_patterns("__pycache__"))
     import_kernelbench(KB, root, report=lambda line: None)
-    return discover_problems(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def imported(imported_root: Path) -> dict[str, Problem]:
+    return discover_problems(imported_root)
+
+
+def _with_a_copy(imported_root: Path, tmp_path: Path, of: str, copy: str) -> Path:
+    """A copy of the imported problems in which folder ``copy`` is a copy of ``of`` (so records its origin too)."""
+    root = tmp_path / "problems"
+    shutil.copytree(imported_root, root, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(root / of, root / copy)
+    return root
 
 
 def _keys(found) -> list[tuple[str, str, str]]:
@@ -112,3 +125,34 @@ def test_score_judges_a_kernelbench_run_folder(tmp_path: Path, caplog) -> None:
                         ("l1_19_relu", "0"): "correct", ("l2_2_matmul_scale_tiny", "3"): "correct"}
     assert {r["run"] for r in rows} == {"kb_run"}
     assert any("level_1_problem_50_sample_0_kernel.py" in w and "not judged" in w for w in _warnings(caplog))
+
+
+def test_kernels_of_a_problem_two_folders_record_stop_the_run_naming_both(imported_root, tmp_path: Path) -> None:
+    root = _with_a_copy(imported_root, tmp_path, of="l1_19_relu", copy="relu_again")
+    problems = discover_problems(root)
+    tomls = f"{root / 'l1_19_relu' / 'problem.toml'} and {root / 'relu_again' / 'problem.toml'} both record"
+    with pytest.raises(ProblemError) as raised:
+        discover(RUN, problems)
+    message = str(raised.value)
+    assert message.startswith(f"{RUN / 'level_1_problem_19_sample_0_kernel.py'}: cannot tell which problem it answers: "
+                              f"{tomls} KernelBench level 1 problem 19 (kernelbench_level = 1, kernelbench_number = 19)")
+    assert "remove the folder that duplicates another, or fix the kernelbench_number" in message
+    with pytest.raises(ProblemError, match=r"level_1_problem_19_sample_0_kernel\.py: cannot tell .* both record"):
+        discover(RUN / "level_1_problem_19_sample_0_kernel.py", problems)  # one kernel file given alone
+
+
+def test_a_shared_origin_no_kernel_maps_to_does_not_stop_the_run(imported_root, imported, tmp_path: Path) -> None:
+    root = _with_a_copy(imported_root, tmp_path, of="convtranspose2d_gelu_groupnorm", copy="gelu_again")  # level 2, 19
+    assert _keys(discover(RUN, discover_problems(root))) == _keys(discover(RUN, imported))
+
+
+def test_score_stops_before_judging_when_two_folders_record_a_kernels_problem(imported_root, tmp_path: Path) -> None:
+    root = _with_a_copy(imported_root, tmp_path, of="l1_1_square_matrix_multiplication", copy="matmul_again")
+    out = tmp_path / "report"
+    result = CliRunner().invoke(main, ["score", str(RUN), "--problems", str(root), "--out", str(out), "--device",
+                                       "cpu", "--baselines", "eager", "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 1, result.output
+    assert "level_1_problem_1_sample_0_kernel.py: cannot tell which problem it answers" in result.output
+    assert f"{root / 'matmul_again' / 'problem.toml'} both record KernelBench level 1 problem 1" in result.output
+    assert "Traceback" not in result.output
+    assert not out.exists() and not (tmp_path / "cache").exists()  # no report begun, nothing built
