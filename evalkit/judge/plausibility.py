@@ -31,7 +31,7 @@ _LIBRARY_KERNEL = re.compile(
     r"at::native|at::cuda|cudnn|cublas|cutlass|xmma|gemm|gemv|implicit_convolve|convolve_|winograd|fft|"
     r"nchwToNhwc|nhwcToNchw|^Memcpy|^Memset|triton_|elementwise_kernel|reduce_kernel|cub::|"
     r"^sm\d+_|^ampere_|^volta_|^turing_|^hopper_|flash_fwd|kernel_?transform|CatArrayBatched|GroupNorm|"
-    r"\bcunn_|im2col|col2im",
+    r"\bcunn_|im2col|col2im|^nvjet_",
     re.IGNORECASE,
 )
 # Precision classes by relative L2 error against the float64 reference: float32 arithmetic lands far

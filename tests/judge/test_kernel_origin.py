@@ -92,6 +92,12 @@ def test_cute_dsl_and_tilelang_kernels_are_found_by_their_decorators():
     assert not own_kernels(TILELANG).defines("matmul_kernel")
 
 
+def test_cublas_hopper_kernels_are_library_work():
+    # In bf16 on an H200 cuBLAS runs kernels named nvjet_*: they were counted as the answer's own.
+    kernel = "nvjet_sm90_tst_128x64_64x8_1x2_h_bz_coopA_NNT"
+    assert custom_kernels([kernel]) == [] and custom_kernels([kernel], own_kernels(TRITON)) == []
+
+
 def test_a_library_dominated_answer_is_told_by_origin():
     own = own_kernels(TRITON)
     kernels, us = ["triton_softmax_kernel", "void at::native::reduce_kernel<...>(...)"], [10.0, 90.0]
