@@ -45,6 +45,21 @@ class ScanResult:
     warnings: list[str] = field(default_factory=list)
 
 
+# What could build or load native code when the module is imported; code naming none of these has nothing for the
+# build stage to do (a JIT such as Triton's compiles at the first call, which the judge's first-call limit covers).
+# Dynamic imports and exec are listed too: code that hides its calls gets the build sandbox, as before.
+_BUILDS_AT_IMPORT = re.compile(
+    r"load_inline|cpp_extension|\bload[^\S\n]*\(|ctypes|cffi|subprocess|\bos\.(?:system|popen|exec|spawn)|setuptools|"
+    r"distutils|pybind11|cupy|numba|nvcc|\.so\b|cutlass|tilelang|importlib|__import__|\bexec[^\S\n]*\(|"
+    r"\beval[^\S\n]*\(|\bcompile[^\S\n]*\(|\bopen[^\S\n]*\(")
+
+
+def builds_nothing(code: str) -> bool:
+    """Whether importing ``code`` (and constructing its ``ModelNew``) can build nothing: it names no compiler, no
+    extension loader, no native library and no dynamic code. Such an answer skips the build sandbox."""
+    return _BUILDS_AT_IMPORT.search(code) is None
+
+
 def scan(code: str) -> ScanResult:
     evidence = [why for pattern, why in _CUDA_PATTERNS if pattern.search(code)]
     return ScanResult(needs_cuda=bool(evidence), cuda_evidence=evidence, warnings=_substitute_warnings(code))

@@ -15,6 +15,7 @@ import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import Future
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -103,6 +104,17 @@ def build(code: str, cache_root: Path, device: str, timeout_s: float, limits: Li
         if outcome.status in ("ok", "compile_error"):
             record.write_text(json.dumps(outcome.to_dict()))
         return outcome
+
+
+def nothing_to_build(code: str, cache_root: Path, device: str) -> Future[BuildOutcome]:
+    """The outcome of a build skipped because ``code`` builds nothing (``intake.static_scan.builds_nothing``), done:
+    its extension folder (empty) is where a build of it would be, so its judged worker holds it like any other."""
+    extensions = cache_root / build_key(code, device) / "extensions"
+    extensions.mkdir(parents=True, exist_ok=True)
+    done: Future[BuildOutcome] = Future()
+    done.set_result(BuildOutcome("ok", 0.0, message="nothing to build: the code names no compiler, extension loader "
+                                 "or native library, so no build sandbox ran", extension_dir=str(extensions)))
+    return done
 
 
 @contextmanager

@@ -107,6 +107,15 @@ def test_on_cpu_an_answer_that_builds_no_extension_is_flagged_no_custom_kernel(s
     assert "no_custom_kernel" not in _by_key(rows)[("linear_relu", "correct_cpp")]["flags"]
 
 
+def test_an_answer_that_builds_nothing_skips_the_build_sandbox_and_is_judged_all_the_same(scored):
+    _, _, rows = scored
+    by = _by_key(rows)
+    for sample in ("correct_python", "incorrect", "runtime_error", "hang"):  # judged, each with its own verdict
+        assert by[("linear_relu", sample)]["build"]["message"].startswith("nothing to build"), sample
+        assert by[("linear_relu", sample)]["build"]["seconds"] == 0.0
+    assert not by[("linear_relu", "correct_cpp")]["build"]["message"].startswith("nothing to build")
+
+
 def test_error_rows_point_into_the_submission(scored):
     _, _, rows = scored
     by = _by_key(rows)
