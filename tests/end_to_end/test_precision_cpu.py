@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES
 from evalkit.cli.main import main
+from shared_builds import cache_sharing_builds
 
 PROBLEMS = FIXTURES / "judge_problems"
 ANSWERS = FIXTURES / "precision_submissions"
@@ -27,9 +28,9 @@ def _score(out: Path, cache: Path, *extra: str, problems: Path = PROBLEMS):
 
 
 @pytest.fixture(scope="module")
-def bf16(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, dict]]:
+def bf16(tmp_path_factory: pytest.TempPathFactory, prebuilt: Path) -> tuple[Path, Path, dict[str, dict]]:
     base = tmp_path_factory.mktemp("bf16")
-    out, cache = base / "report", base / "cache"
+    out, cache = base / "report", cache_sharing_builds(prebuilt, base / "cache")
     result = _score(out, cache, "--precision", "bf16")
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]

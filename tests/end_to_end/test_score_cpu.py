@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES
 from evalkit.cli.main import main
+from shared_builds import cache_sharing_builds
 
 PROBLEMS = FIXTURES / "judge_problems"
 SUBMISSIONS = FIXTURES / "judge_submissions"
@@ -43,9 +44,9 @@ def _score(out: Path, cache: Path, *extra: str):
 
 
 @pytest.fixture(scope="module")
-def scored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[dict]]:
+def scored(tmp_path_factory: pytest.TempPathFactory, prebuilt: Path) -> tuple[Path, Path, list[dict]]:
     base = tmp_path_factory.mktemp("score")
-    out, cache = base / "report", base / "cache"
+    out, cache = base / "report", cache_sharing_builds(prebuilt, base / "cache")
     result = _score(out, cache)
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
