@@ -20,7 +20,7 @@ from shared_builds import cache_sharing_builds
 
 PROBLEMS = FIXTURES / "judge_problems"
 ANSWERS = FIXTURES / "judge_submissions" / "fixtures" / "linear_relu"
-SETTINGS = dict(device="cpu", baselines=("eager",), timing_trials=5, warmup=1, timeout_s=8.0, seed=3)
+SETTINGS = dict(device="cpu", baselines=("eager",), timing_trials=5, warmup=1, seed=3)
 
 
 def _answer(name: str) -> str:

@@ -52,7 +52,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, prebuilt: Path):
     cache = cache_sharing_builds(prebuilt, tmp_path_factory.mktemp("serve") / "cache")
     proc = subprocess.Popen([sys.executable, "-m", "evalkit", "serve", "--device", "cpu", "--port", str(port),
                              "--problems", str(PROBLEMS), "--cache-dir", str(cache), "--timing-trials", "5",
-                             "--timeout", "8", "--seed", "3"], cwd=ROOT, stdout=subprocess.PIPE,
+                             "--seed", "3"], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 180

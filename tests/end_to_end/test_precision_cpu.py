@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 def _score(out: Path, cache: Path, *extra: str, problems: Path = PROBLEMS):
     args = ["score", str(ANSWERS), "--problems", str(problems), "--out", str(out), "--device", "cpu",
-            "--baselines", "eager", "--timeout", "20", "--timing-trials", "5", "--warmup", "1",
+            "--baselines", "eager", "--timing-trials", "5", "--warmup", "1",
             "--cache-dir", str(cache), "--seed", "1", "--jobs", "2", *extra]
     return CliRunner().invoke(main, args, catch_exceptions=False)
 

@@ -38,7 +38,7 @@ EXPECTED = {
 
 def _score(out: Path, cache: Path, *extra: str):
     args = ["score", str(SUBMISSIONS), "--problems", str(PROBLEMS), "--out", str(out), "--device", "cpu",
-            "--baselines", "eager", "--timeout", "8", "--timing-trials", "5", "--warmup", "1",
+            "--baselines", "eager", "--timing-trials", "5", "--warmup", "1",
             "--cache-dir", str(cache), "--seed", "1", "--jobs", "2", *extra]
     return CliRunner().invoke(main, args, catch_exceptions=False)
 

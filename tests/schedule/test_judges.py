@@ -40,7 +40,7 @@ def _answers(tmp_path: Path) -> Path:
 def test_two_cpu_judges_give_one_judges_verdicts_and_share_the_work(tmp_path: Path, warm_cache: Path):
     out = tmp_path / "report"
     args = ["score", str(_answers(tmp_path)), "--problems", str(PROBLEMS), "--out", str(out), "--device", "cpu",
-            "--judges", "2", "--baselines", "eager", "--timeout", "8", "--timing-trials", "5", "--warmup", "1",
+            "--judges", "2", "--baselines", "eager", "--timing-trials", "5", "--warmup", "1",
             "--cache-dir", str(warm_cache), "--seed", "1"]
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output

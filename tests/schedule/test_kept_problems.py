@@ -13,7 +13,7 @@ from evalkit.schedule import station
 
 PROBLEMS = FIXTURES / "judge_problems"
 ANSWERS = FIXTURES / "judge_submissions" / "fixtures"
-SETTINGS = dict(device="cpu", baselines=("eager",), timing_trials=5, warmup=1, timeout_s=8.0, seed=3)
+SETTINGS = dict(device="cpu", baselines=("eager",), timing_trials=5, warmup=1, seed=3)
 
 
 def _answer(problem: str, name: str) -> str:

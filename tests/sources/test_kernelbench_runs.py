@@ -99,7 +99,7 @@ def test_score_judges_a_kernelbench_run_folder(tmp_path: Path, caplog) -> None:
         import_kernelbench(KB / file, problems, report=lambda line: None)
     out = tmp_path / "report"
     args = ["score", str(RUN), "--problems", str(problems), "--out", str(out), "--device", "cpu", "--baselines",
-            "eager", "--timeout", "8", "--timing-trials", "5", "--warmup", "1", "--cache-dir", str(tmp_path / "cache"),
+            "eager", "--timing-trials", "5", "--warmup", "1", "--cache-dir", str(tmp_path / "cache"),
             "--seed", "1", "--jobs", "2"]
     with caplog.at_level(logging.WARNING):
         result = CliRunner().invoke(main, args, catch_exceptions=False)
