@@ -117,6 +117,7 @@ def test_a_problem_given_as_text_is_judged_like_a_folder(evaluator, tmp_path: Pa
         evaluator.judge(clash, "x")
 
 
+@pytest.mark.slow  # an Evaluator of its own with two judge processes
 def test_judge_processes_learn_a_problem_given_after_they_started(tmp_path: Path, warm_cache: Path):
     reference = (PROBLEMS / "linear_relu" / "reference.py").read_text()
     with Evaluator(problems=PROBLEMS, cache_dir=warm_cache, judges=2, **SETTINGS) as ev:
@@ -138,6 +139,7 @@ def test_a_deadline_cancels_what_is_left_and_an_unknown_id_can_be_a_row(evaluato
     assert evaluator.judge("linear_relu", _answer("incorrect"))["verdict"] == "incorrect"  # judges unharmed
 
 
+@pytest.mark.slow  # an Evaluator of its own, the same C++ answer judged twice over
 def test_an_identical_answer_reuses_its_row_when_asked_and_another_is_judged(warm_cache: Path):
     with Evaluator(problems=PROBLEMS, cache_dir=warm_cache, reuse_verdicts=True, **SETTINGS) as ev:
         first = ev.judge("linear_relu", _answer("correct_cpp"), sample="first")

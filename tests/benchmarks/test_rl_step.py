@@ -13,6 +13,9 @@ import pytest
 
 from conftest import FIXTURES, ROOT
 
+# `evalkit serve` in a subprocess judging two GRPO steps, with cold builds in its own cache.
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 

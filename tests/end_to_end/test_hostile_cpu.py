@@ -13,6 +13,9 @@ from click.testing import CliRunner
 from conftest import FIXTURES
 from evalkit.cli.main import main
 
+# 32 hostile answers in one run (a fork bomb, a memory hog, background processes, huge replies): minutes.
+pytestmark = pytest.mark.slow
+
 CANARIES = [Path("/tmp/evalkit-escape-canary.txt"), Path("/evalkit-escape-canary.txt")]
 
 WRONG_ANSWERS = ["predicts_inputs", "empty_output", "cache_by_pointer", "first_call_only",

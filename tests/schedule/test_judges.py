@@ -37,6 +37,7 @@ def _answers(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.slow  # a whole run with two judge processes
 def test_two_cpu_judges_give_one_judges_verdicts_and_share_the_work(tmp_path: Path, warm_cache: Path):
     out = tmp_path / "report"
     args = ["score", str(_answers(tmp_path)), "--problems", str(PROBLEMS), "--out", str(out), "--device", "cpu",

@@ -19,6 +19,9 @@ from evalkit.cli.main import main
 from evalkit.schedule.options import JudgeOptions, ScoreError
 from station_helpers import cpu_station_spec, prepare_in_background, wait_until
 
+# A local Ray cluster, and the build stage run as Ray tasks (a cold build).
+pytestmark = pytest.mark.slow
+
 PROBLEMS = FIXTURES / "judge_problems"
 ANSWERS = FIXTURES / "judge_submissions" / "fixtures"
 CHOSEN = {("linear_relu", "correct_cpp"): "correct", ("linear_relu", "incorrect"): "incorrect",

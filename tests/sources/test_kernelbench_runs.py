@@ -93,6 +93,7 @@ def test_files_directly_in_an_evalkit_run_folder_are_warned_about_in_the_log(tmp
     assert "files directly in the run folder are ignored (stray.txt)" in warning
 
 
+@pytest.mark.slow  # a whole run on three imported problems, each with its reference and baseline timed
 def test_score_judges_a_kernelbench_run_folder(tmp_path: Path, caplog) -> None:
     problems = tmp_path / "problems"
     for file in ("level1/1_Square_matrix_multiplication_.py", "level1/19_ReLU.py", "level2/2_Matmul_Scale_Tiny.py"):
