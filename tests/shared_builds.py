@@ -16,6 +16,7 @@ its own, and is marked ``slow``.
 from __future__ import annotations
 
 import shutil
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,7 +53,10 @@ def prebuild(builds: Path) -> dict[str, BuildOutcome]:
         outcome = build(code, builds, "cpu", BUILD_LIMIT_S, limits, init_inputs)
         if outcome.status != EXPECTED[answer.name]:
             # Once more from nothing: a compiler killed from outside (another run's memory hog on a shared machine)
-            # reads as a compile error, and would fail every test of the session. A real regression fails again.
+            # reads as a compile error, and would fail every test of the session. A real regression fails again;
+            # either way the first failure is told, in the run's warnings.
+            warnings.warn(f"the session's build of {answer.name} ended {outcome.status}, built again: "
+                          f"{outcome.log_tail[-2000:]}", stacklevel=1)
             shutil.rmtree(builds / build_key(code, "cpu"), ignore_errors=True)
             outcome = build(code, builds, "cpu", BUILD_LIMIT_S, limits, init_inputs)
         return answer.name, outcome

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -36,8 +37,8 @@ EXPECTED = {
 }
 
 
-def _score(out: Path, cache: Path, *extra: str):
-    args = ["score", str(SUBMISSIONS), "--problems", str(PROBLEMS), "--out", str(out), "--device", "cpu",
+def _score(out: Path, cache: Path, *extra: str, submissions: Path = SUBMISSIONS):
+    args = ["score", str(submissions), "--problems", str(PROBLEMS), "--out", str(out), "--device", "cpu",
             "--baselines", "eager", "--timing-trials", "5", "--warmup", "1",
             "--cache-dir", str(cache), "--seed", "1", "--jobs", "2", *extra]
     return CliRunner().invoke(main, args, catch_exceptions=False)
@@ -153,13 +154,21 @@ def test_resume_judges_nothing_twice_and_rebuilds_nothing(scored):
 
 
 def test_rescoring_uses_the_build_cache(scored, tmp_path):
-    _, cache, _ = scored
-    result = _score(tmp_path / "again", cache)
+    # The two answers that build (the first run found them in the session's builds, tests/shared_builds.py; a
+    # build recorded, then found, is tests/judge/test_builder_cache.py's), rescored alone: the rest adds nothing.
+    _, cache, first_rows = scored
+    built = ("correct_cpp", "compile_error")
+    assert all(_by_key(first_rows)[("linear_relu", name)]["build"]["cached"] for name in built)
+    again = tmp_path / "subs" / "fixtures" / "linear_relu"
+    again.mkdir(parents=True)
+    for name in ("correct_cpp.py", "compile_error.py"):
+        shutil.copy(SUBMISSIONS / "fixtures" / "linear_relu" / name, again / name)
+    result = _score(tmp_path / "again", cache, submissions=tmp_path / "subs")
     assert result.exit_code == 0, result.output
     rows = _by_key([json.loads(x) for x in (tmp_path / "again" / "results.jsonl").read_text().splitlines()])
     assert rows[("linear_relu", "correct_cpp")]["build"]["cached"] is True
     assert rows[("linear_relu", "compile_error")]["build"]["cached"] is True
-    out, _, first_rows = scored  # and the baselines: measured once on this machine, not again
+    # and the baselines: measured once on this machine, not again
     first = _by_key(first_rows)[("linear_relu", "correct_cpp")]["baselines"]["eager"]
     assert rows[("linear_relu", "correct_cpp")]["baselines"]["eager"] == first
 
