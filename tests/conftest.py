@@ -17,3 +17,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def prebuilt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's builds folder: every fixture C++ answer the fast tier judges, built once (tests/shared_builds.py)."""
+    from shared_builds import EXPECTED, prebuild
+
+    builds = tmp_path_factory.mktemp("prebuilt") / "builds"
+    outcomes = prebuild(builds)
+    # Anything else is a broken session cache: said once here, with the build's log, not as a wrong verdict in
+    # every test that uses it.
+    wrong = {name: f"{outcome.status}: {outcome.log_tail[-3000:]}" for name, outcome in outcomes.items()
+             if outcome.status != EXPECTED[name]}
+    assert not wrong and outcomes.keys() == EXPECTED.keys(), wrong
+    return builds
+
+
+@pytest.fixture
+def warm_cache(prebuilt: Path, tmp_path: Path) -> Path:
+    """A cache folder of this test's own whose builds are the session's prebuilt ones (tests/shared_builds.py)."""
+    from shared_builds import cache_sharing_builds
+
+    return cache_sharing_builds(prebuilt, tmp_path / "cache")

@@ -16,10 +16,11 @@ from evalkit import Evaluator
 from evalkit.records import ResultRow
 from evalkit.schedule.engine import DeadlinePassed
 from evalkit.sources.problems import ProblemError, problem_from_source
+from shared_builds import cache_sharing_builds
 
 PROBLEMS = FIXTURES / "judge_problems"
 ANSWERS = FIXTURES / "judge_submissions" / "fixtures" / "linear_relu"
-SETTINGS = dict(device="cpu", baselines=("eager",), timing_trials=5, warmup=1, timeout_s=8.0, seed=3)
+SETTINGS = dict(device="cpu", baselines=("eager",), timing_trials=5, warmup=1, seed=3)
 
 
 def _answer(name: str) -> str:
@@ -27,8 +28,9 @@ def _answer(name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def evaluator(tmp_path_factory: pytest.TempPathFactory):
-    with Evaluator(problems=PROBLEMS, cache_dir=tmp_path_factory.mktemp("cache"), **SETTINGS) as ev:
+def evaluator(tmp_path_factory: pytest.TempPathFactory, prebuilt: Path):
+    cache = cache_sharing_builds(prebuilt, tmp_path_factory.mktemp("api") / "cache")
+    with Evaluator(problems=PROBLEMS, cache_dir=cache, **SETTINGS) as ev:
         yield ev
 
 
@@ -115,9 +117,10 @@ def test_a_problem_given_as_text_is_judged_like_a_folder(evaluator, tmp_path: Pa
         evaluator.judge(clash, "x")
 
 
-def test_judge_processes_learn_a_problem_given_after_they_started(tmp_path: Path):
+@pytest.mark.slow  # an Evaluator of its own with two judge processes
+def test_judge_processes_learn_a_problem_given_after_they_started(tmp_path: Path, warm_cache: Path):
     reference = (PROBLEMS / "linear_relu" / "reference.py").read_text()
-    with Evaluator(problems=PROBLEMS, cache_dir=tmp_path / "cache", judges=2, **SETTINGS) as ev:
+    with Evaluator(problems=PROBLEMS, cache_dir=warm_cache, judges=2, **SETTINGS) as ev:
         assert ev.judge("linear_relu", _answer("incorrect"))["verdict"] == "incorrect"  # both judges started
         problem = problem_from_source(reference, root=tmp_path)
         rows = list(ev.judge_many([(problem, _answer("correct_cpp")), (problem, _answer("incorrect")),
@@ -136,8 +139,9 @@ def test_a_deadline_cancels_what_is_left_and_an_unknown_id_can_be_a_row(evaluato
     assert evaluator.judge("linear_relu", _answer("incorrect"))["verdict"] == "incorrect"  # judges unharmed
 
 
-def test_an_identical_answer_reuses_its_row_when_asked_and_another_is_judged(tmp_path: Path):
-    with Evaluator(problems=PROBLEMS, cache_dir=tmp_path / "cache", reuse_verdicts=True, **SETTINGS) as ev:
+@pytest.mark.slow  # an Evaluator of its own, the same C++ answer judged twice over
+def test_an_identical_answer_reuses_its_row_when_asked_and_another_is_judged(warm_cache: Path):
+    with Evaluator(problems=PROBLEMS, cache_dir=warm_cache, reuse_verdicts=True, **SETTINGS) as ev:
         first = ev.judge("linear_relu", _answer("correct_cpp"), sample="first")
         again = ev.judge("linear_relu", _answer("correct_cpp"), sample="again")
         other = ev.judge("linear_relu", _answer("correct_cpp") + "\n# another text\n", sample="other")

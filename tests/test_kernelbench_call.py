@@ -16,10 +16,10 @@ REFERENCE = (FIXTURES / "judge_problems" / "linear_relu" / "reference.py").read_
 ANSWERS = FIXTURES / "judge_submissions" / "fixtures" / "linear_relu"
 
 
-def test_a_correct_kernel_and_a_wrong_one_read_as_kernelbench_reads_them(tmp_path: Path,
+def test_a_correct_kernel_and_a_wrong_one_read_as_kernelbench_reads_them(warm_cache: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
-    with Evaluator(problems=FIXTURES / "judge_problems", device="cpu", cache_dir=tmp_path / "cache",
+    monkeypatch.setenv("EVALKIT_CACHE", str(warm_cache))
+    with Evaluator(problems=FIXTURES / "judge_problems", device="cpu", cache_dir=warm_cache,
                    timing_trials=5, seed=3) as ev:
         good = eval_kernel_against_ref(REFERENCE, (ANSWERS / "correct_cpp.py").read_text(), num_correct_trials=2,
                                        measure_performance=True, evaluator=ev)
@@ -31,8 +31,9 @@ def test_a_correct_kernel_and_a_wrong_one_read_as_kernelbench_reads_them(tmp_pat
     assert bad.runtime == -1.0
 
 
-def test_a_call_without_an_evaluator_starts_and_ends_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+def test_a_call_without_an_evaluator_starts_and_ends_its_own(warm_cache: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVALKIT_CACHE", str(warm_cache))
     result = eval_kernel_against_ref(REFERENCE, (ANSWERS / "compile_error.py").read_text(), device="cpu")
     assert not result.compiled and not result.correctness and result.metadata["compilation_error"]
 

@@ -13,12 +13,14 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import FIXTURES, ROOT
 from process_helpers import alive, children
+from shared_builds import cache_sharing_builds
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
@@ -43,14 +45,14 @@ def _call(url: str, body: Any = None, raw: bytes | None = None, timeout: float =
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory):
+def server(tmp_path_factory: pytest.TempPathFactory, prebuilt: Path):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    cache = tmp_path_factory.mktemp("cache")
+    cache = cache_sharing_builds(prebuilt, tmp_path_factory.mktemp("serve") / "cache")
     proc = subprocess.Popen([sys.executable, "-m", "evalkit", "serve", "--device", "cpu", "--port", str(port),
                              "--problems", str(PROBLEMS), "--cache-dir", str(cache), "--timing-trials", "5",
-                             "--timeout", "8", "--seed", "3"], cwd=ROOT, stdout=subprocess.PIPE,
+                             "--seed", "3"], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 180

@@ -86,7 +86,11 @@ def build(code: str, cache_root: Path, device: str, timeout_s: float, limits: Li
     the CUDA arch to build for, when it is not this machine's GPU's (a Ray build task holds no GPU).
     ``processes``: the /proc reading the watchers of a process's concurrent builds share. ``idle_s``: how long it
     may run without a compiler before it is stopped as hanging."""
-    build_dir = cache_root / build_key(code, device, arch)
+    # The folder as the kernel names it: torch's ninja file records the sources' absolute paths, and the judging
+    # stage's load rebuilds the extension (within its load limit) when they differ from the build's. A cache
+    # reached through a link (``~/.cache`` on another disk, a test's cache sharing the session's builds) thus
+    # builds and loads at one path whichever way it is reached. Only the trusted root is resolved, before the key.
+    build_dir = cache_root.resolve() / build_key(code, device, arch)
     build_dir.mkdir(parents=True, exist_ok=True)
     with _only_builder(build_dir):  # the same code twice: the second waits, then finds the first's record
         record = build_dir / BUILD_RECORD

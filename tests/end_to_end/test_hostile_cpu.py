@@ -13,6 +13,9 @@ from click.testing import CliRunner
 from conftest import FIXTURES
 from evalkit.cli.main import main
 
+# 32 hostile answers in one run (a fork bomb, a memory hog, background processes, huge replies): minutes.
+pytestmark = pytest.mark.slow
+
 CANARIES = [Path("/tmp/evalkit-escape-canary.txt"), Path("/evalkit-escape-canary.txt")]
 
 WRONG_ANSWERS = ["predicts_inputs", "empty_output", "cache_by_pointer", "first_call_only",
@@ -84,7 +87,9 @@ def test_a_lying_clock_or_slowed_overhead_probe_gives_no_speedup(rows, sample):
     assert row["verdict"] == "correct", row["reason"]
     assert row["timing"]["claimed_median_ms"] < 0.01  # what the worker said, kept as its claim
     assert row["timing"]["median_ms"] > 25  # the judge's own clock saw the 30 ms sleep
-    assert row["timing"]["overhead_ms"] < 4  # calibrated before the submission could slow the probe
+    # calibrated before the submission could slow the probe: no more than the 5 ms a ping it slowed would add over
+    # the baseline's, whose worker runs no submission code (an absolute bound failed on a loaded machine)
+    assert row["timing"]["overhead_ms"] < row["baselines"]["eager"]["overhead_ms"] + 5.0
 
 
 def test_deferred_fills_and_predicted_rechecks_are_caught_during_timing(rows):

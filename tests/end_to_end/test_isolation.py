@@ -18,6 +18,10 @@ import pytest
 
 from conftest import FIXTURES, ROOT
 
+# Attacks on other processes from sandboxes run two at a time, in a run of its own (a cache of its own too: a
+# sandbox of this run is told by the cache path in its environment).
+pytestmark = pytest.mark.slow
+
 SHM_KEY = 0x4556414C  # leaks_shared_memory.py's System V segment
 ATTACK_FILE = Path("/dev/shm/evalkit-attack")
 

@@ -12,24 +12,26 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES
 from evalkit.cli.main import main
+from shared_builds import cache_sharing_builds
 
 PROBLEMS = FIXTURES / "judge_problems"
 ANSWERS = FIXTURES / "precision_submissions"
 
+# Three runs of every precision answer, each timed in bf16 or fp16 against its baseline: minutes on 2 cores.
 pytestmark = pytest.mark.slow
 
 
 def _score(out: Path, cache: Path, *extra: str, problems: Path = PROBLEMS):
     args = ["score", str(ANSWERS), "--problems", str(problems), "--out", str(out), "--device", "cpu",
-            "--baselines", "eager", "--timeout", "20", "--timing-trials", "5", "--warmup", "1",
+            "--baselines", "eager", "--timing-trials", "5", "--warmup", "1",
             "--cache-dir", str(cache), "--seed", "1", "--jobs", "2", *extra]
     return CliRunner().invoke(main, args, catch_exceptions=False)
 
 
 @pytest.fixture(scope="module")
-def bf16(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, dict]]:
+def bf16(tmp_path_factory: pytest.TempPathFactory, prebuilt: Path) -> tuple[Path, Path, dict[str, dict]]:
     base = tmp_path_factory.mktemp("bf16")
-    out, cache = base / "report", base / "cache"
+    out, cache = base / "report", cache_sharing_builds(prebuilt, base / "cache")
     result = _score(out, cache, "--precision", "bf16")
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]

@@ -186,6 +186,7 @@ def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cache")
 
 
+@pytest.mark.slow  # a whole run in a subprocess, signalled while its answer spins
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_kills_the_run_writes_the_report_and_prints_the_resume_command(
         tmp_path: Path, build_cache: Path, signum: int, code: int) -> None:
@@ -225,6 +226,7 @@ def test_a_signal_kills_the_run_writes_the_report_and_prints_the_resume_command(
     assert "1 already in the report" in resumed.output
 
 
+@pytest.mark.slow  # a whole run in a subprocess, killed while its answer spins
 def test_killing_the_judge_outright_leaves_no_sandbox_behind(tmp_path: Path, build_cache: Path) -> None:
     # SIGKILL leaves the judge no chance to clean up: each worker's parent-death signal must end it.
     args = [sys.executable, "-m", "evalkit", "score", str(FIXTURES / "hygiene_hang"), "--problems", str(PROBLEMS),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES
 from evalkit.cli.main import main
+from shared_builds import cache_sharing_builds
 
 PROBLEMS = FIXTURES / "judge_problems"
 SUBMISSIONS = FIXTURES / "judge_submissions"
@@ -35,17 +37,17 @@ EXPECTED = {
 }
 
 
-def _score(out: Path, cache: Path, *extra: str):
-    args = ["score", str(SUBMISSIONS), "--problems", str(PROBLEMS), "--out", str(out), "--device", "cpu",
-            "--baselines", "eager", "--timeout", "8", "--timing-trials", "5", "--warmup", "1",
+def _score(out: Path, cache: Path, *extra: str, submissions: Path = SUBMISSIONS):
+    args = ["score", str(submissions), "--problems", str(PROBLEMS), "--out", str(out), "--device", "cpu",
+            "--baselines", "eager", "--timing-trials", "5", "--warmup", "1",
             "--cache-dir", str(cache), "--seed", "1", "--jobs", "2", *extra]
     return CliRunner().invoke(main, args, catch_exceptions=False)
 
 
 @pytest.fixture(scope="module")
-def scored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[dict]]:
+def scored(tmp_path_factory: pytest.TempPathFactory, prebuilt: Path) -> tuple[Path, Path, list[dict]]:
     base = tmp_path_factory.mktemp("score")
-    out, cache = base / "report", base / "cache"
+    out, cache = base / "report", cache_sharing_builds(prebuilt, base / "cache")
     result = _score(out, cache)
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
@@ -169,13 +171,21 @@ def test_resume_judges_nothing_twice_and_rebuilds_nothing(scored):
 
 
 def test_rescoring_uses_the_build_cache(scored, tmp_path):
-    _, cache, _ = scored
-    result = _score(tmp_path / "again", cache)
+    # The two answers that build (the first run found them in the session's builds, tests/shared_builds.py; a
+    # build recorded, then found, is tests/judge/test_builder_cache.py's), rescored alone: the rest adds nothing.
+    _, cache, first_rows = scored
+    built = ("correct_cpp", "compile_error")
+    assert all(_by_key(first_rows)[("linear_relu", name)]["build"]["cached"] for name in built)
+    again = tmp_path / "subs" / "fixtures" / "linear_relu"
+    again.mkdir(parents=True)
+    for name in ("correct_cpp.py", "compile_error.py"):
+        shutil.copy(SUBMISSIONS / "fixtures" / "linear_relu" / name, again / name)
+    result = _score(tmp_path / "again", cache, submissions=tmp_path / "subs")
     assert result.exit_code == 0, result.output
     rows = _by_key([json.loads(x) for x in (tmp_path / "again" / "results.jsonl").read_text().splitlines()])
     assert rows[("linear_relu", "correct_cpp")]["build"]["cached"] is True
     assert rows[("linear_relu", "compile_error")]["build"]["cached"] is True
-    out, _, first_rows = scored  # and the baselines: measured once on this machine, not again
+    # and the baselines: measured once on this machine, not again
     first = _by_key(first_rows)[("linear_relu", "correct_cpp")]["baselines"]["eager"]
     assert rows[("linear_relu", "correct_cpp")]["baselines"]["eager"] == first
 

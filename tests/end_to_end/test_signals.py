@@ -20,6 +20,9 @@ from conftest import FIXTURES, ROOT
 from evalkit.cli.main import main
 from process_helpers import Tail, alive, children, descends_from, sandboxes, stop_with, wait_for
 
+# Whole runs with two judge processes, signalled while they build (cold) or judge.
+pytestmark = pytest.mark.slow
+
 PROBLEMS = FIXTURES / "judge_problems"
 NO_CODE = "I would write a fused kernel here, but I ran out of time.\n"
 

@@ -1,18 +1,34 @@
 """The build cache survives a build killed mid-compile: torch's own lock file left behind is cleared (no later
-build of that code waits on it until its time limit), and the same code built twice at once builds once."""
+build of that code waits on it until its time limit), the same code built twice at once builds once, and a cache
+reached through a link is found where it was built."""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from conftest import FIXTURES
+from evalkit.intake.triage import triage
 from evalkit.judge.builder import build, build_key
 from evalkit.schedule.options import default_limits
 
 CODE = (FIXTURES / "judge_submissions" / "fixtures" / "linear_relu" / "correct_cpp.py").read_text()
 
 
+def test_a_cache_reached_through_a_link_finds_its_builds_where_they_were_built(prebuilt: Path, tmp_path: Path):
+    # torch's ninja file records the sources' absolute paths: loaded from another path, a build compiles again
+    # (inside the judging stage's load limit), so the build stage resolves the link and names the folder it built in
+    link = tmp_path / "builds"
+    link.symlink_to(prebuilt, target_is_directory=True)
+    code = triage(CODE).code
+    outcome = build(code, link, "cpu", 240, default_limits("cpu", 2.0))
+    assert outcome.status == "ok" and outcome.cached, outcome
+    assert Path(outcome.extension_dir) == prebuilt.resolve() / build_key(code, "cpu") / "extensions"
+
+
+@pytest.mark.slow  # a cold build, twice over
 def test_a_lock_left_by_a_killed_build_does_not_stall_the_next(tmp_path: Path):
     stale = tmp_path / build_key(CODE, "cpu") / "extensions" / "conv2d" / "lock"
     stale.parent.mkdir(parents=True)
@@ -22,6 +38,7 @@ def test_a_lock_left_by_a_killed_build_does_not_stall_the_next(tmp_path: Path):
     assert not stale.exists()
 
 
+@pytest.mark.slow  # a cold build, with a second waiting on it
 def test_the_same_code_twice_at_once_is_built_once(tmp_path: Path):
     limits = default_limits("cpu", 2.0)
     with ThreadPoolExecutor(2) as pool:

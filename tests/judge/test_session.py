@@ -545,6 +545,9 @@ def test_a_failing_answer_is_never_profiled(judge, tmp_path):
     assert VERDICT_OF[judgement.finding] is Verdict.CRASH and not profiled
 
 
+SLOW_CLOSE_S = 1.0
+
+
 def test_the_profiling_workers_close_is_counted_in_the_profile_not_as_the_timed_workers(judge, tmp_path):
     code = tmp_path / "submission.py"
     code.write_text("")
@@ -553,11 +556,13 @@ def test_the_profiling_workers_close_is_counted_in_the_profile_not_as_the_timed_
     slow_close = profiling.close
 
     def close() -> tuple[str, str]:
-        time.sleep(0.3)
+        time.sleep(SLOW_CLOSE_S)
         return slow_close()
     profiling.close = close
     judgement = judge.judge(timed, code, profiler=lambda: (profiling, code))
-    assert judgement.stage_seconds["close_s"] < 0.3 <= judgement.stage_seconds["profile_s"], judgement.stage_seconds
+    # the fake timed worker closes at once: even a loaded machine takes far less than the sleep for it
+    assert judgement.stage_seconds["close_s"] < SLOW_CLOSE_S <= judgement.stage_seconds["profile_s"], \
+        judgement.stage_seconds
 
 
 @pytest.mark.parametrize("misbehave, verdict, says", [

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import time
 
 from click.testing import CliRunner
 
@@ -37,30 +36,30 @@ def test_the_reference_is_timed_on_its_device():
 
 
 def test_a_hang_costs_the_derived_limit_not_minutes(tmp_path, monkeypatch):
-    # The shipped floors (60 s for loading and the first call) are lowered so the test stays short;
-    # the rule under test is that nothing but the derived limits bounds the hang.
-    monkeypatch.setattr(time_limits, "LOAD_S", 30.0)
+    # The shipped call floors (10 s) are lowered so the test stays short, and the load limit raised so that no
+    # loaded machine's slow worker start can reach it: the rule under test is that the hang is bounded by the
+    # limits derived for calls, never by LOAD_S (its reason names the limit that ended it).
+    monkeypatch.setattr(time_limits, "LOAD_S", 120.0)
     monkeypatch.setattr(time_limits, "FIRST_CALL_S", 3.0)
-    monkeypatch.setattr(time_limits, "CALL_FLOOR_S", 2.0)
+    monkeypatch.setattr(time_limits, "CALL_FLOOR_S", 3.0)
     run = tmp_path / "subs" / "run" / "linear_relu"
     run.mkdir(parents=True)
     shutil.copy(FIXTURES / "judge_submissions" / "fixtures" / "linear_relu" / "hang.py", run / "hang.py")
     shutil.copy(FIXTURES / "judge_submissions" / "fixtures" / "linear_relu" / "correct_python.md", run / "ok.md")
-    start = time.monotonic()
     result = CliRunner().invoke(main, ["score", str(tmp_path / "subs"), "--problems", str(FIXTURES / "judge_problems"),
                                        "--out", str(tmp_path / "out"), "--device", "cpu", "--baselines", "none",
                                        "--timing-trials", "3", "--warmup", "1", "--seed", "1",
                                        "--cache-dir", str(tmp_path / "cache")], catch_exceptions=False)
-    elapsed = time.monotonic() - start
     assert result.exit_code == 0, result.output
     rows = {r["sample"]: r for r in map(json.loads, (tmp_path / "out" / "results.jsonl").read_text().splitlines())}
     assert rows["hang"]["verdict"] == "timeout"
     # the first request's limit: FIRST_CALL_S, or SLOWDOWN_ALLOWED x the reference's time for each of its calls
-    # (about 3 s here; more on a loaded machine, where the reference itself measures slower), never LOAD_S's 30
+    # (about 3 s here; more on a loaded machine, where the reference itself measures slower), never LOAD_S's 120:
+    # the wall clock of the whole run is not asked, since a loaded machine stretches the rest of it too
     limit = re.search(r"exceeded its (\d+(?:\.\d+)?) s limit", rows["hang"]["reason"])
-    assert limit and 3.0 <= float(limit.group(1)) < 20.0, rows["hang"]["reason"]
+    assert limit and 3.0 <= float(limit.group(1)) < time_limits.LOAD_S, rows["hang"]["reason"]
+    assert "stage 'forward'" in rows["hang"]["reason"], rows["hang"]["reason"]
     assert rows["ok"]["verdict"] == "correct"
-    assert elapsed < 60
 
 
 def test_a_request_of_several_calls_gets_their_time_but_floors_do_not_multiply():

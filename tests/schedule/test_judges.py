@@ -37,11 +37,12 @@ def _answers(tmp_path: Path) -> Path:
     return root
 
 
-def test_two_cpu_judges_give_one_judges_verdicts_and_share_the_work(tmp_path: Path):
+@pytest.mark.slow  # a whole run with two judge processes
+def test_two_cpu_judges_give_one_judges_verdicts_and_share_the_work(tmp_path: Path, warm_cache: Path):
     out = tmp_path / "report"
     args = ["score", str(_answers(tmp_path)), "--problems", str(PROBLEMS), "--out", str(out), "--device", "cpu",
-            "--judges", "2", "--baselines", "eager", "--timeout", "8", "--timing-trials", "5", "--warmup", "1",
-            "--cache-dir", str(tmp_path / "cache"), "--seed", "1"]
+            "--judges", "2", "--baselines", "eager", "--timing-trials", "5", "--warmup", "1",
+            "--cache-dir", str(warm_cache), "--seed", "1"]
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]

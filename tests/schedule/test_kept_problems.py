@@ -13,7 +13,7 @@ from evalkit.schedule import station
 
 PROBLEMS = FIXTURES / "judge_problems"
 ANSWERS = FIXTURES / "judge_submissions" / "fixtures"
-SETTINGS = dict(device="cpu", baselines=("eager",), timing_trials=5, warmup=1, timeout_s=8.0, seed=3)
+SETTINGS = dict(device="cpu", baselines=("eager",), timing_trials=5, warmup=1, seed=3)
 
 
 def _answer(problem: str, name: str) -> str:
@@ -37,10 +37,12 @@ def _loads_of_each_problem(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> l
     return loaded
 
 
+@pytest.mark.slow  # a whole Evaluator, three answers judged: most of a minute on 2 cores
 def test_going_back_to_a_kept_problem_loads_nothing_again(monkeypatch, tmp_path):
     assert _loads_of_each_problem(monkeypatch, tmp_path) == ["linear_relu", "scale_rows"]
 
 
+@pytest.mark.slow  # a whole Evaluator, three answers judged: most of a minute on 2 cores
 def test_the_least_recently_used_problem_goes_once_the_judge_keeps_its_most(monkeypatch, tmp_path):
     monkeypatch.setattr(station, "KEPT_PROBLEMS", 1)
     assert _loads_of_each_problem(monkeypatch, tmp_path) == ["linear_relu", "scale_rows", "linear_relu"]

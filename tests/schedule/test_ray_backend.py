@@ -19,12 +19,15 @@ from evalkit.cli.main import main
 from evalkit.schedule.options import JudgeOptions, ScoreError
 from station_helpers import cpu_station_spec, prepare_in_background, wait_until
 
+# A local Ray cluster, and the build stage run as Ray tasks (a cold build).
+pytestmark = pytest.mark.slow
+
 PROBLEMS = FIXTURES / "judge_problems"
 ANSWERS = FIXTURES / "judge_submissions" / "fixtures"
 CHOSEN = {("linear_relu", "correct_cpp"): "correct", ("linear_relu", "incorrect"): "incorrect",
           ("linear_relu", "crash"): "crash", ("scale_rows", "correct"): "correct",
           ("linear_relu", "no_code"): "no_code"}  # their verdicts in tests/end_to_end/test_score_cpu.py
-SETTINGS = ["--device", "cpu", "--backend", "ray", "--judges", "2", "--baselines", "eager", "--timeout", "8",
+SETTINGS = ["--device", "cpu", "--backend", "ray", "--judges", "2", "--baselines", "eager",
             "--timing-trials", "10", "--warmup", "1", "--seed", "1"]
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")
 
@@ -112,7 +115,7 @@ def test_the_evaluator_judges_on_ray(cluster, cache: Path):
 
     answer = (ANSWERS / "linear_relu" / "correct_cpp.py").read_text()
     with Evaluator(problems=PROBLEMS, device="cpu", backend="ray", cache_dir=cache, baselines=("eager",),
-                   timing_trials=10, warmup=1, timeout_s=8.0, seed=1) as ev:
+                   timing_trials=10, warmup=1, seed=1) as ev:
         row = ev.judge("linear_relu", answer)
     assert row["verdict"] == "correct" and row["judge"] == "ray-cpu:0" and "eager" in row["baselines"]
 

@@ -106,13 +106,14 @@ def test_files_directly_in_an_evalkit_run_folder_are_warned_about_in_the_log(tmp
     assert "files directly in the run folder are ignored (stray.txt)" in warning
 
 
+@pytest.mark.slow  # a whole run on three imported problems, each with its reference and baseline timed
 def test_score_judges_a_kernelbench_run_folder(tmp_path: Path, caplog) -> None:
     problems = tmp_path / "problems"
     for file in ("level1/1_Square_matrix_multiplication_.py", "level1/19_ReLU.py", "level2/2_Matmul_Scale_Tiny.py"):
         import_kernelbench(KB / file, problems, report=lambda line: None)
     out = tmp_path / "report"
     args = ["score", str(RUN), "--problems", str(problems), "--out", str(out), "--device", "cpu", "--baselines",
-            "eager", "--timeout", "8", "--timing-trials", "5", "--warmup", "1", "--cache-dir", str(tmp_path / "cache"),
+            "eager", "--timing-trials", "5", "--warmup", "1", "--cache-dir", str(tmp_path / "cache"),
             "--seed", "1", "--jobs", "2"]
     with caplog.at_level(logging.WARNING):
         result = CliRunner().invoke(main, args, catch_exceptions=False)
