@@ -4,7 +4,7 @@ its sources do not define (PyTorch's, cuBLAS's, Inductor's, even pasted) never d
 from __future__ import annotations
 
 from evalkit.judge.kernel_origin import own_kernels
-from evalkit.judge.plausibility import custom_kernels, kernel_flags
+from evalkit.judge.plausibility import custom_kernels, kernel_flags, kernel_shares
 
 CUDA = '''
 from torch.utils.cpp_extension import load_inline
@@ -101,4 +101,6 @@ def test_cublas_hopper_kernels_are_library_work():
 def test_a_library_dominated_answer_is_told_by_origin():
     own = own_kernels(TRITON)
     kernels, us = ["triton_softmax_kernel", "void at::native::reduce_kernel<...>(...)"], [10.0, 90.0]
-    assert kernel_flags(kernels, uses_load_inline=False, custom_time_share=0.1, own=own) == ["library_dominated"]
+    share = kernel_shares(kernels, us, own)["custom_time_share"]
+    assert share == 0.1
+    assert kernel_flags(kernels, uses_load_inline=False, custom_time_share=share, own=own) == ["library_dominated"]
