@@ -21,7 +21,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def prebuilt(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The session's builds folder: every fixture C++ answer the fast tier judges, built once (tests/shared_builds.py)."""
+    """The session's builds folder: each fixture C++ answer fast tests judge, built once (tests/shared_builds.py)."""
     from shared_builds import EXPECTED, prebuild
 
     builds = tmp_path_factory.mktemp("prebuilt") / "builds"
