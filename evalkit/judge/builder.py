@@ -113,7 +113,7 @@ def build(code: str, cache_root: Path, device: str, timeout_s: float, limits: Li
 def nothing_to_build(code: str, cache_root: Path, device: str) -> Future[BuildOutcome]:
     """The outcome of a build skipped because ``code`` builds nothing (``intake.static_scan.builds_nothing``), done:
     its extension folder (empty) is where a build of it would be, so its judged worker holds it like any other."""
-    extensions = cache_root / build_key(code, device) / "extensions"
+    extensions = cache_root.resolve() / build_key(code, device) / "extensions"  # as ``build`` names it
     extensions.mkdir(parents=True, exist_ok=True)
     done: Future[BuildOutcome] = Future()
     done.set_result(BuildOutcome("ok", 0.0, message="nothing to build: the code names no compiler, extension loader "
