@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT
 from evalkit.sandbox import protocol
 from evalkit.sandbox.protocol import Op, Request, RequestRefused, read_request, setup_request
-from evalkit.sandbox.untrusted.worker import REFUSED_EXIT
+from evalkit.sandbox.untrusted.worker import HARNESS_FAILED_EXIT, REFUSED_EXIT
 
 
 def test_every_request_the_judge_makes_is_one_the_worker_reads() -> None:
@@ -58,3 +58,19 @@ def test_a_worker_given_another_version_says_so_and_exits_before_anything_runs(t
     _, stderr = worker.communicate(timeout=120)
     assert worker.returncode == REFUSED_EXIT
     assert "request version 99, this worker speaks" in stderr
+
+
+def test_a_worker_whose_harness_fails_says_what_and_never_exits_0(tmp_path) -> None:
+    # A harness failure outside any claim (here: limits it cannot apply; on a GPU host, an extension folder its mount
+    # namespace hid) once ended the worker with exit code 0 and no word, read as "ended without replying".
+    judge_end, worker_end = socket.socketpair()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    worker = subprocess.Popen([sys.executable, "-m", "evalkit.sandbox.untrusted.worker", str(worker_end.fileno()),
+                               str(os.getpid())], pass_fds=(worker_end.fileno(),), cwd=tmp_path, env=env,
+                              stderr=subprocess.PIPE, text=True)
+    worker_end.close()
+    conn = Connection(judge_end.detach())
+    conn.send(setup_request("judge", str(tmp_path / "answer.py"), "cpu", {}))  # no limits at all
+    _, stderr = worker.communicate(timeout=120)
+    assert worker.returncode == HARNESS_FAILED_EXIT, stderr
+    assert "evalkit worker: the harness failed: KeyError" in stderr, stderr

@@ -348,6 +348,7 @@ def _start_profiler(work: Any) -> None:
 
 
 REFUSED_EXIT = 70  # EX_SOFTWARE: a request this worker does not speak (two versions of evalkit)
+HARNESS_FAILED_EXIT = 71  # EX_OSERR: the harness itself failed outside any claim (a folder it could not reach)
 
 
 def main() -> None:
@@ -370,6 +371,11 @@ def main() -> None:
         sys.stderr.write(f"evalkit worker: refused the judge's request: {refused}\n")
         sys.stderr.flush()
         os._exit(REFUSED_EXIT)
+    except Exception as err:  # noqa: BLE001 - never a silent exit 0: the judge reads a crash, with what happened
+        traceback.print_exc(file=sys.stderr)
+        sys.stderr.write(f"evalkit worker: the harness failed: {type(err).__name__}: {err}\n")
+        sys.stderr.flush()
+        os._exit(HARNESS_FAILED_EXIT)
     finally:
         sys.stdout.flush()
         os._exit(0)  # skip interpreter teardown, which submission code may have sabotaged
