@@ -132,15 +132,22 @@ def _record_environment(path: Path, limits: Limits, facts: dict[str, Any] | None
 
 def _record_run_figures(path: Path, wall_s: float, judged: int, sampler: GpuBusySampler) -> None:
     """Add this run's (or this resume's) wall time, answers judged and GPUs' busy fractions to ``runs``."""
+    figures = {"wall_s": round(wall_s, 3), "answers_judged": judged,
+               "answers_per_hour": round(judged / wall_s * 3600, 1) if wall_s > 0 else None,
+               "gpu_busy": sampler.figures()}
+    def add(facts: dict[str, Any]) -> bool:
+        facts["runs"] = [*facts.get("runs", []), figures]
+        return True
+    _update_environment(path, add)
+
+
+def _update_environment(path: Path, change: Callable[[dict[str, Any]], bool]) -> None:
+    """Apply ``change`` to the facts of ``environment.json`` and write them back where it says they changed."""
     try:
         facts = json.loads(path.read_text())
     except (OSError, ValueError):
         return
-    if isinstance(facts, dict):
-        figures = {"wall_s": round(wall_s, 3), "answers_judged": judged,
-                   "answers_per_hour": round(judged / wall_s * 3600, 1) if wall_s > 0 else None,
-                   "gpu_busy": sampler.figures()}
-        facts["runs"] = [*facts.get("runs", []), figures]
+    if isinstance(facts, dict) and change(facts):
         write_file(path, json.dumps(facts, indent=2) + "\n")
 
 
@@ -148,21 +155,17 @@ def _note_environment(path: Path, name: str, value: Any) -> None:
     """Add one fact the judges only know once started. A resumed report keeps the first run's; a resume that
     differs is said (a warning) and recorded beside it (``<name>_on_resume``, each resume's value in order),
     never mixed in silently."""
-    try:
-        facts = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return
-    if not isinstance(facts, dict):
-        return
-    if name not in facts:
-        facts[name] = value
-    elif facts[name] != value:
-        logger.warning("%s: this report's rows so far were judged with %s %r; the rows from now on with %r "
-                       "(recorded as %s_on_resume)", path, name, facts[name], value, name)
-        facts[f"{name}_on_resume"] = [*facts.get(f"{name}_on_resume", []), value]
-    else:
-        return
-    write_file(path, json.dumps(facts, indent=2) + "\n")
+    def change(facts: dict[str, Any]) -> bool:
+        if name not in facts:
+            facts[name] = value
+        elif facts[name] != value:
+            logger.warning("%s: this report's rows so far were judged with %s %r; the rows from now on with %r "
+                           "(recorded as %s_on_resume)", path, name, facts[name], value, name)
+            facts[f"{name}_on_resume"] = [*facts.get(f"{name}_on_resume", []), value]
+        else:
+            return False
+        return True
+    _update_environment(path, change)
 
 
 def _recorded_driver(path: Path) -> str | None:
