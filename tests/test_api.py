@@ -43,14 +43,13 @@ def test_judge_returns_the_row_results_jsonl_would_hold(evaluator):
     assert row["feedback"].startswith("Correct.") and "x vs PyTorch eager (95% interval" in row["feedback"]
 
 
-def test_an_answer_judged_three_times_lands_inside_its_other_judgings_intervals(evaluator):
-    # Timings on a CPU are noisy; a speedup's interval is honest when another judging of the same answer lands in
-    # it (docs/judge.md, Speedups). Each pair of judgings is checked both ways: at least 4 of the 6 must hold.
-    rows = [evaluator.judge("linear_relu", _answer("correct_cpp"), sample=f"again-{n}") for n in range(3)]
-    assert all(row["verdict"] == "correct" and row["speedup_vs_eager_ci"] for row in rows), [r["reason"] for r in rows]
-    inside = sum(low <= a["speedup_vs_eager"] <= high for a in rows for b in rows if a is not b
-                 for low, high in [b["speedup_vs_eager_ci"]])
-    assert inside >= 4, [(r["speedup_vs_eager"], r["speedup_vs_eager_ci"]) for r in rows]
+def test_a_correct_rows_speedup_carries_an_interval_that_holds_it(evaluator):
+    # Whether another judging lands inside the interval depends on how loaded the machine is, so that is measured on
+    # the GPU (benchmarks/reproducibility.py, docs/gpu-runs); its coverage on known samples is tests/judge/test_speedups.py.
+    row = evaluator.judge("linear_relu", _answer("correct_cpp"), sample="interval")
+    assert row["verdict"] == "correct", row["reason"]
+    low, high = row["speedup_vs_eager_ci"]
+    assert 0 < low <= row["speedup_vs_eager"] <= high
 
 
 def test_judge_many_yields_rows_as_they_are_decided_and_a_crash_is_a_row(evaluator):
