@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_torch_headers(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """torch's extension header precompiled once for the whole session (each test's fresh build cache would
+    otherwise precompile it again): every build, in this process or a child, finds it through the environment."""
+    from evalkit.judge.torch_headers import HEADERS_ENV
+
+    folder = tmp_path_factory.mktemp("torch-headers")
+    previous = os.environ.get(HEADERS_ENV)
+    os.environ[HEADERS_ENV] = str(folder)
+    yield folder
+    if previous is None:
+        os.environ.pop(HEADERS_ENV, None)
+    else:
+        os.environ[HEADERS_ENV] = previous
 
 
 @pytest.fixture(scope="session")

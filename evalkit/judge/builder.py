@@ -23,6 +23,7 @@ from typing import Any, Iterator
 
 import torch
 
+from evalkit.judge import torch_headers
 from evalkit.judge.compiler_errors import first_compiler_errors
 from evalkit.sandbox import protocol
 from evalkit.sandbox.freezer import BuildFreezer
@@ -61,8 +62,14 @@ def arch_list(device: str) -> str:
     return ""
 
 
+def builds_root(cache_dir: Path) -> Path:
+    """Where the builds of a cache live (one folder per ``build_key``, and ``torch_headers``' folder)."""
+    return cache_dir / "builds"
+
+
 def build_env(build_dir: Path, device: str, arch: str | None = None) -> dict[str, str]:
-    return {"TORCH_EXTENSIONS_DIR": str(build_dir / "extensions"), **extension_env(device, arch)}
+    return {"TORCH_EXTENSIONS_DIR": str(build_dir / "extensions"), **extension_env(device, arch),
+            **torch_headers.header_env(build_dir.parent, device)}
 
 
 def extension_env(device: str, arch: str | None = None) -> dict[str, str]:
@@ -103,6 +110,7 @@ def build(code: str, cache_root: Path, device: str, timeout_s: float, limits: Li
         for stale in (build_dir / "extensions").glob("*/lock"):
             if not stale.parent.is_symlink():  # a build may plant a link to another folder: never follow it
                 stale.unlink(missing_ok=True)  # left by a build killed mid-compile: torch would wait on it forever
+        torch_headers.ensure(build_dir.parent, device)  # once per cache: the answer's build is not charged for it
         outcome = _run_build(code, build_dir, device, timeout_s, limits, init_inputs, freezer, arch, processes,
                              idle_s)
         if outcome.status in ("ok", "compile_error"):

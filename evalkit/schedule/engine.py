@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Iterator, Protocol
 from evalkit.intake.static_scan import builds_nothing
 from evalkit.intake.triage import Triage, triage
 from evalkit.judge import verdicts
-from evalkit.judge.builder import BuildOutcome, build, nothing_to_build
+from evalkit.judge.builder import BuildOutcome, build, builds_root, nothing_to_build
 from evalkit.records import EvalkitError, ResultRow, Submission
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.launcher import WATCHDOG_PERIOD_S, Limits
@@ -182,8 +182,8 @@ class Engine:
     def _start_build(self, submission: Submission, early: Triage) -> Future[BuildOutcome]:
         problem = self.problems[submission.problem]
         if builds_nothing(early.code):  # no sandbox to start and import torch in: the judge's worker imports it
-            return nothing_to_build(early.code, self.options.cache_dir / "builds", self.device)
-        return self.backend.start_build(early.code, self.options.cache_dir / "builds", self.device,
+            return nothing_to_build(early.code, builds_root(self.options.cache_dir), self.device)
+        return self.backend.start_build(early.code, builds_root(self.options.cache_dir), self.device,
                                         self.options.build_timeout(problem), self._build_limits,
                                         problem.init_inputs_or_none(), self.freezer)
 

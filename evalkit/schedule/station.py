@@ -30,7 +30,8 @@ import torch
 from evalkit.intake.triage import Triage
 from evalkit.judge import verdicts
 from evalkit.judge.baselines import BaselineCache, baseline_key
-from evalkit.judge.builder import BuildOutcome, extension_env
+from evalkit.judge.builder import BuildOutcome, builds_root, extension_env
+from evalkit.judge.torch_headers import header_env
 from evalkit.judge.contender import Contender
 from evalkit.judge.reference import ReferenceProblem
 from evalkit.judge.submission_judge import BaselineFailed, Judge, close_contender
@@ -97,7 +98,8 @@ class JudgeStation:
         self.driver = driver
         self._cache = baselines.open()
         self._builds_frozen = quiet or nullcontext
-        env = {**extension_env(device), **_pinned(limits), **({PRELOAD_CUDA_VARIABLE: "1"} if device == "cuda" else {})}
+        env = {**extension_env(device), **header_env(builds_root(options.cache_dir), device), **_pinned(limits),
+               **({PRELOAD_CUDA_VARIABLE: "1"} if device == "cuda" else {})}
         self._spare = SpareWorker(limits, env, count=SPARE_WORKERS.get(device, 1))
         # On CUDA a passing answer's kernels are profiled in a worker of their own (``evalkit.judge.kernel_profile``).
         # They start once the first answer has passed (a run whose answers all fail starts none).

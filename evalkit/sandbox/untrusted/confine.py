@@ -51,6 +51,8 @@ def _open_the_way(uid: int | None) -> tuple[list[str], list[str]]:
     folders = [os.getcwd()] + ([os.environ["TORCH_EXTENSIONS_DIR"]] if os.environ.get("TORCH_EXTENSIONS_DIR") else [])
     for folder in folders:
         os.makedirs(folder, exist_ok=True)
+    # The judge's precompiled headers (read-only): a build compiled with them lists them among its dependencies.
+    folders += [folder for folder in os.environ.get("CPATH", "").split(os.pathsep) if os.path.isdir(folder)]
     return open_the_way(uid, folders), still_closed(uid, folders)
 
 
