@@ -19,6 +19,9 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalkit.row_parts import (BaselinesRecord, BuildRecord, CorrectnessRecord, ErrorRecord, ExtractionRecord,
+                               TimingRecord, check_parts)
+
 SCHEMA_VERSION = 4  # 2: timing is the judge's own clock (observed/reported_median_ms gone); 3: speedups from one
 # window, answer and baseline interleaved, with their intervals (speedup_vs_*_ci), the output's delivery charged;
 # 4: a precision per row (``precision``), and PyTorch's own error in it (``correctness.pytorch_own``)
@@ -196,12 +199,13 @@ class ResultRow:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    extraction: dict[str, Any] | None = None
-    build: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-    correctness: dict[str, Any] | None = None
-    timing: dict[str, Any] | None = None
-    baselines: dict[str, Any] | None = None
+    # The sub-records: their keys are declared in ``evalkit.row_parts`` (``to_dict`` refuses any other)
+    extraction: ExtractionRecord | None = None
+    build: BuildRecord | None = None
+    error: ErrorRecord | None = None
+    correctness: CorrectnessRecord | None = None
+    timing: TimingRecord | None = None
+    baselines: BaselinesRecord | None = None
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
     speedup_vs_eager_ci: list[float] | None = None  # its ~95% interval [low, high] (docs/judge.md, Speedups)
@@ -215,7 +219,11 @@ class ResultRow:
     feedback: str | None = None  # a short text for the model's next turn (``evalkit.judge.feedback``)
 
     def to_dict(self) -> dict[str, Any]:
-        return to_jsonable(self)
+        """The row as ``results.jsonl`` holds it: the one place every row is written. ``ValueError`` for a key of a
+        sub-record that ``evalkit.row_parts`` does not declare (declare it there and in ``docs/report-schema.md``)."""
+        data = to_jsonable(self)
+        check_parts(data)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ResultRow":
