@@ -316,7 +316,7 @@ def part(row: Mapping[str, Any], name: Part) -> AnyPart:
     return value if isinstance(value, dict) else {}  # type: ignore[return-value]
 
 
-def baseline(row: Mapping[str, Any], kind: str) -> BaselineEntry:
+def baseline_entry(row: Mapping[str, Any], kind: str) -> BaselineEntry:
     """The row's baseline of ``kind`` (``eager``, ``compile``): its timing record or ``{"error": ...}``; {} if none."""
     value = part(row, "baselines").get(kind)
     return value if isinstance(value, dict) else {}  # type: ignore[return-value]

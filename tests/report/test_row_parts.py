@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.records import FLAG_INFO, ResultRow, migrate
-from evalkit.row_parts import (LEGACY_KEYS, PARTS, BaselineEntry, TimingRecord, baseline, check_parts, declared,
+from evalkit.row_parts import (LEGACY_KEYS, PARTS, BaselineEntry, TimingRecord, baseline_entry, check_parts, declared,
                                part)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,7 +110,7 @@ def test_a_sub_record_reads_as_itself_or_empty():
            "baselines": {"eager": {"median_ms": 2.0}, "compile": "bad"}}
     assert part(row, "timing") == {"median_ms": 1.0}
     assert part(row, "build") == {} and part(row, "error") == {} and part(row, "correctness") == {}
-    assert baseline(row, "eager") == {"median_ms": 2.0} and baseline(row, "compile") == {}
+    assert baseline_entry(row, "eager") == {"median_ms": 2.0} and baseline_entry(row, "compile") == {}
     with pytest.raises(KeyError, match="not a row sub-record"):
         part(row, "timings")  # type: ignore[call-overload]
 
@@ -155,3 +155,39 @@ def test_the_docs_name_every_declared_key_of_each_sub_record_and_no_other(name):
 
 def test_every_sub_record_has_its_docs_cell():
     assert set(_cells()) == set(PARTS)
+
+
+def test_the_report_reads_a_sub_record_only_through_part():
+    direct = re.compile(r"\b(row|r|best)(\.get\(|\[)\"(" + "|".join(PARTS) + r")\"")
+    found = [f"{path.relative_to(ROOT)}: {line.strip()}"
+             for path in [*(ROOT / "evalkit" / "report").rglob("*.py"), ROOT / "evalkit" / "kernelbench.py"]
+             for line in path.read_text().splitlines() if direct.search(line)]
+    assert not found, found
+
+
+# ---- a new verdict: at most three places ---------------------------------------------------------------------------
+
+def test_every_verdict_is_documented_coloured_and_exported():
+    from evalkit.records import VERDICT_INFO, Verdict
+    from evalkit.report.html.assets import CSS
+    from evalkit.report.kernelbench_export import _error_metadata
+
+    text = (ROOT / "docs" / "report-schema.md").read_text()
+    rows_table = text[text.index("## `results.jsonl` rows"):]
+    verdict_row = next(line for line in rows_table.splitlines() if line.startswith("| `verdict` |"))
+    assert set(re.findall(r"`([a-z_]+)`", verdict_row.split("|")[2])) == {v.value for v in Verdict}
+    for verdict, info in VERDICT_INFO.items():
+        assert f".v-{verdict.value}{{background:{info.colour}}}" in CSS
+        metadata = _error_metadata({**IDENTITY, "verdict": verdict.value, "reason": "why"})
+        assert (metadata.get(info.kernelbench) == "why") if info.kernelbench else metadata == {}
+    assert _error_metadata({"verdict": "compile_error", "reason": ""})["compilation_error_name"] == "CompilationError"
+    assert _error_metadata({"verdict": "no_code", "reason": ""})["compilation_error_name"] == "NoCode"
+
+
+def test_the_places_a_new_verdict_touches_are_at_most_three():
+    text = (ROOT / "docs" / "changes.md").read_text()
+    section = text[text.index("## A new verdict"):]
+    section = section[:section.index("\n## ")]
+    places = re.findall(r"^\d+\. `([^`]+)`", section, re.M)
+    assert 0 < len(places) <= 3, places
+    assert places == ["evalkit/records.py", "evalkit/judge/verdicts.py", "docs/report-schema.md"]
