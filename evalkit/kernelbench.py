@@ -19,10 +19,16 @@ builds and baselines (``evalkit.Evaluator``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
+
+from evalkit.records import VERDICT_INFO
+from evalkit.row_parts import baseline_entry, part
 
 RUNTIME_UNKNOWN = -1.0  # KernelBench's value for a time not measured
-COMPILED_VERDICTS = ("interface_error", "runtime_error", "crash", "timeout", "incorrect", "correct")
+# Got through the build, or failed after it (crash, timeout): what KernelBench counts as compiled
+COMPILED_VERDICTS = tuple(v.value for v, info in VERDICT_INFO.items() if info.compiled is not False)
+_PROBLEM_KEYS = {v.value: info.kernelbench for v, info in VERDICT_INFO.items()
+                 if info.kernelbench in ("compilation_error", "runtime_error", "correctness_issue")}
 
 
 @dataclass
@@ -64,16 +70,13 @@ def eval_kernel_against_ref(original_model_src: str, custom_model_src: str, seed
 def result_of(row: dict[str, Any], measure_performance: bool = True, check_for_excessive_speedup: bool = True,
               excessive_speedup_threshold: float = 10) -> KernelExecResult:
     """A KernelExecResult from evalkit's row (a ``results.jsonl`` dict)."""
-    verdict, timing = row["verdict"], row.get("timing") or {}
-    eager = (row.get("baselines") or {}).get("eager") or {}
+    verdict, timing = row["verdict"], part(row, "timing")
+    eager = baseline_entry(row, "eager")
     metadata: dict[str, Any] = {"evalkit_verdict": verdict, "evalkit_reason": row.get("reason", ""),
                                 "evalkit_flags": row.get("flags", []), "feedback": row.get("feedback"),
-                                "device": row.get("device"), "hardware": (row.get("baselines") or {}).get(
-                                    "device_name"), "evalkit_row": row}
-    problem_key = {"compile_error": "compilation_error", "syntax_error": "compilation_error",
-                   "no_code": "compilation_error", "runtime_error": "runtime_error", "crash": "runtime_error",
-                   "timeout": "runtime_error", "interface_error": "runtime_error",
-                   "incorrect": "correctness_issue"}.get(verdict)
+                                "device": row.get("device"), "hardware": part(row, "baselines").get("device_name"),
+                                "evalkit_row": row}
+    problem_key = _PROBLEM_KEYS.get(verdict)
     if problem_key:
         metadata[problem_key] = row.get("reason", "")
     result = KernelExecResult(compiled=verdict in COMPILED_VERDICTS, correctness=verdict == "correct",
@@ -88,7 +91,7 @@ def result_of(row: dict[str, Any], measure_performance: bool = True, check_for_e
     return result
 
 
-def _stats(timing: dict[str, Any]) -> dict[str, Any]:
+def _stats(timing: Mapping[str, Any]) -> dict[str, Any]:
     """KernelBench's runtime_stats keys (mean, std, min, max, num_trials), plus evalkit's median and IQR."""
     return {"mean": timing.get("mean_ms"), "std": timing.get("std_ms"), "min": timing.get("min_ms"),
             "max": timing.get("max_ms"), "num_trials": timing.get("count"), "median": timing.get("median_ms"),

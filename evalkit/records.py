@@ -7,8 +7,10 @@ units in its field names. The schema is documented in ``docs/report-schema.md``;
 ``SCHEMA_VERSION`` whenever a field changes meaning or is removed, and add the step from the old version to
 ``MIGRATIONS``: rows of every earlier version are read through ``migrate``.
 
-A new verdict is declared here (``Verdict`` and ``VERDICT_INFO``), decided in
-``evalkit.judge.verdicts`` and coloured in the report's CSS; a new flag is declared here only.
+A new verdict is declared here (``Verdict`` and ``VERDICT_INFO``: its rank, whether it compiled, its meaning, its
+badge colour and its place in KernelBench's shape, from which the report's CSS and both KernelBench exports
+follow), decided in ``evalkit.judge.verdicts`` and listed in ``docs/report-schema.md``; a new flag is declared here
+only (``docs/changes.md``). A row's sub-records have their keys declared in ``evalkit.row_parts``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ import enum
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any
+
+from evalkit.row_parts import (BaselinesRecord, BuildRecord, CorrectnessRecord, ErrorRecord, ExtractionRecord,
+                               TimingRecord, check_parts)
 
 SCHEMA_VERSION = 4  # 2: timing is the judge's own clock (observed/reported_median_ms gone); 3: speedups from one
 # window, answer and baseline interleaved, with their intervals (speedup_vs_*_ci), the output's delivery charged;
@@ -59,20 +64,24 @@ class VerdictInfo:
     rank: int
     compiled: bool | None
     meaning: str
+    colour: str  # the report's badge (CSS ``.v-<verdict>``)
+    kernelbench: str  # the key of KernelBench's metadata its reason goes under ("": none, a correct row)
 
 
 # ``skipped`` happens right after the syntax check (the device check), so it ranks there.
+_BUILD, _RUN, _WRONG = "compilation_error", "runtime_error", "correctness_issue"  # KernelBench's metadata keys
 VERDICT_INFO: dict[Verdict, VerdictInfo] = {
-    Verdict.NO_CODE: VerdictInfo(0, False, "the answer holds no ModelNew code"),
-    Verdict.SYNTAX_ERROR: VerdictInfo(1, False, "the code does not parse"),
-    Verdict.SKIPPED: VerdictInfo(2, False, "needs a device this run lacks"),
-    Verdict.INTERFACE_ERROR: VerdictInfo(3, True, "no usable ModelNew(*get_init_inputs()) or forward"),
-    Verdict.COMPILE_ERROR: VerdictInfo(4, False, "its extension did not build"),
-    Verdict.RUNTIME_ERROR: VerdictInfo(5, True, "raised, or broke the judge-worker protocol"),
-    Verdict.CRASH: VerdictInfo(6, None, "its process died or was killed for its resources"),
-    Verdict.TIMEOUT: VerdictInfo(7, None, "a stage ran past its time limit"),
-    Verdict.INCORRECT: VerdictInfo(8, True, "an output was wrong, malformed, or an input was modified"),
-    Verdict.CORRECT: VerdictInfo(9, True, "every output within tolerance of the float64 reference"),
+    Verdict.NO_CODE: VerdictInfo(0, False, "the answer holds no ModelNew code", "#6b7280", _BUILD),
+    Verdict.SYNTAX_ERROR: VerdictInfo(1, False, "the code does not parse", "#7e22ce", _BUILD),
+    Verdict.SKIPPED: VerdictInfo(2, False, "needs a device this run lacks", "#64748b", "skipped"),
+    Verdict.INTERFACE_ERROR: VerdictInfo(3, True, "no usable ModelNew(*get_init_inputs()) or forward", "#7e22ce", _RUN),
+    Verdict.COMPILE_ERROR: VerdictInfo(4, False, "its extension did not build", "#7e22ce", _BUILD),
+    Verdict.RUNTIME_ERROR: VerdictInfo(5, True, "raised, or broke the judge-worker protocol", "#b91c1c", _RUN),
+    Verdict.CRASH: VerdictInfo(6, None, "its process died or was killed for its resources", "#b91c1c", _RUN),
+    Verdict.TIMEOUT: VerdictInfo(7, None, "a stage ran past its time limit", "#b91c1c", _RUN),
+    Verdict.INCORRECT: VerdictInfo(8, True, "an output was wrong, malformed, or an input was modified", "#c2410c",
+                                   _WRONG),
+    Verdict.CORRECT: VerdictInfo(9, True, "every output within tolerance of the float64 reference", "#15803d", ""),
 }
 
 VERDICT_ORDER: tuple[str, ...] = tuple(v.value for v in Verdict)
@@ -196,12 +205,13 @@ class ResultRow:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    extraction: dict[str, Any] | None = None
-    build: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-    correctness: dict[str, Any] | None = None
-    timing: dict[str, Any] | None = None
-    baselines: dict[str, Any] | None = None
+    # The sub-records: their keys are declared in ``evalkit.row_parts`` (``to_dict`` refuses any other)
+    extraction: ExtractionRecord | None = None
+    build: BuildRecord | None = None
+    error: ErrorRecord | None = None
+    correctness: CorrectnessRecord | None = None
+    timing: TimingRecord | None = None
+    baselines: BaselinesRecord | None = None
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
     speedup_vs_eager_ci: list[float] | None = None  # its ~95% interval [low, high] (docs/judge.md, Speedups)
@@ -215,7 +225,11 @@ class ResultRow:
     feedback: str | None = None  # a short text for the model's next turn (``evalkit.judge.feedback``)
 
     def to_dict(self) -> dict[str, Any]:
-        return to_jsonable(self)
+        """The row as ``results.jsonl`` holds it: the one place every row is written. ``ValueError`` for a key of a
+        sub-record that ``evalkit.row_parts`` does not declare (declare it there and in ``docs/report-schema.md``)."""
+        data = to_jsonable(self)
+        check_parts(data)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ResultRow":

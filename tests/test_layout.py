@@ -18,10 +18,10 @@ MODULES = sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.part
 SIDES = ("trusted side", "untrusted side", "both sides", "no side of the trust boundary")
 MAX_LINES = 400
 # Stages in order: a module may import evalkit modules of its own stage or an earlier one.
-STAGES = ("version", "records", "host_facts", "results_file", "sources", "intake", "sandbox", "judge", "schedule",
-          "kernelbench", "server", "cli")  # kernelbench: KernelBench's call; server: evalkit serve, both over the API
+STAGES = ("version", "row_parts", "records", "host_facts", "results_file", "sources", "intake", "sandbox", "judge",
+          "schedule", "kernelbench", "server", "cli")  # kernelbench: KernelBench's call; server: evalkit serve, both over the API
 # Report reads rows only: it may import the vocabulary and the results file, nothing that judges.
-REPORT_MAY_IMPORT = ("version", "records", "host_facts", "results_file", "report")
+REPORT_MAY_IMPORT = ("version", "row_parts", "records", "host_facts", "results_file", "report")
 # What runs inside the submission's interpreter may import only these evalkit modules.
 UNTRUSTED_MAY_IMPORT = ("evalkit.sandbox.protocol", "evalkit.sandbox.clock", "evalkit.sandbox.shared_buffers",
                         "evalkit.sandbox.cuda_buffers",

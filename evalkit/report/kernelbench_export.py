@@ -27,17 +27,17 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from evalkit.records import CURATED_RUN, EvalkitError, Flag
+from evalkit.records import CURATED_RUN, VERDICT_INFO, EvalkitError, Flag, Verdict
 from evalkit.report.scoring import dedupe, is_compiled, is_correct
 from evalkit.results_file import RESULTS_FILE, read_rows, write_file
+from evalkit.row_parts import part
 
 logger = logging.getLogger(__name__)
 
 EVAL_RESULTS_FILE = "eval_results.json"
 _KERNEL_NAME = re.compile(r"level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")
 _STABLE_ID = re.compile(r"^l(\d+)_(\d+)_")
-_BUILD_STAGE = {"no_code": "NoCode", "syntax_error": "SyntaxError", "compile_error": "CompilationError"}
-_RUN_STAGE = ("interface_error", "runtime_error", "crash", "timeout")
+_ERROR_NAMES = {"compile_error": "CompilationError"}  # KernelBench's own name; else the verdict's (NoCode)
 Row = dict[str, Any]
 Place = tuple[int | None, str, int | None]  # (level, key, sample_id if the file name says it)
 
@@ -112,7 +112,7 @@ def _is_number(text: str) -> bool:
 
 
 def _runtime_stats(row: Row) -> dict[str, Any]:
-    timing = row.get("timing") if isinstance(row.get("timing"), dict) else {}
+    timing = part(row, "timing")
     mean = timing.get("mean_ms", timing.get("median_ms"))
     if not is_correct(row) or not isinstance(mean, (int, float)):
         return {}
@@ -122,7 +122,7 @@ def _runtime_stats(row: Row) -> dict[str, Any]:
 
 
 def _hardware(row: Row) -> dict[str, Any]:
-    baselines = row.get("baselines") if isinstance(row.get("baselines"), dict) else {}
+    baselines = part(row, "baselines")
     facts = {"hardware": baselines.get("device_name"), "device": row.get("device")}
     return {key: value for key, value in facts.items() if value}
 
@@ -130,22 +130,32 @@ def _hardware(row: Row) -> dict[str, Any]:
 def _error_metadata(row: Row) -> dict[str, Any]:
     """KernelBench's own metadata keys for what went wrong."""
     verdict, reason = row.get("verdict"), row.get("reason", "")
-    error = row.get("error") if isinstance(row.get("error"), dict) else {}
-    if verdict in _BUILD_STAGE:
-        return {"compilation_error_name": _BUILD_STAGE[verdict], "compilation_error": reason}
-    if verdict in _RUN_STAGE:
+    error = part(row, "error")
+    stage = _stage(verdict)
+    if stage == "compilation_error":
+        name = _ERROR_NAMES.get(str(verdict)) or "".join(w.title() for w in str(verdict).split("_"))
+        return {"compilation_error_name": name, "compilation_error": reason}
+    if stage == "runtime_error":
         return {"runtime_error_name": error.get("type") or verdict, "runtime_error": reason}
-    if verdict == "incorrect":
-        check = row.get("correctness") if isinstance(row.get("correctness"), dict) else {}
+    if stage == "correctness_issue":
+        check = part(row, "correctness")
         extra = {"max_difference": [f"{check['max_abs_err']:.6f}"]} if isinstance(
             check.get("max_abs_err"), (int, float)) else {}
         return {"correctness_issue": reason, **extra}
-    return {"skipped": reason} if verdict == "skipped" else {}
+    return {"skipped": reason} if stage == "skipped" else {}
+
+
+def _stage(verdict: Any) -> str:
+    """The key of KernelBench's metadata the verdict's reason goes under (``VerdictInfo.kernelbench``), or ""."""
+    try:
+        return VERDICT_INFO[Verdict(verdict)].kernelbench
+    except ValueError:
+        return ""
 
 
 def _metadata(row: Row) -> dict[str, Any]:
     metadata: dict[str, Any] = {**_hardware(row), **_error_metadata(row)}
-    check = row.get("correctness") if isinstance(row.get("correctness"), dict) else {}
+    check = part(row, "correctness")
     if is_correct(row) and _int(check.get("trials")):
         metadata["correctness_trials"] = f"({check['trials']} / {check['trials']})"
     if Flag.IMPLAUSIBLE_SPEEDUP.value in (row.get("flags") or []):

@@ -32,6 +32,7 @@ from collections import Counter
 from typing import Any, Callable, Iterable
 
 from evalkit.records import BASELINE_KINDS, CURATED_RUN, EXCLUDED_FLAGS, VERDICT_ORDER, Verdict
+from evalkit.row_parts import part
 
 THRESHOLDS: tuple[float, ...] = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
 BASELINES: tuple[str, ...] = BASELINE_KINDS
@@ -83,8 +84,7 @@ def is_compiled(row: Row) -> bool:
         return False
     if compiled is not None:
         return compiled
-    build = row.get("build")
-    return isinstance(build, dict) and build.get("status") == "ok"
+    return part(row, "build").get("status") == "ok"
 
 
 def speedup_low(row: Row, baseline: str) -> float | None:
@@ -199,8 +199,7 @@ def geomean_speedup(rows: list[Row], baseline: str) -> dict[str, Any]:
 
 def measured(row: Row, baseline: str) -> bool:
     """The row has a speedup against ``baseline``, or its baselines record names it (timed, or failed)."""
-    record = row.get("baselines")
-    return speedup_of(row, baseline) is not None or (isinstance(record, dict) and baseline in record)
+    return speedup_of(row, baseline) is not None or baseline in part(row, "baselines")
 
 
 def baselines_not_measured(rows: list[Row]) -> list[str]:
@@ -301,7 +300,7 @@ def best_entry(rows: list[Row]) -> dict[str, Any] | None:
             "speedup_vs_eager": speedup_of(best, "eager"), "speedup_vs_compile": speedup_of(best, "compile"),
             "speedup_vs_eager_ci": best.get("speedup_vs_eager_ci"), "speedup_vs_compile_ci": best.get("speedup_vs_compile_ci"),
             "flags": list(best.get("flags") or []), "samples": len(rows), "correct": sum(map(is_correct, rows)),
-            "below_resolution": isinstance(best.get("timing"), dict) and best["timing"].get("below_resolution") is True,
+            "below_resolution": part(best, "timing").get("below_resolution") is True,
             "sha256": best.get("sha256")}
 
 
@@ -339,7 +338,7 @@ def baseline_medians(rows: list[Row]) -> dict[str, float | None]:
 
 def _fullest_baselines(rows: list[Row]) -> dict[str, Any]:
     """The first of the rows' baselines records that holds the most kinds; {} when none has one."""
-    records = [r["baselines"] for r in rows if isinstance(r.get("baselines"), dict)]
+    records = [record for r in rows if (record := part(r, "baselines"))]
     return max(records, key=lambda record: sum(kind in record for kind in BASELINES), default={})
 
 
@@ -355,11 +354,11 @@ def settings_seen(rows: list[Row]) -> dict[str, list[Any]]:
     for row in rows:
         if row.get("precision") is not None:
             seen["precision"].add(row["precision"])
-        correctness = row.get("correctness") if isinstance(row.get("correctness"), dict) else {}
+        correctness = part(row, "correctness")
         for key in ("atol", "rtol", "trials", "reference_precision"):
             if correctness.get(key) is not None:
                 seen[key].add(correctness[key])
-        timing = row.get("timing") if isinstance(row.get("timing"), dict) else {}
+        timing = part(row, "timing")
         if timing.get("count") is not None:
             seen["timing_trials"].add(timing["count"])
     return {k: sorted(v, key=str) for k, v in seen.items()}
@@ -367,8 +366,7 @@ def settings_seen(rows: list[Row]) -> dict[str, list[Any]]:
 
 def judged_on(rows: list[Row]) -> dict[str, list[str]]:
     """Where the rows were judged: their devices, device names and evalkit versions."""
-    names = {str(r["baselines"]["device_name"]) for r in rows
-             if isinstance(r.get("baselines"), dict) and r["baselines"].get("device_name")}
+    names = {str(name) for r in rows if (name := part(r, "baselines").get("device_name"))}
     return {"devices": sorted({str(r.get("device")) for r in rows if r.get("device")}),
             "device_names": sorted(names),
             "evalkit_versions": sorted({str(r.get("evalkit_version")) for r in rows if r.get("evalkit_version")})}

@@ -46,6 +46,7 @@ def test_a_row_of_any_version_reads_as_todays(version):
     assert "speedup_vs_eager_ci" in row and "speedup_vs_compile_ci" in row
     assert row["timing"]["clock"] in ("judge", "worker") and row["speedup_vs_eager"] == 2.0
     assert ResultRow.from_dict(ROW_OF_VERSION[version]).schema_version == SCHEMA_VERSION
+    assert ResultRow.from_dict(ROW_OF_VERSION[version]).to_dict()["timing"]["median_ms"] == 1.0  # and writes back
 
 
 def test_a_schema_3_row_was_judged_in_fp32_and_its_pytorch_error_is_pytorchs_own():

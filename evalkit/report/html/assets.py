@@ -11,6 +11,8 @@ view can be shared. The script is a constant: it reads the page, never data spli
 
 from __future__ import annotations
 
+from evalkit.records import VERDICT_INFO
+
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#111827;background:#fff}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #e5e7eb}
@@ -22,9 +24,7 @@ th[aria-sort=ascending]:after{content:" \\2191"!important;color:#111827!importan
 th[aria-sort=descending]:after{content:" \\2193"!important;color:#111827!important}
 tfoot td{font-weight:600;background:#f9fafb}.muted{color:#6b7280}.small{font-size:12px}
 .badge{display:inline-block;padding:1px 7px;border-radius:9px;font-size:12px;font-weight:600;color:#fff;
-white-space:nowrap}.v-correct{background:#15803d}.v-incorrect{background:#c2410c}
-.v-runtime_error,.v-crash,.v-timeout{background:#b91c1c}.v-compile_error,.v-syntax_error,.v-interface_error{background:#7e22ce}
-.v-no_code{background:#6b7280}.v-skipped{background:#64748b}.v-unknown{background:#374151}
+white-space:nowrap}.v-unknown{background:#374151}
 .flag{display:inline-block;padding:0 5px;margin:0 2px;border-radius:4px;background:#fef3c7;color:#92400e;font-size:11px}
 .chart{border:1px solid #e5e7eb;margin:4px 12px 4px 0;background:#fff}.chart text{font-size:11px;fill:#374151}
 .chart .title{font-size:13px;font-weight:600}.chart .axis{stroke:#6b7280}.chart .grid{stroke:#f1f5f9}
@@ -40,6 +40,9 @@ border:1px solid #e5e7eb;border-radius:6px}.filters input[type=search]{min-width
 table.sortable td.cmp{white-space:normal;min-width:150px}.na{color:#6b7280;font-style:italic}.warn{background:#fef3c7}td.changed{background:#fff7ed}
 details.trace summary{cursor:pointer;color:#1d4ed8}.answer{max-height:560px}
 """
+# Each verdict's badge, in its colour (``records.VERDICT_INFO``).
+CSS += "".join(f".v-{verdict.value}{{background:{info.colour}}}" for verdict, info in VERDICT_INFO.items()) + "\n"
+
 
 
 SCRIPT = """

@@ -17,6 +17,7 @@ from evalkit.report.answer_text import Answer
 from evalkit.report.html import svg
 from evalkit.report.html.parts import (BELOW_RESOLUTION, NOT_MEASURED, badge, below_resolution, document, esc,
                                        flags_html, fmt_bound, fmt_interval, fmt_ms, fmt_speedup)
+from evalkit.row_parts import baseline_entry, part
 
 Row = dict[str, Any]
 OPTIONAL_CANDIDATE_FIELDS = ("closed", "in_final_answer", "defines_model_new")
@@ -53,7 +54,7 @@ def _plain(value: Any) -> str:
 def highlighted_lines(row: Row) -> dict[int, str]:
     """Source-text line numbers the row's errors point at, each with why."""
     marks: dict[int, str] = {}
-    error, build = _dict(row.get("error")), _dict(row.get("build"))
+    error, build = part(row, "error"), part(row, "build")
     if _int(error.get("source_line")):
         marks[error["source_line"]] = f"{error.get('type') or 'error'}: {error.get('message', '')}"
     for frame in error.get("traceback") or []:
@@ -68,7 +69,7 @@ def highlighted_lines(row: Row) -> dict[int, str]:
 
 
 def code_section(row: Row) -> str:
-    ext = _dict(row.get("extraction"))
+    ext = part(row, "extraction")
     code = ext.get("code") or ""
     if not code:
         return f'<p class="muted">no code extracted: {esc(ext.get("reason") or row.get("reason"))}</p>'
@@ -88,7 +89,7 @@ def code_section(row: Row) -> str:
 
 
 def extraction_section(row: Row) -> str:
-    ext = _dict(row.get("extraction"))
+    ext = part(row, "extraction")
     if not ext:
         return '<p class="muted">no extraction record</p>'
     block = _dict(ext.get("block"))
@@ -115,7 +116,7 @@ def _truncated(ext: dict[str, Any]) -> bool:
 
 
 def build_section(row: Row) -> str:
-    build = _dict(row.get("build"))
+    build = part(row, "build")
     if not build:
         return ""
     errors = [_dict(e) for e in build.get("errors") or []]
@@ -161,7 +162,7 @@ def traceback_section(frames: list[dict[str, Any]]) -> str:
 
 def error_section(row: Row) -> str:
     """The error record, or "" when the row has none (the build section shows build failures)."""
-    error = _dict(row.get("error"))
+    error = part(row, "error")
     if not any(v not in (None, "", [], {}) for v in error.values()):
         return ""
     info = kv_table([("kind", error.get("kind")), ("stage", error.get("stage")), ("type", error.get("type")),
@@ -184,21 +185,21 @@ def answer_section(row: Row, answer: Answer | None) -> str:
 
 
 def correctness_section(row: Row) -> str:
-    corr = _dict(row.get("correctness"))
+    corr = part(row, "correctness")
     if not corr:
         return ""
     return kv_table(list(corr.items()), "correctness")
 
 
 def timing_section(row: Row) -> str:
-    timing, base = _dict(row.get("timing")), _dict(row.get("baselines"))
+    timing, base = part(row, "timing"), part(row, "baselines")
     if not timing and not base:
         return ""
     stats = [(k, v) for k, v in timing.items() if k != "samples_ms"]
-    lines = {name: _dict(base.get(name)).get("median_ms") for name in scoring.BASELINES}
+    lines = {name: baseline_entry(row, name).get("median_ms") for name in scoring.BASELINES}
     samples = [v for v in timing.get("samples_ms") or [] if isinstance(v, (int, float))]
-    baselines = [(f"{name} baseline", _dict(base.get(name)).get("error")
-                  or f"median {fmt_ms(_dict(base.get(name)).get('median_ms'))} ms")
+    baselines = [(f"{name} baseline", baseline_entry(row, name).get("error")
+                  or f"median {fmt_ms(baseline_entry(row, name).get('median_ms'))} ms")
                  for name in scoring.BASELINES if name in base] + [("baseline device", base.get("device_name"))]
     speedups = kv_table([(f"speedup vs {b}", _speedup_text(row, b)) for b in scoring.BASELINES] + baselines)
     return ((svg.timing_plot(samples, lines) if samples else "") + speedups
@@ -225,7 +226,7 @@ def _sections(row: Row, answer: Answer | None) -> str:
                 "extraction": extraction_section(row), "build": build_section(row),
                 "correctness": correctness_section(row), "timing": timing_section(row)}
     order = list(SECTIONS)
-    if _dict(row.get("build")).get("status") not in (None, "ok"):  # a failed build: its log is the error
+    if part(row, "build").get("status") not in (None, "ok"):  # a failed build: its log is the error
         order.insert(1, order.pop(order.index(("build", "Build"))))
     out = "".join(f'<h2 id="{key}-h">{title}</h2>{rendered[key]}' for key, title in order if rendered[key])
     skipped = [title.lower() for key, title in SECTIONS if not rendered[key] and key in ("build", "correctness", "timing")]

@@ -14,6 +14,7 @@ from collections import Counter
 from typing import Any
 
 from evalkit.records import CURATED_RUN, EXCLUDED_FLAGS, VERDICT_ORDER
+from evalkit.row_parts import part
 from evalkit.report import scoring
 from evalkit.report.html import svg
 from evalkit.report.html.assets import SCRIPT
@@ -217,7 +218,7 @@ def submissions_table(rows: list[Row], names: PageNames, with_levels: bool = Fal
     body = []
     for row in rows:
         key = scoring.sample_key(row)
-        timing = row.get("timing") if isinstance(row.get("timing"), dict) else {}
+        timing = part(row, "timing")
         median = timing.get("median_ms") if isinstance(timing.get("median_ms"), (int, float)) else None
         rank = scoring.PIPELINE_RANK.get(str(row.get("verdict")), -1)
         level = row.get("problem_level") if isinstance(row.get("problem_level"), int) else None

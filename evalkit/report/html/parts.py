@@ -12,6 +12,7 @@ import re
 from typing import Any, Iterable
 
 from evalkit.records import FLAG_INFO
+from evalkit.row_parts import part
 from evalkit.report import scoring
 from evalkit.report.html.assets import CSS
 
@@ -70,8 +71,7 @@ def fmt_speedup(value: float | None) -> str:
 
 def below_resolution(row: Row) -> bool:
     """The row's call was faster than the judge can tell apart: its time is the jitter, its speedup a lower bound."""
-    timing = row.get("timing")
-    return isinstance(timing, dict) and timing.get("below_resolution") is True
+    return part(row, "timing").get("below_resolution") is True
 
 
 def fmt_bound(value: float | None, below: bool) -> str:
