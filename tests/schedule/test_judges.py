@@ -114,7 +114,7 @@ def test_a_message_of_the_wrong_kind_is_named_never_read_by_position():
 def test_closing_a_judge_process_that_is_already_gone_is_quiet(tmp_path: Path):
     # A signal that stops the run reaches the judge processes too: closing one that died raised AttributeError.
     station = ProcessStation(JudgeSlot("cpu:0", "cpu", None, ()), cpu_station_spec(tmp_path), freezer=None)
-    station._start()
+    station._ensure_started()
     station._proc.kill()
     station._proc.wait()
     station.close()

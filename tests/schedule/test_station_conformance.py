@@ -133,6 +133,9 @@ def test_the_judges_own_failure_is_a_judge_failed_row_and_it_goes_on(station: Me
 def test_closing_leaves_no_process(station: MessageStation, warm_cache: Path):
     station.prepare("linear_relu")
     assert station.judge(*_answer(warm_cache, "incorrect.py")).verdict == "incorrect"
+    # Each kind's judge, held here so that closing, not dropping it, is what must end it and its workers.
+    judge = getattr(station, "_server", None) or getattr(station, "_proc", None) or getattr(station, "_actor", None)
+    assert judge is not None
     proc, actor = getattr(station, "_proc", None), getattr(station, "_actor", None)
     station.close()
     assert not _judge_alive(station)
