@@ -32,11 +32,12 @@ from evalkit.sandbox.remains import kill_group
 from evalkit.sandbox.processes import ProcessTable
 from evalkit.sandbox.untrusted.landlock import LANDLOCK_ABI_FOR_DEVICES, abi_version
 from evalkit.schedule.dispatch import Batch, Item, ReadyQueue
+from evalkit.schedule.judge_client import DirectStation
 from evalkit.schedule.judge_messages import StationSpec
 from evalkit.schedule.judge_process import ProcessStation
 from evalkit.schedule.options import JudgeOptions
 from evalkit.schedule.placement import JudgeSlot, Placement
-from evalkit.schedule.station import BaselineFiles, JudgeStation
+from evalkit.schedule.station import BaselineFiles
 from evalkit.sources.problems import Problem
 
 logger = logging.getLogger(__name__)
@@ -291,9 +292,8 @@ class LocalBackend:
             # This process is not pinned (it may be a caller's training loop), so neither is its worker: a worker
             # on the judge's two cores shared them with this process's own thread once builds had pushed it
             # there, and read 6-13% slow under build load on the H200. The slot's cores still stay free of builds.
-            limits = replace(spec.limits, cpus=None)
-            return JudgeStation(spec.problems, spec.options, spec.device, spec.seed, limits, spec.baselines,
-                                spec.driver, quiet=freezer.timing, progress=progress)
+            return DirectStation(slot.name, replace(spec, limits=replace(spec.limits, cpus=None)),
+                                 quiet=freezer.timing, progress=progress)
         return ProcessStation(slot, spec, freezer, progress=progress)
 
     def abandon_builds(self, kill: Callable[[], object]) -> None:

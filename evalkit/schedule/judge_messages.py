@@ -1,37 +1,42 @@
 """Trusted side (both ends are evalkit's own processes; no submission code runs in either): every message between
-the scheduler and a judge process, declared once, one type per message, with the protocol's version.
+the scheduler and a judge, declared once, one type per message, with the protocol's version. One vocabulary
+whichever way a judge is reached: in the scheduler's own process, a judge process, or a Ray actor.
 
     scheduler -> judge:  Start (first, with the version) | AddProblem (one given after the start, e.g. from a
                          reference's text) | Prepare | JudgeAnswer | Exit; and Held / Released,
                          the answers to the judge's Hold / Release
-    judge -> scheduler:  Hold / Release (a measurement begins / ends: the scheduler freezes the builds meanwhile)
-                         | Progress | Failed | Done (the baselines for Prepare; for JudgeAnswer, the row and the
-                         problem the judge now has loaded) | Refused (a Start of another protocol version)
+    judge -> scheduler:  Started | Refused (the answers to Start: a Start of another protocol version is refused)
+                         | Done (the baselines for Prepare; nothing for AddProblem and Exit) | Judged (for
+                         JudgeAnswer) | Failed (any request the judge could not serve, or a message it does not
+                         take there) | Hold / Release (a measurement begins / ends: the scheduler freezes the builds
+                         meanwhile; a judge process only) | Progress
 
-They travel pickled over a socket pair (``judge_process``); ``expect`` checks each one's type on arrival, so a
-message of the wrong kind is a clear error naming both, never a tuple read by position.
+``judge_server.JudgeServer`` is the judge's end, ``judge_client.MessageStation`` the scheduler's; the transports
+(``judge_client`` in-process, ``judge_process`` pickled over a socket pair, ``ray_backend`` as a Ray actor's
+``handle``) carry the messages as they are. ``expect`` checks each one's type on arrival, so a message of the
+wrong kind is a clear error naming both, never a tuple read by position.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from evalkit.intake.triage import Triage
 from evalkit.judge.builder import BuildOutcome
-from evalkit.records import Submission
+from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.launcher import Limits
 from evalkit.schedule.options import JudgeOptions
 from evalkit.schedule.station import BaselineFiles
 from evalkit.sources.problems import Problem
 
-PROTOCOL_VERSION = 2  # bump when a message changes; a judge process refuses a Start of another version
-# 2: AddProblem
+PROTOCOL_VERSION = 3  # bump when a message changes; a judge refuses a Start of another version
+# 2: AddProblem. 3: Started, Judged, Prepare.report_entries (one vocabulary for judge processes and Ray actors)
 
 
 @dataclass(frozen=True)
 class StationSpec:
-    """Everything a judge process needs to build its ``JudgeStation``."""
+    """Everything a judge needs to build its ``JudgeStation``."""
 
     problems: dict[str, Problem]
     options: JudgeOptions
@@ -59,6 +64,8 @@ class AddProblem:
 class Prepare:
     problem_id: str
     kinds: tuple[str, ...] | None
+    # The report's baselines of this problem, for a judge that cannot read the report's file (a Ray node's).
+    report_entries: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,11 @@ class Released:
 # ---- judge -> scheduler --------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class Started:
+    """The judge took the Start: its station is built."""
+
+
+@dataclass(frozen=True)
 class Hold:
     pass
 
@@ -111,14 +123,26 @@ class Done:
 
 
 @dataclass(frozen=True)
+class Judged:
+    """A JudgeAnswer's reply: the row, the problem the judge now has loaded (a build that failed loads none),
+    and that problem's baselines known so far (a timed answer may have timed them)."""
+
+    row: ResultRow
+    problem: str | None
+    baselines: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Refused:
-    """The judge process speaks another protocol version than the scheduler's Start (another evalkit)."""
+    """The judge speaks another protocol version (``version``) than the scheduler's Start (``asked``): two
+    versions of evalkit."""
 
     version: int
+    asked: int
 
 
 TO_JUDGE = (Start, AddProblem, Prepare, JudgeAnswer, Exit, Held, Released)
-TO_SCHEDULER = (Hold, Release, Progress, Failed, Done, Refused)
+TO_SCHEDULER = (Started, Hold, Release, Progress, Failed, Done, Judged, Refused)
 
 M = TypeVar("M")
 

@@ -3,7 +3,9 @@ interpreter (and its lock) and each sees only its own GPU.
 
 The scheduler starts ``python -m evalkit.schedule.judge_process FD`` with ``CUDA_VISIBLE_DEVICES`` set to
 the judge's GPU and its affinity set to the judge's cores, and talks to it over a socket pair, in the messages
-``judge_messages`` declares (pickled: both ends are evalkit's own code; no submission code runs in either).
+``judge_messages`` declares (pickled: both ends are evalkit's own code; no submission code runs in either):
+``ProcessStation`` is the scheduler's end (a ``judge_client.MessageStation``), ``serve`` the judge's (a
+``judge_server.JudgeServer``); a measurement's Hold / Release and Progress travel inside a request.
 
 A judge process that dies turns the answer it was judging into a ``judge_failed`` row and is started again.
 """
@@ -16,19 +18,17 @@ import pickle  # noqa: S403 - both ends are evalkit's trusted processes
 import socket
 import subprocess
 import sys
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from evalkit.intake.triage import Triage
-from evalkit.judge.builder import BuildOutcome
-from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.schedule import judge_messages as m
+from evalkit.schedule.judge_client import MessageStation
 from evalkit.schedule.judge_messages import StationSpec
+from evalkit.schedule.judge_server import JudgeServer, open_station
 from evalkit.schedule.placement import JudgeSlot, visible_devices_entry
-from evalkit.schedule.station import JudgeStation
 
 logger = logging.getLogger(__name__)
 
@@ -42,37 +42,16 @@ class JudgeProcessDied(RuntimeError):
     """The judge process ended without answering (it crashed, or was killed)."""
 
 
-class ProcessStation:
-    """The scheduler's handle on one judge process; ``prepare`` and ``judge`` block until it answers."""
+class ProcessStation(MessageStation):
+    """A judge in a process of its own (the messages pickled over a socket pair); requests block until answered."""
 
     def __init__(self, slot: JudgeSlot, spec: StationSpec, freezer: BuildFreezer | None,
                  progress: Callable[[str], None] | None = None) -> None:
-        self.slot, self.spec, self.freezer = slot, spec, freezer
+        super().__init__(slot.name, spec)
+        self.slot, self.freezer = slot, freezer
         self._progress = progress or (lambda text: None)
-        self.current_problem: str | None = None
         self._proc: subprocess.Popen | None = None
         self._conn: Connection | None = None
-        self._abandoned = False
-        self._known: set[str] = set()  # the problems the running judge process has
-
-    def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
-        self._tell(problem_id)
-        baselines = self._request(m.Prepare(problem_id, kinds))
-        self.current_problem = problem_id
-        return baselines
-
-    def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
-        self._tell(submission.problem)
-        row, self.current_problem = self._request(m.JudgeAnswer(submission, early, outcome))
-        return row
-
-    def _tell(self, problem_id: str) -> None:
-        """Send the judge process a problem added since it started (``spec.problems`` is the scheduler's table)."""
-        if self._proc is None or self._proc.poll() is not None:
-            self._start()
-        if problem_id not in self._known and problem_id in self.spec.problems:
-            self._request(m.AddProblem(self.spec.problems[problem_id]))
-            self._known.add(problem_id)
 
     def abandon(self) -> None:
         """Kill the judge process now, mid-answer or not, and start no other: the run is stopping."""
@@ -95,7 +74,10 @@ class ProcessStation:
             proc.wait()
         self._proc, self._conn = None, None
 
-    def _start(self) -> None:
+    def _running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _open(self) -> None:
         parent, child = socket.socketpair()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(_import_path())}
         if self.slot.gpu is not None:
@@ -108,15 +90,9 @@ class ProcessStation:
         if self.slot.cpus:
             os.sched_setaffinity(self._proc.pid, self.slot.cpus)
         self._conn = Connection(parent.detach())
-        self.current_problem = None
-        self._known = set(self.spec.problems)
-        self._send(m.Start(self.spec))
 
-    def _request(self, message: m.AddProblem | m.Prepare | m.JudgeAnswer) -> Any:
-        if self._abandoned:
-            raise JudgeProcessDied(f"judge process {self.slot.name}: abandoned, as the run is stopping")
-        if self._proc is None or self._proc.poll() is not None:
-            self._start()
+    def _exchange(self, message: Any) -> Any:
+        """Send ``message``; its reply, once the judge's Hold / Release / Progress on the way are served."""
         self._send(message)
         with ExitStack() as frozen:
             while True:
@@ -130,13 +106,11 @@ class ProcessStation:
                     self._send(m.Released())
                 elif isinstance(reply, m.Progress):
                     self._progress(reply.text)
-                elif isinstance(reply, m.Done):
-                    return reply.value
-                elif isinstance(reply, m.Refused):
-                    raise self._died(f"it speaks judge protocol {reply.version}, this scheduler "
-                                     f"{m.PROTOCOL_VERSION}: two versions of evalkit")
                 else:
-                    raise RuntimeError(f"judge process {self.slot.name}: {reply.message}")
+                    return reply
+
+    def _lost(self, why: str) -> JudgeProcessDied:
+        return self._died(why)
 
     def _send(self, message: Any) -> None:
         try:
@@ -191,37 +165,20 @@ class _Channel:
 
 
 def serve(fd: int) -> int:
-    """The judge process: build the station from the first message (Start, of this protocol version), then
-    answer requests until Exit."""
+    """The judge process: a ``JudgeServer`` answering the scheduler's messages until Exit (or a refused Start)."""
     channel = _Channel(fd)
-    start = m.expect(channel.receive(), m.Start)
-    if start.version != m.PROTOCOL_VERSION:
-        channel.send(m.Refused(m.PROTOCOL_VERSION))
-        return 1
-    spec = start.spec
-    station = JudgeStation(spec.problems, spec.options, spec.device, spec.seed, spec.limits, spec.baselines,
-                           spec.driver, quiet=channel.quiet, progress=lambda text: channel.send(m.Progress(text)))
+    server = JudgeServer(lambda spec: open_station(spec, quiet=channel.quiet,
+                                                   progress=lambda text: channel.send(m.Progress(text))))
     while True:
         try:
-            message = m.expect(channel.receive(), m.AddProblem, m.Prepare, m.JudgeAnswer, m.Exit)
+            message = channel.receive()
         except EOFError:  # the scheduler is gone: end this judge's workers (its spare) all the same
             message = m.Exit()
-        if isinstance(message, m.Exit):
-            station.close()
-            return 0
-        try:
-            value: Any = None
-            if isinstance(message, m.AddProblem):
-                station.problems.setdefault(message.problem.id, message.problem)
-            elif isinstance(message, m.Prepare):
-                value = station.prepare(message.problem_id, message.kinds)
-            else:  # the row, and the problem now loaded (a build that failed loads none)
-                value = (station.judge(message.submission, message.triage, message.outcome), station.current_problem)
-        except Exception as err:  # noqa: BLE001 - reported to the scheduler, which records the answer's row
-            logger.exception("judge process: %s failed", type(message).__name__)
-            channel.send(m.Failed(f"{type(err).__name__}: {err}"))
-            continue
-        channel.send(m.Done(value))
+        reply = server.handle(message)
+        with suppress(OSError):  # the scheduler is gone, or stops reading once it sent Exit
+            channel.send(reply)
+        if isinstance(message, m.Exit) or isinstance(reply, m.Refused):
+            return 1 if isinstance(reply, m.Refused) else 0
 
 
 if __name__ == "__main__":

@@ -1,13 +1,16 @@
 """Trusted side: builds and judges on a Ray cluster (``--backend ray``; ``pip install 'evalkit[ray]'``).
 
-Imported only when a run asks for Ray (``machines.machines``); nothing else in evalkit imports ``ray``.
+Imported only when a run asks for Ray (``machines.machines``); nothing else in evalkit imports ``ray`` (what runs
+on the nodes is in ``ray_judge``, made remote here).
 The scheduler (``engine.Engine``) stays on this machine, the driver: it triages, writes the rows and the
 report, and hands the rest to the cluster through Ray's own facilities:
 
 - a build is a task holding one CPU (``num_cpus=1``); its ``ObjectRef.future()`` is the engine's future;
-- a judge is an actor (a worker process of its own) holding one GPU (``num_gpus=1``: Ray sets its
-  ``CUDA_VISIBLE_DEVICES``), or one CPU; one per judge slot. An actor that dies fails the request it served
-  (that answer's ``judge_failed`` row) and a new one serves the next request.
+- a judge is an actor (a worker process of its own, ``ray_judge.JudgeActor``) holding one GPU (``num_gpus=1``:
+  Ray sets its ``CUDA_VISIBLE_DEVICES``), or one CPU; one per judge slot. The driver speaks the judge protocol
+  to it (``judge_messages``, as to every judge): each message the argument of its ``handle``, the reply its
+  result. An actor that dies fails the request it served (that answer's ``judge_failed`` row) and a new one
+  serves the next request.
 
 What a node cannot share with this machine: the build cache must be at the same ``--cache-dir`` path on every
 node (checked on connecting, and by a judge before it loads a build); a judge gets the problems' files from
@@ -19,40 +22,30 @@ machine's processes only): ``docs/ray.md`` says what that means for timings.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
-import platform
-import shutil
 import signal
-import tempfile
 import threading
 import uuid
 from concurrent.futures import Future
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
 from evalkit.version import __version__
-from evalkit.intake.triage import Triage
-from evalkit.judge import builder
-from evalkit.judge.baselines import merge_entry, read_entries, record_in_report
+from evalkit.judge.baselines import read_entries, record_in_report
 from evalkit.judge.builder import BuildOutcome
-from evalkit.judge.environment import environment
-from evalkit.records import ResultRow, Submission
-from evalkit.sandbox.cgroup import sandbox_cgroups
 from evalkit.sandbox.freezer import BuildFreezer
-from evalkit.sandbox.identity import sandbox_user, unprivileged_identity
 from evalkit.sandbox.launcher import Limits
-from evalkit.sandbox.remains import kill_group
-from evalkit.schedule.judge_messages import StationSpec
+from evalkit.schedule import judge_messages as m
 from evalkit.schedule.engine import Machines
+from evalkit.schedule.judge_client import MessageStation
+from evalkit.schedule.judge_messages import StationSpec
 from evalkit.schedule.options import JudgeOptions, ScoreError
 from evalkit.schedule.placement import JudgeSlot, Placement
-from evalkit.schedule.station import JudgeStation
-from evalkit.sources.problems import REFERENCE_FILE, TOML_FILE, Problem
+from evalkit.schedule.ray_judge import JudgeActor, build_task, kill_sandboxes, node_facts
+from evalkit.sources.problems import REFERENCE_FILE, TOML_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +140,7 @@ def _probe(ray: Any, options: JudgeOptions, device: str) -> dict[str, Any]:
     marker = options.cache_dir / f".ray-check-{uuid.uuid4().hex}"
     marker.write_text("evalkit: do the Ray nodes share this cache?\n")
     claim = {"num_gpus": 1, "num_cpus": 0} if device == "cuda" else {"num_cpus": 1}
-    ref = ray.remote(**claim, max_calls=1, max_retries=0)(_node_facts).remote(str(marker))
+    ref = ray.remote(**claim, max_calls=1, max_retries=0)(node_facts).remote(str(marker))
     try:
         facts, seen, node = ray.get(ref, timeout=PROBE_WAIT_S)
     except ray.exceptions.GetTimeoutError:
@@ -168,113 +161,17 @@ def _probe(ray: Any, options: JudgeOptions, device: str) -> dict[str, Any]:
     return facts
 
 
-def _node_facts(marker: str) -> tuple[dict[str, Any], bool, str]:
-    """(a task) this node's ``environment()`` and sandbox user, whether it sees ``marker``, and its name."""
-    facts = {**environment(), "sandbox_user": sandbox_user(_node_identity()), "sandbox_cgroups": sandbox_cgroups()}
-    return facts, Path(marker).exists(), platform.node()
-
-
-@functools.lru_cache(maxsize=None)
-def _node_identity() -> tuple[int, int] | None:
-    """Who sandboxes run as on this node (the driver's choice need not hold here); once per worker process."""
-    return unprivileged_identity()
-
-
-def _build_task(code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits, init_inputs: Any,
-                arch: str) -> BuildOutcome:
-    """(a task) one build, frozen by nothing; for the CUDA arch of the cluster's judges (a build task holds no GPU:
-    torch must not be asked for one's capability)."""
-    return builder.build(code, cache_root, device, timeout_s, replace(limits, run_as=_node_identity()),
-                         init_inputs, None, arch=arch if device == "cuda" else "")
-
-
-def _kill_sandboxes(group: str) -> int:
-    """(a task) SIGKILL every sandbox of the run's ``group`` on this node."""
-    return kill_group(group)
-
-
-class _JudgeActor:
-    """(an actor: a worker process per judge) a ``JudgeStation`` on this node's GPU, or a CPU."""
-
-    def __init__(self, spec: StationSpec, files: dict[str, dict[str, bytes]], arch: str) -> None:
-        if spec.device == "cuda" and builder.arch_list("cuda") != arch:
-            raise ScoreError(f"this judge's GPU has compute capability {builder.arch_list('cuda')}, the run builds "
-                               f"for {arch}: a Ray run needs GPUs of one kind")
-        self.workdir = Path(tempfile.mkdtemp(prefix="evalkit-ray-judge-"))
-        problems = {pid: _local_problem(problem, files[pid], self.workdir / str(n))
-                    for n, (pid, problem) in enumerate(spec.problems.items())}
-        self.report = self.workdir / "baselines.json"  # the report's entries, as the driver sends them
-        baselines = replace(spec.baselines, report=self.report if spec.baselines.report else None)
-        self.station = JudgeStation(problems, spec.options, spec.device, spec.seed,
-                                    replace(spec.limits, run_as=_node_identity()), baselines, spec.driver)
-
-    def prepare(self, problem_id: str, kinds: tuple[str, ...] | None,
-                report_entries: dict[str, Any]) -> dict[str, Any]:
-        for key, entry in report_entries.items():
-            merge_entry(self.report, key, entry)
-        return self.station.prepare(problem_id, kinds)
-
-    def judge(self, submission: Submission, early: Triage,
-              outcome: BuildOutcome) -> tuple[ResultRow, str | None, dict[str, Any]]:
-        """The row, the problem the station now has loaded (a build that failed loads none), and that problem's
-        baselines known so far (the driver records them in the report: a timed answer may have timed them)."""
-        built = Path(outcome.extension_dir).parent
-        if outcome.status in ("ok", "import_failed") and not built.is_dir():
-            raise FileNotFoundError(f"the build of this answer ({built}) is not on the Ray node {platform.node()} "
-                                    f"that judges it: --cache-dir must be on a filesystem every node mounts at "
-                                    f"the same path")
-        row = self.station.judge(submission, early, outcome)
-        return row, self.station.current_problem, self.station.current_baselines
-
-    def stop(self) -> None:
-        self.station.close()
-        shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-def _local_problem(problem: Problem, files: dict[str, bytes], folder: Path) -> Problem:
-    """``problem`` where this node holds the driver's files at the same path, else a copy of them in ``folder``."""
-    try:
-        if all((problem.path / name).read_bytes() == data for name, data in files.items()):
-            return problem
-    except OSError:
-        pass
-    folder.mkdir(parents=True)
-    for name, data in files.items():
-        (folder / name).write_bytes(data)
-    return replace(problem, path=folder)
-
-
-class RayStation:
-    """The scheduler's handle on one judge actor: the ``Station`` of ``engine``; requests block until answered."""
+class RayStation(MessageStation):
+    """The scheduler's handle on one judge actor (the messages are the arguments and results of its ``handle``);
+    requests block until answered."""
 
     _report_lock = threading.Lock()  # the judges' threads write the report's baselines.json one at a time
 
     def __init__(self, backend: "RayBackend", slot: JudgeSlot, spec: StationSpec) -> None:
-        self.backend, self.slot, self.spec = backend, slot, spec
-        self.current_problem: str | None = None
+        super().__init__(slot.name, spec)
+        self.backend, self.slot = backend, slot
         self._actor: Any = None
         self._busy = False  # a request in flight (an idle actor is stopped cleanly, even when abandoning)
-        self._abandoned = False
-
-    def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
-        report = self.spec.baselines.report
-        entries = {k: v for k, v in read_entries(report).items() if v.get("problem") == problem_id} if report else {}
-        baselines = self._call("prepare", problem_id, kinds, entries)
-        self._record(baselines)
-        self.current_problem = problem_id
-        return baselines
-
-    def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
-        row, self.current_problem, baselines = self._call("judge", submission, early, outcome)
-        self._record(baselines)
-        return row
-
-    def _record(self, baselines: dict[str, Any]) -> None:
-        """Baselines the actor timed (or found), into this report's ``baselines.json`` on the driver."""
-        report = self.spec.baselines.report
-        if report is not None and baselines.get("key"):
-            with self._report_lock:
-                record_in_report(report, baselines["key"], baselines, self.spec.options.baselines)
 
     def abandon(self) -> None:
         """Kill the actor now, mid-answer or not, and start no other: the run is stopping."""
@@ -287,27 +184,45 @@ class RayStation:
             return
         with contextlib.suppress(Exception):  # it is killed below either way
             if not (hard and self._busy):
-                _ray().get(actor.stop.remote(), timeout=STOP_WAIT_S)
+                _ray().get(actor.handle.remote(m.Exit()), timeout=STOP_WAIT_S)
         with contextlib.suppress(Exception):  # already gone, or the cluster is
             _ray().kill(actor)
 
-    def _call(self, method: str, *args: Any) -> Any:
+    def _report_entries(self, problem_id: str) -> dict[str, Any]:
+        report = self.spec.baselines.report
+        return {k: v for k, v in read_entries(report).items() if v.get("problem") == problem_id} if report else {}
+
+    def _baselines_seen(self, baselines: dict[str, Any]) -> None:
+        """Baselines the actor timed (or found), into this report's ``baselines.json`` on the driver."""
+        report = self.spec.baselines.report
+        if report is not None and baselines.get("key"):
+            with self._report_lock:
+                record_in_report(report, baselines["key"], baselines, self.spec.options.baselines)
+
+    def _running(self) -> bool:
+        return self._actor is not None
+
+    def _open(self) -> None:
+        self._actor = self.backend.start_judge(self.slot, self.spec)
+
+    def _exchange(self, message: Any) -> Any:
         ray = _ray()
-        if self._abandoned:
-            raise JudgeActorDied(f"judge {self.slot.name} (a Ray actor): abandoned, as the run is stopping")
-        if self._actor is None:
-            self.current_problem = None
-            self._actor = self.backend.start_judge(self.slot, self.spec)
         self._busy = True
         try:
-            return ray.get(getattr(self._actor, method).remote(*args))
+            return ray.get(self._actor.handle.remote(message))
         except ray.exceptions.RayActorError as err:
-            self._actor, self.current_problem = None, None
-            raise JudgeActorDied(f"judge {self.slot.name} (a Ray actor) ended: {err}") from None
-        except ray.exceptions.RayTaskError as err:  # the judge's own exception, without Ray's wrapping
+            raise self._lost(str(err)) from None
+        except ray.exceptions.RayTaskError as err:  # the actor's own exception, without Ray's wrapping
             raise (err.cause if isinstance(err.cause, Exception) else RuntimeError(str(err))) from None
         finally:
             self._busy = False
+
+    def _lost(self, why: str) -> JudgeActorDied:
+        actor, self._actor, self.current_problem = self._actor, None, None
+        if actor is not None:
+            with contextlib.suppress(Exception):  # already gone, or the cluster is
+                _ray().kill(actor)
+        return JudgeActorDied(f"judge {self.slot.name} (a Ray actor) ended: {why}")
 
 
 class RayBackend:
@@ -328,7 +243,7 @@ class RayBackend:
                     init_inputs: Any, freezer: BuildFreezer) -> Future[BuildOutcome]:
         """A build task on any node with a free CPU (``freezer`` is this machine's: the task has none)."""
         if self._build_fn is None:
-            self._build_fn = _ray().remote(num_cpus=1, max_retries=1)(_build_task)
+            self._build_fn = _ray().remote(num_cpus=1, max_retries=1)(build_task)
         self._groups.add(limits.group)
         ref = self._build_fn.remote(code, cache_root, device, timeout_s, limits, init_inputs, self.arch)
         self._builds = [(r, f) for r, f in self._builds if not f.done()] + [(ref, ref.future())]
@@ -345,11 +260,11 @@ class RayBackend:
         if self._closed:
             raise RuntimeError(f"judge {slot.name}: these judges are closed")
         if self._judge_cls is None:
-            self._judge_cls = _ray().remote(_JudgeActor)
+            self._judge_cls = _ray().remote(JudgeActor)
         claim = {"num_gpus": 1, "num_cpus": 0} if slot.device == "cuda" else {"num_cpus": 1}
         files = {pid: {name: (p.path / name).read_bytes() for name in (REFERENCE_FILE, TOML_FILE)
                        if (p.path / name).is_file()} for pid, p in spec.problems.items()}
-        return self._judge_cls.options(**claim, max_restarts=0).remote(spec, files, self.arch)
+        return self._judge_cls.options(**claim, max_restarts=0).remote(files, self.arch)
 
     def abandon_builds(self, kill: Callable[[], object]) -> None:
         """Cancel every unfinished build (a running one's worker is killed) and kill the run's sandboxes."""
@@ -388,7 +303,7 @@ class RayBackend:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         try:
-            sweep = ray.remote(num_cpus=0, max_retries=0)(_kill_sandboxes)
+            sweep = ray.remote(num_cpus=0, max_retries=0)(kill_sandboxes)
             refs = [sweep.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
                     .remote(group) for node in ray.nodes() if node.get("Alive") for group in self._groups]
             ray.get(refs, timeout=STOP_WAIT_S)

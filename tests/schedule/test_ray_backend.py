@@ -127,6 +127,7 @@ def test_a_judge_actor_that_dies_fails_its_request_and_a_new_one_serves_the_next
     from evalkit.judge.builder import BuildOutcome
     from evalkit.records import Submission
     from evalkit.schedule.placement import JudgeSlot
+    from evalkit.schedule.judge_client import JudgeFailed
     from evalkit.schedule.ray_backend import JudgeActorDied, RayBackend
 
     backend = RayBackend("", owns_ray=False)
@@ -144,7 +145,7 @@ def test_a_judge_actor_that_dies_fails_its_request_and_a_new_one_serves_the_next
         assert station.current_problem == "linear_relu"
         text = (ANSWERS / "linear_relu" / "incorrect.py").read_text()
         elsewhere = BuildOutcome(status="ok", seconds=1.0, extension_dir=str(cache / "not-here" / "extensions"))
-        with pytest.raises(FileNotFoundError, match="--cache-dir must be on a filesystem every node mounts"):
+        with pytest.raises(JudgeFailed, match="FileNotFoundError: .*--cache-dir must be on a filesystem every node"):
             station.judge(Submission("run", "linear_relu", "x", "x.py", text), triage(text), elsewhere)
     finally:
         backend.close()

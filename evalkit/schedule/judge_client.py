@@ -1,0 +1,141 @@
+"""Trusted side: the scheduler's end of the judge protocol (``judge_messages``), the engine's ``Station`` whichever
+transport reaches the judge, and the in-process transport (``DirectStation``, one judge in the scheduler's own
+process). ``judge_process.ProcessStation`` and ``ray_backend.RayStation`` are the other two.
+
+Every kind speaks the same messages: a Start of this protocol version first (a judge of another version
+refuses it, and the scheduler raises naming both versions), then AddProblem / Prepare / JudgeAnswer, each
+answered with its reply or ``Failed``, and Exit on closing. Each reply's type is checked on arrival (``expect``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from evalkit.intake.triage import Triage
+from evalkit.judge.builder import BuildOutcome
+from evalkit.records import ResultRow, Submission
+from evalkit.schedule import judge_messages as m
+from evalkit.schedule.judge_messages import M, StationSpec
+from evalkit.schedule.judge_server import JudgeServer, open_station
+from evalkit.schedule.station import Quiet
+
+logger = logging.getLogger(__name__)
+
+
+class JudgeFailed(RuntimeError):
+    """The judge answered ``Failed``: it could not serve the request (an answer's ``judge_failed`` row)."""
+
+
+class MessageStation:
+    """The scheduler's handle on one judge; ``prepare`` and ``judge`` block until it answers. A subclass is the
+    transport: ``_running``, ``_open``, ``_exchange`` (one message sent, its reply) and ``_lost``."""
+
+    def __init__(self, name: str, spec: StationSpec) -> None:
+        self.name, self.spec = name, spec
+        self.current_problem: str | None = None
+        self._known: set[str] = set()  # the problems the running judge has
+        self._abandoned = False
+
+    def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
+        self._tell(problem_id)
+        baselines = self._request(m.Prepare(problem_id, kinds, self._report_entries(problem_id)), m.Done).value
+        self._baselines_seen(baselines)
+        self.current_problem = problem_id
+        return baselines
+
+    def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
+        self._tell(submission.problem)
+        judged = self._request(m.JudgeAnswer(submission, early, outcome), m.Judged)
+        self._baselines_seen(judged.baselines)
+        self.current_problem = judged.problem
+        return judged.row
+
+    # ---- what a transport gives ----
+
+    def _running(self) -> bool:
+        raise NotImplementedError
+
+    def _open(self) -> None:
+        """Start the judge (its process, its actor, its server) for a Start to be sent."""
+        raise NotImplementedError
+
+    def _exchange(self, message: Any) -> Any:
+        """Send ``message``; the judge's reply."""
+        raise NotImplementedError
+
+    def _lost(self, why: str) -> Exception:
+        """The judge is gone, or refused its Start: drop it (the next request starts another); the error to raise."""
+        raise NotImplementedError
+
+    def _report_entries(self, problem_id: str) -> dict[str, Any]:
+        """The report's baselines of ``problem_id``, for a judge that cannot read the report (none by default)."""
+        return {}
+
+    def _baselines_seen(self, baselines: dict[str, Any]) -> None:
+        """The judge's baselines after a request (a judge that writes no report here has them recorded)."""
+
+    # ---- the protocol ----
+
+    def _tell(self, problem_id: str) -> None:
+        """Send the judge a problem added since it started (``spec.problems`` is the scheduler's table)."""
+        self._ensure_started()
+        if problem_id not in self._known and problem_id in self.spec.problems:
+            self._request(m.AddProblem(self.spec.problems[problem_id]), m.Done)
+            self._known.add(problem_id)
+
+    def _ensure_started(self) -> None:
+        if self._abandoned:
+            raise self._lost("abandoned, as the run is stopping")
+        if self._running():
+            return
+        self._open()
+        self.current_problem = None
+        self._known = set(self.spec.problems)
+        reply = m.expect(self._exchange(m.Start(self.spec, m.PROTOCOL_VERSION)), m.Started, m.Refused, m.Failed)
+        if isinstance(reply, m.Refused):
+            raise self._lost(f"it speaks judge protocol {reply.version} and refused a Start of judge protocol "
+                             f"{reply.asked}: two versions of evalkit")
+        if isinstance(reply, m.Failed):
+            raise self._lost(f"it could not start: {reply.message}")
+
+    def _request(self, message: Any, kind: type[M]) -> M:
+        """Send a request; its reply, of ``kind`` (``JudgeFailed`` when the judge answers ``Failed``)."""
+        self._ensure_started()
+        reply = m.expect(self._exchange(message), kind, m.Failed)
+        if isinstance(reply, m.Failed):
+            raise JudgeFailed(f"judge {self.name}: {reply.message}")
+        return reply
+
+
+class DirectStation(MessageStation):
+    """A judge in the scheduler's own process: each message handed to its ``JudgeServer`` as it is."""
+
+    def __init__(self, name: str, spec: StationSpec, quiet: Quiet | None = None,
+                 progress: Callable[[str], None] | None = None) -> None:
+        super().__init__(name, spec)
+        self._quiet, self._progress = quiet, progress
+        self._server: JudgeServer | None = None
+
+    def abandon(self) -> None:
+        """Nothing to do in this process: the run's group kill ends the worker in hand, and this thread with it."""
+
+    def close(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            m.expect(server.handle(m.Exit()), m.Done)
+
+    def _running(self) -> bool:
+        return self._server is not None
+
+    def _open(self) -> None:
+        self._server = JudgeServer(lambda spec: open_station(spec, self._quiet, self._progress))
+
+    def _exchange(self, message: Any) -> Any:
+        return self._server.handle(message)
+
+    def _lost(self, why: str) -> Exception:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        return JudgeFailed(f"judge {self.name}: {why}")

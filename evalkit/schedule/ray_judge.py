@@ -1,0 +1,119 @@
+"""Trusted side: what runs on a Ray cluster's nodes for ``ray_backend`` (the judge actor, the build, probe and sweep
+tasks), each in a Ray worker process; it imports no ``ray`` itself (``ray_backend`` makes these remote).
+
+The judge actor speaks the judge protocol (``judge_messages``) like every judge: the driver calls its one method,
+``handle``, with each message, and it answers through a ``JudgeServer``. What a node adds to it: the problems'
+files copied from the driver where the node does not hold them at the same path, the report's baselines kept in
+a file of its own (the driver sends the report's entries with each Prepare, and records what the judge returns),
+and a check that the node sees an answer's build before judging it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import platform
+import shutil
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from evalkit.judge import builder
+from evalkit.judge.baselines import merge_entry
+from evalkit.judge.builder import BuildOutcome
+from evalkit.judge.environment import environment
+from evalkit.sandbox.cgroup import sandbox_cgroups
+from evalkit.sandbox.identity import sandbox_user, unprivileged_identity
+from evalkit.sandbox.launcher import Limits
+from evalkit.sandbox.remains import kill_group
+from evalkit.schedule import judge_messages as m
+from evalkit.schedule.judge_messages import StationSpec
+from evalkit.schedule.judge_server import JudgeServer, Reply, open_station
+from evalkit.schedule.options import ScoreError
+from evalkit.schedule.station import JudgeStation
+from evalkit.sources.problems import Problem
+
+logger = logging.getLogger(__name__)
+
+
+def node_facts(marker: str) -> tuple[dict[str, Any], bool, str]:
+    """(a task) this node's ``environment()`` and sandbox user, whether it sees ``marker``, and its name."""
+    facts = {**environment(), "sandbox_user": sandbox_user(node_identity()), "sandbox_cgroups": sandbox_cgroups()}
+    return facts, Path(marker).exists(), platform.node()
+
+
+@functools.lru_cache(maxsize=None)
+def node_identity() -> tuple[int, int] | None:
+    """Who sandboxes run as on this node (the driver's choice need not hold here); once per worker process."""
+    return unprivileged_identity()
+
+
+def build_task(code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits, init_inputs: Any,
+               arch: str) -> BuildOutcome:
+    """(a task) one build, frozen by nothing; for the CUDA arch of the cluster's judges (a build task holds no GPU:
+    torch must not be asked for one's capability)."""
+    return builder.build(code, cache_root, device, timeout_s, replace(limits, run_as=node_identity()),
+                         init_inputs, None, arch=arch if device == "cuda" else "")
+
+
+def kill_sandboxes(group: str) -> int:
+    """(a task) SIGKILL every sandbox of the run's ``group`` on this node."""
+    return kill_group(group)
+
+
+class JudgeActor:
+    """(an actor: a worker process per judge) a judge on this node's GPU, or a CPU, answering ``handle``.
+    ``files``: each problem's files as the driver holds them; ``arch``: the CUDA arch the run builds for."""
+
+    def __init__(self, files: dict[str, dict[str, bytes]], arch: str) -> None:
+        self.files, self.arch = files, arch
+        self.workdir = Path(tempfile.mkdtemp(prefix="evalkit-ray-judge-"))
+        self.report = self.workdir / "baselines.json"  # the report's entries, as the driver sends them
+        self.server = JudgeServer(self._open)
+
+    def handle(self, message: Any) -> Reply:
+        """The reply to one message of the judge protocol (``judge_server.JudgeServer.handle``)."""
+        if isinstance(message, m.Prepare):
+            for key, entry in message.report_entries.items():
+                merge_entry(self.report, key, entry)
+        elif isinstance(message, m.JudgeAnswer):
+            missing = _missing_build(message.outcome)
+            if missing:
+                return m.Failed(missing)
+        reply = self.server.handle(message)
+        if isinstance(message, m.Exit):
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        return reply
+
+    def _open(self, spec: StationSpec) -> JudgeStation:
+        if spec.device == "cuda" and builder.arch_list("cuda") != self.arch:
+            raise ScoreError(f"this judge's GPU has compute capability {builder.arch_list('cuda')}, the run builds "
+                             f"for {self.arch}: a Ray run needs GPUs of one kind")
+        problems = {pid: _local_problem(problem, self.files.get(pid, {}), self.workdir / str(n))
+                    for n, (pid, problem) in enumerate(spec.problems.items())}
+        baselines = replace(spec.baselines, report=self.report if spec.baselines.report else None)
+        return open_station(replace(spec, problems=problems, baselines=baselines,
+                                    limits=replace(spec.limits, run_as=node_identity())))
+
+
+def _missing_build(outcome: BuildOutcome) -> str:
+    """Why this node cannot load the answer's build (its folder is not here), or ''."""
+    built = Path(outcome.extension_dir).parent
+    if outcome.status in ("ok", "import_failed") and not built.is_dir():
+        return (f"FileNotFoundError: the build of this answer ({built}) is not on the Ray node {platform.node()} "
+                f"that judges it: --cache-dir must be on a filesystem every node mounts at the same path")
+    return ""
+
+
+def _local_problem(problem: Problem, files: dict[str, bytes], folder: Path) -> Problem:
+    """``problem`` where this node holds the driver's files at the same path, else a copy of them in ``folder``."""
+    try:
+        if all((problem.path / name).read_bytes() == data for name, data in files.items()):
+            return problem
+    except OSError:
+        pass
+    folder.mkdir(parents=True)
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    return replace(problem, path=folder)

@@ -1,0 +1,151 @@
+"""Every kind of judge station speaks the judge protocol (``evalkit/schedule/judge_messages.py``) alike: the judge
+in the scheduler's own process (``judge_client.DirectStation``), a judge process (``judge_process.ProcessStation``)
+and a Ray actor (``ray_backend.RayStation``, on a local Ray cluster of CPUs; ``slow``) pass the same tests.
+
+Each refuses a Start of another protocol version, naming both versions; names a message of the wrong kind, either
+way, with both types; answers Prepare with the baselines and JudgeAnswer with the answer's verdict; turns its own
+failure into a ``judge_failed`` row and goes on serving; and leaves no process behind once closed."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from evalkit.intake.triage import Triage, triage
+from evalkit.judge.builder import BuildOutcome, build, nothing_to_build
+from evalkit.records import Submission
+from evalkit.sandbox.processes import MARKER_VARIABLE, sandbox_members
+from evalkit.schedule import judge_messages as m
+from evalkit.schedule.judge_client import DirectStation, JudgeFailed, MessageStation
+from evalkit.schedule.judge_process import ProcessStation
+from evalkit.schedule.options import default_limits
+from evalkit.schedule.placement import JudgeSlot
+from shared_builds import ANSWERS, BUILD_LIMIT_S, LINEAR_RELU
+from station_helpers import cpu_station_spec, wait_until
+
+needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")
+KINDS = ["in_process", "process", pytest.param("ray", marks=[pytest.mark.slow, needs_ray])]
+V = m.PROTOCOL_VERSION
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray cluster of CPUs, started only when a Ray station is tested."""
+    ray = pytest.importorskip("ray")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(params=KINDS)
+def station(request: pytest.FixtureRequest, warm_cache: Path):
+    """A station of one kind, judging the fixture problems on CPU with eager baselines; closed after the test."""
+    spec = cpu_station_spec(warm_cache)
+    closers = []
+    if request.param == "in_process":
+        made: MessageStation = DirectStation("cpu:0", spec)
+    elif request.param == "process":
+        made = ProcessStation(JudgeSlot("cpu:0", "cpu", None, ()), spec, freezer=None)
+    else:
+        request.getfixturevalue("ray_cluster")
+        from evalkit.schedule.ray_backend import RayBackend
+
+        backend = RayBackend("", owns_ray=False)
+        made = backend.station(JudgeSlot("ray-cpu:0", "cpu", None, ()), spec, 1, None, lambda text: None)
+        closers.append(backend.close)
+    yield made
+    made.close()
+    for close in closers:
+        close()
+
+
+def _answer(cache: Path, name: str) -> tuple[Submission, Triage, BuildOutcome]:
+    """The fixture answer ``name`` of linear_relu, triaged and built (a C++ answer's build is the session's)."""
+    text = (ANSWERS / name).read_text()
+    early = triage(text)
+    if "load_inline" in early.code:
+        from evalkit.sources.problems import load_problem
+
+        outcome = build(early.code, cache / "builds", "cpu", BUILD_LIMIT_S, default_limits("cpu", None),
+                        load_problem(LINEAR_RELU).init_inputs_or_none())
+    else:
+        outcome = nothing_to_build(early.code, cache / "builds", "cpu").result()
+    return Submission("run", "linear_relu", name, name, text), early, outcome
+
+
+def _judge_alive(station: MessageStation) -> bool:
+    """Whether the station's judge (its server, process or actor) is up."""
+    return station._running()
+
+
+def test_a_start_of_another_protocol_version_is_refused_naming_both(station: MessageStation, monkeypatch):
+    exchange = station._exchange
+    # A scheduler of another evalkit: its Start says another version (the judge's end is this evalkit's).
+    monkeypatch.setattr(station, "_exchange", lambda message: exchange(
+        replace(message, version=V + 1) if isinstance(message, m.Start) else message))
+    with pytest.raises(Exception, match=f"judge protocol {V} and refused a Start of judge protocol {V + 1}: "
+                                        f"two versions of evalkit") as refused:
+        station.prepare("linear_relu")
+    assert not isinstance(refused.value, AttributeError)
+    assert not _judge_alive(station), "a refused judge was kept"
+
+
+def test_a_message_of_the_wrong_kind_is_named_with_both_types_either_way(station: MessageStation):
+    problem = station.spec.problems["linear_relu"]
+    # To the judge: a message it does not take there is answered Failed, naming both; the judge goes on.
+    with pytest.raises(JudgeFailed, match="got Held, expected AddProblem or Prepare or JudgeAnswer or Exit"):
+        station._request(m.Held(), m.Done)
+    with pytest.raises(JudgeFailed, match="got tuple, expected"):
+        station._request(("prepare", "linear_relu"), m.Done)  # the tuples of before
+    # From the judge: a reply of another kind than the request's is named too, never read as the wrong one.
+    with pytest.raises(m.WrongMessage, match="got Done, expected Judged or Failed"):
+        station._request(m.AddProblem(problem), m.Judged)
+    assert station._request(m.AddProblem(problem), m.Done) == m.Done(None)
+    assert _judge_alive(station)
+
+
+def test_prepare_gives_baselines_and_answers_get_their_verdicts(station: MessageStation, warm_cache: Path):
+    baselines = station.prepare("linear_relu")
+    assert "median_ms" in baselines["eager"] and station.current_problem == "linear_relu"
+    correct = station.judge(*_answer(warm_cache, "correct_cpp.py"))
+    assert correct.verdict == "correct", correct.error
+    assert correct.speedup_vs_eager is not None
+    incorrect = station.judge(*_answer(warm_cache, "incorrect.py"))
+    assert incorrect.verdict == "incorrect", incorrect.error
+    assert station.current_problem == "linear_relu"
+
+
+def test_the_judges_own_failure_is_a_judge_failed_row_and_it_goes_on(station: MessageStation, warm_cache: Path):
+    submission, early, outcome = _answer(warm_cache, "correct_cpp.py")
+    # A problem the judge was never given: the judge itself fails (a KeyError), not the answer.
+    row = station.judge(replace(submission, problem="no_such_problem"), early, outcome)
+    assert row.error and row.error["kind"] == "judge_failed", row
+    assert "no_such_problem" in row.error["message"]
+    assert station.judge(submission, early, outcome).verdict == "correct"
+
+
+def test_closing_leaves_no_process(station: MessageStation, warm_cache: Path):
+    station.prepare("linear_relu")
+    assert station.judge(*_answer(warm_cache, "incorrect.py")).verdict == "incorrect"
+    # Each kind's judge, held here so that closing, not dropping it, is what must end it and its workers.
+    judge = getattr(station, "_server", None) or getattr(station, "_proc", None) or getattr(station, "_actor", None)
+    assert judge is not None
+    proc, actor = getattr(station, "_proc", None), getattr(station, "_actor", None)
+    station.close()
+    assert not _judge_alive(station)
+    marker = f"{MARKER_VARIABLE}={station.spec.limits.group}."
+    wait_until(lambda: not sandbox_members(-1, marker), timeout_s=15)
+    assert not sandbox_members(-1, marker), "a sandbox worker of the judge outlived it"
+    if proc is not None:
+        assert proc.poll() is not None, "the judge process outlived its close"
+    if actor is not None:
+        import ray
+
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(actor.handle.remote(m.Exit()), timeout=60)
