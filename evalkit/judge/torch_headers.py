@@ -109,6 +109,13 @@ def torch_cflags(device: str) -> list[str] | None:
     return [flag for flag in shlex.split(line[len("cflags = "):]) if not flag.startswith("-DTORCH_EXTENSION_NAME=")]
 
 
+def stray_torch_header(include: Path | None = None) -> Path | None:
+    """torch's own precompiled header in torch's include folder (``include``: torch's; ``load_inline(use_pch=True)``
+    run by a user who may write there), or None: while it is there, every sandboxed build fails removing it."""
+    stray = _precompiled(include or Path(cpp_extension.include_paths("cpu")[0]))
+    return stray if stray.exists() else None
+
+
 def _precompiled(folder: Path) -> Path:
     return folder / f"{HEADER}.gch"
 

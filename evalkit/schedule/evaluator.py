@@ -56,7 +56,10 @@ class Evaluator:
         from evalkit.schedule.station import BaselineFiles
         from evalkit.sources.problems import discover_problems
 
+        from evalkit.schedule.preflight import check_torch_include
+
         options = judge_options(device, settings)  # a wrong name or value is refused before anything starts
+        check_torch_include()
         where, limits = machines_and_limits(options)
         if where.device == "cpu" and "compile" in options.baselines:
             logger.warning("each problem's first timed answer waits for its torch.compile baseline, which takes "

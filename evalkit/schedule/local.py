@@ -72,6 +72,7 @@ def _score(options: ScoreOptions, where: Machines, limits: Limits, report: Progr
            total_hook: Callable[[int], None] | None) -> ScoreOutcome:
     device = where.device
     preflight.check_out_dir(options.out_dir)
+    preflight.check_torch_include()
     problems = discover_problems(options.problems_dir, lenient=True)  # an unrelated broken folder: a warning
     found = discover(options.submissions, problems)
     preflight.require_submissions(found, options.submissions)

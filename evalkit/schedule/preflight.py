@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
+from evalkit.judge.torch_headers import stray_torch_header
 from evalkit.schedule.options import ScoreError
 from evalkit.sources.problems import Problem, ProblemError
 from evalkit.sources.submissions import Discovered, SubmissionError
@@ -28,6 +29,16 @@ def check_out_dir(out_dir: Path) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise ScoreError(f"--out {out_dir}: that is a file, not a report folder; give a folder "
                          f"(created if missing), e.g. --out {out_dir.with_name(out_dir.name + '-report')}")
+
+
+def check_torch_include() -> None:
+    """No precompiled header of torch's own in torch's include folder: every sandboxed build would fail."""
+    stray = stray_torch_header()
+    if stray is not None:
+        raise ScoreError(f"{stray}: torch's include folder holds a precompiled header (left by load_inline("
+                         f"use_pch=True) run by a user who may write there); every sandboxed build would fail trying "
+                         f"to remove it. Delete it and {stray.with_suffix('.sign')} (evalkit precompiles its own: "
+                         f"docs/judge.md, Builds), then run again")
 
 
 def make_out_dir(out_dir: Path) -> None:

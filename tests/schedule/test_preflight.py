@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from conftest import FIXTURES
+from evalkit.judge.torch_headers import stray_torch_header
 from evalkit.schedule import preflight
+from evalkit.cli.main import main
 from evalkit.schedule.options import ScoreError
 from evalkit.sources.problems import ProblemError, load_problem
 from evalkit.sources.submissions import Discovered, SubmissionError
@@ -72,3 +75,23 @@ def test_the_layouts_listed_include_kernelbench_run_folders(tmp_path: Path) -> N
     message = str(raised.value)
     assert "runs/<name>/level_<L>_problem_<N>_sample_<S>_kernel.py" in message
     assert "after `evalkit problems import` of level L" in message
+
+
+def test_torchs_own_precompiled_header_stops_a_run_before_anything_builds(tmp_path: Path, monkeypatch) -> None:
+    # load_inline(use_pch=True), run once as a user who may write into torch's include folder, leaves
+    # torch/extension.h.gch there; every sandboxed build that does not use it then fails removing it.
+    include = tmp_path / "include"
+    (include / "torch").mkdir(parents=True)
+    assert stray_torch_header(include) is None
+    (include / "torch" / "extension.h.gch").write_bytes(b"gch")
+    assert stray_torch_header(include) == include / "torch" / "extension.h.gch"
+    monkeypatch.setattr(preflight, "stray_torch_header", lambda: include / "torch" / "extension.h.gch")
+    with pytest.raises(ScoreError, match=r"extension\.h\.gch: torch's include folder holds a precompiled header.*"
+                                         r"Delete it and .*extension\.h\.sign"):
+        preflight.check_torch_include()
+    stray = include / "torch" / "extension.h.gch"
+    out = tmp_path / "report"
+    result = CliRunner().invoke(main, ["score", str(FIXTURES / "judge_submissions"), "--problems",
+                                       str(FIXTURES / "judge_problems"), "--out", str(out), "--device", "cpu"])
+    assert result.exit_code == 1 and f"{stray}: torch's include folder holds" in result.output, result.output
+    assert not out.exists(), "refused before anything was written"
