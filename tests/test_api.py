@@ -7,6 +7,7 @@ import asyncio
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from shared_builds import cache_sharing_builds
 PROBLEMS = FIXTURES / "judge_problems"
 ANSWERS = FIXTURES / "judge_submissions" / "fixtures" / "linear_relu"
 SETTINGS = dict(device="cpu", baselines=("eager",), timing_trials=5, warmup=1, seed=3)
+HANG_LIMIT_S = 900.0  # a hanging answer's step limit where a test needs it far above any judging's time
 
 
 def _answer(name: str) -> str:
@@ -103,6 +105,33 @@ def test_awaited_calls_share_the_judges_and_a_cancelled_one_disturbs_no_other(ev
     rows = asyncio.run(scenario())
     assert [row["verdict"] for row in rows] == ["no_code", "incorrect", "correct"]
     assert all(row["feedback"] for row in rows)
+
+
+@pytest.mark.slow  # an Evaluator of its own per kind of judge
+@pytest.mark.parametrize("judges", [1, 2], ids=["judge-in-this-process", "judge-processes"])
+def test_a_cancelled_answer_in_hand_is_ended_at_once_not_at_its_time_limit(warm_cache: Path, judges: int):
+    # Each judge holds a hanging answer whose step limit is HANG_LIMIT_S; their callers leave. The judges must be
+    # free for the next answer long before that limit: the hangs' workers were killed, not waited out.
+    with Evaluator(problems=PROBLEMS, cache_dir=warm_cache, judges=judges, run_timeout_s=HANG_LIMIT_S,
+                   **SETTINGS) as ev:
+        async def scenario() -> tuple[dict, float]:
+            hangs = [asyncio.create_task(ev.judge_async("linear_relu", _answer("hang"), sample=f"hang-{n}"))
+                     for n in range(judges)]
+            # every judge was sent one (white box: nothing else says so); a cancel that reaches a judge before the
+            # answer's worker runs is kept for it, so the hang is killed however far it got
+            while sum(station._judging is not None for station in ev._engine.stations) < judges:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(1.0)
+            for hang in hangs:
+                hang.cancel()
+            started = time.monotonic()
+            rows = await asyncio.gather(*(ev.judge_async("linear_relu", _answer("incorrect"), sample=f"after-{n}")
+                                          for n in range(judges)))
+            return rows, time.monotonic() - started
+
+        rows, waited_s = asyncio.run(scenario())
+    assert [row["verdict"] for row in rows] == ["incorrect"] * judges
+    assert waited_s < HANG_LIMIT_S / 2, f"the next answers waited {waited_s:.0f} s: the hangs ran to their limit"
 
 
 def test_a_problem_given_as_text_is_judged_like_a_folder(evaluator, tmp_path: Path):

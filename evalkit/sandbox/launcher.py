@@ -311,6 +311,15 @@ class UntrustedProcess:
         except (ProcessLookupError, PermissionError):
             pass
 
+    def cancel(self, reason: str) -> None:
+        """Kill the worker's group from another thread or a signal handler, taking no lock: the thread driving it
+        finds it gone and cleans up (``kill``, ``close``) as after any death."""
+        if not self.killed_because:
+            self.killed_because = reason
+        if self.cgroup is not None:
+            self.cgroup.kill()
+        self._signal_group(signal.SIGKILL)
+
     def kill(self, reason: str = "") -> None:
         """Kill the worker's whole session: its group and any child that left the group."""
         if reason and not self.killed_because:

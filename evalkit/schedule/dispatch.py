@@ -4,7 +4,8 @@ A ``Batch`` is one caller's answers (a ``judge_many``, an ``evalkit score``, an 
 its own queue as they are decided, whichever station decides them. Any number of batches may be in flight at
 once, from any threads; the stations take built answers from one ``ReadyQueue``. A batch abandoned midway is
 cancelled: its answers not yet taken leave the queue (their builds, if not started, are cancelled), an answer a
-station holds is finished and its row dropped, and the stations go on with the other batches as before.
+station holds is ended (its workers killed; a Ray judge lets it finish) and its row dropped, and the stations go on
+with the other batches as before.
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ class ReadyQueue:
     While nothing is built, an idle station is handed one baseline to time ahead (a problem and a kind, every
     problem's first kind before any second kind), for a problem with an answer still building."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_cancel: Callable[[Batch], None] | None = None) -> None:
+        self._on_cancel = on_cancel  # ends a cancelled batch's answers already taken (the engine's stations)
         self._items: list[Item] = []
         self._ahead: dict[int, list[tuple[str, str]]] = {}  # kind's rank -> (problem, kind) to time ahead
         self._changed = threading.Condition()
@@ -125,6 +127,8 @@ class ReadyQueue:
             self._items = [item for item in self._items if item.batch is not batch]
         for item in dropped:
             item.build.cancel()  # not started: never built; running: finishes, and is cached for next time
+        if self._on_cancel is not None:
+            self._on_cancel(batch)
 
     def stop(self) -> None:
         with self._changed:

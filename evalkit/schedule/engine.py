@@ -68,6 +68,7 @@ class Station(Protocol):
 
     def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]: ...
     def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow: ...
+    def cancel(self, key: str) -> None: ...  # that answer's caller left: end it now if it is in hand
     def abandon(self) -> None: ...  # the run is stopping: end the answer in hand now, start nothing new
     def close(self) -> None: ...
 
@@ -91,10 +92,12 @@ class Engine:
                                         for slot in placement.slots]
         self._problem_locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
-        self._ready = ReadyQueue()  # every batch's built answers; one thread per station takes from it
+        self._ready = ReadyQueue(on_cancel=self._cancel_in_hand)  # every batch's built answers; one thread per
+        # station takes from it
         self._judge_threads: list[threading.Thread] = []
         self._threads_guard = threading.Lock()
         self._busy: set[str] = set()  # stations holding an answer (or timing a baseline ahead)
+        self._in_hand: dict[str, tuple[Station, Item]] = {}  # station name -> the answer it judges
         self._stopping = False  # set once close() abandons answers in hand: their failures are not theirs
         self.prepared: set[str] = set()  # problems whose every baseline some station has timed (or found)
         self._ahead: set[str] = set()  # problems whose baselines were queued to be timed ahead
@@ -206,13 +209,23 @@ class Engine:
                 if isinstance(item, tuple):
                     self._prefetch(station, *item)
                 elif not item.batch.cancelled:
-                    row = self._judge_item(station, item)
+                    self._in_hand[name] = (station, item)
+                    try:
+                        row = self._judge_item(station, item)
+                    finally:
+                        self._in_hand.pop(name, None)
                     if row.timing:
                         self.prepared.add(row.problem)  # a timed answer's problem has every baseline by now
                     row.judge = name
                     item.batch.put(row)
             finally:
                 self._busy.discard(name)
+
+    def _cancel_in_hand(self, batch: Batch) -> None:
+        """``batch`` was cancelled: end its answers the stations hold now, not when they would have finished."""
+        for station, item in list(self._in_hand.values()):
+            if item.batch is batch:
+                station.cancel(item.submission.key)
 
     def _judge_item(self, station: Station, item: Item) -> ResultRow:
         submission, early = item.submission, item.early
@@ -221,6 +234,8 @@ class Engine:
             outcome = item.build.result()
             if outcome.status == "ok" and station.current_problem != submission.problem:
                 self._prepare(station, submission.problem, kinds=())  # a build that failed needs no problem loaded
+            if item.batch.cancelled:  # while its problem loaded: judge nothing (the row is dropped)
+                return verdicts.judge_failed_row(submission, early, self.device, RuntimeError("cancelled"))
             return station.judge(submission, early, outcome)
         except Exception as err:  # noqa: BLE001 - a judge process that died, a build that raised: this row only
             if self._stopping:  # its station was abandoned: the row is never recorded, and --resume judges it

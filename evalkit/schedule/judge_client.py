@@ -36,6 +36,8 @@ class MessageStation:
         self.current_problem: str | None = None
         self._known: set[str] = set()  # the problems the running judge has
         self._abandoned = False
+        self._judging: str | None = None  # the key of the answer the judge holds, while a JudgeAnswer is out
+        self._cancel_pending: str | None = None  # a cancel that came before its JudgeAnswer went out
 
     def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
         self._tell(problem_id)
@@ -46,12 +48,29 @@ class MessageStation:
 
     def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
         self._tell(submission.problem)
-        judged = self._request(m.JudgeAnswer(submission, early, outcome), m.Judged)
+        self._judging = submission.key
+        try:
+            if self._cancel_pending == submission.key:
+                raise JudgeFailed(f"judge {self.name}: cancelled before it was sent")  # its row is dropped
+            judged = self._request(m.JudgeAnswer(submission, early, outcome), m.Judged)
+        finally:
+            self._judging = self._cancel_pending = None
         self._baselines_seen(judged.baselines)
         self.current_problem = judged.problem
         return judged.row
 
+    def cancel(self, key: str) -> None:
+        """The answer ``key`` is no longer wanted (any thread): if the judge holds it, end its workers now; the
+        row that comes back (a crash) is dropped by its batch. Its judge goes on with the next answer."""
+        self._cancel_pending = key
+        if self._judging == key:
+            self._cancel_in_judge(key)
+
     # ---- what a transport gives ----
+
+    def _cancel_in_judge(self, key: str) -> None:
+        """Tell the judge to end the answer ``key`` now. By default nothing (a Ray actor serves one call at a time:
+        the answer runs to its end and its row is dropped)."""
 
     def _running(self) -> bool:
         raise NotImplementedError
@@ -127,6 +146,11 @@ class DirectStation(MessageStation):
 
     def _running(self) -> bool:
         return self._server is not None
+
+    def _cancel_in_judge(self, key: str) -> None:
+        server = self._server
+        if server is not None and server.station is not None:
+            server.station.cancel(key)
 
     def _open(self) -> None:
         self._server = JudgeServer(lambda spec: open_station(spec, self._quiet, self._progress))

@@ -15,9 +15,11 @@ from __future__ import annotations
 import logging
 import os
 import pickle  # noqa: S403 - both ends are evalkit's trusted processes
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from contextlib import ExitStack, contextmanager, suppress
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -33,6 +35,9 @@ from evalkit.schedule.placement import JudgeSlot, visible_devices_entry
 logger = logging.getLogger(__name__)
 
 EXIT_WAIT_S = 10.0
+# The scheduler's word to end the answer in hand (its key in the process's cancel file): a signal, since the judge
+# process reads its socket only between answers and at a measurement's edges, and a hanging answer reaches neither.
+CANCEL_SIGNAL = signal.SIGUSR1
 # torch warns at import that NumPy (no dependency of evalkit) is missing; the judge process imports torch before
 # any code of its own runs, so the filter goes on its command line.
 NUMPY_WARNING_IGNORED = "ignore:Failed to initialize NumPy:UserWarning"
@@ -52,6 +57,7 @@ class ProcessStation(MessageStation):
         self._progress = progress or (lambda text: None)
         self._proc: subprocess.Popen | None = None
         self._conn: Connection | None = None
+        self._cancel_file: Path | None = None  # the key of the answer to end, read on CANCEL_SIGNAL
 
     def abandon(self) -> None:
         """Kill the judge process now, mid-answer or not, and start no other: the run is stopping."""
@@ -73,18 +79,35 @@ class ProcessStation(MessageStation):
             proc.kill()
             proc.wait()
         self._proc, self._conn = None, None
+        self._forget_cancel_file()
+
+    def _forget_cancel_file(self) -> None:
+        cancel_file, self._cancel_file = self._cancel_file, None
+        if cancel_file is not None:
+            cancel_file.unlink(missing_ok=True)
 
     def _running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    def _cancel_in_judge(self, key: str) -> None:
+        proc, cancel_file = self._proc, self._cancel_file
+        if proc is None or cancel_file is None or proc.poll() is not None:
+            return
+        cancel_file.write_text(key)
+        with suppress(ProcessLookupError):
+            os.kill(proc.pid, CANCEL_SIGNAL)
+
     def _open(self) -> None:
         parent, child = socket.socketpair()
+        handle, name = tempfile.mkstemp(prefix="evalkit-judge-cancel-")
+        os.close(handle)
+        self._cancel_file = Path(name)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(_import_path())}
         if self.slot.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = visible_devices_entry(self.slot.gpu, os.environ.get("CUDA_VISIBLE_DEVICES"))
         child_fd = child.detach()
         self._proc = subprocess.Popen([sys.executable, "-W", NUMPY_WARNING_IGNORED, "-m", "evalkit.schedule.judge_process",
-                                       str(child_fd)],
+                                       str(child_fd), name],
                                       pass_fds=(child_fd,), env=env, stdin=subprocess.DEVNULL)
         os.close(child_fd)
         if self.slot.cpus:
@@ -130,6 +153,7 @@ class ProcessStation(MessageStation):
             self._proc.kill()
             self._proc.wait()
         self._proc, self._conn = None, None
+        self._forget_cancel_file()
         return JudgeProcessDied(f"judge process {self.slot.name} ended (exit code {code}): {why}")
 
 
@@ -164,11 +188,18 @@ class _Channel:
             m.expect(self.receive(), m.Released)
 
 
-def serve(fd: int) -> int:
-    """The judge process: a ``JudgeServer`` answering the scheduler's messages until Exit (or a refused Start)."""
+def serve(fd: int, cancel_file: str) -> int:
+    """The judge process: a ``JudgeServer`` answering the scheduler's messages until Exit (or a refused Start);
+    on ``CANCEL_SIGNAL``, the answer named in ``cancel_file`` is ended if it is in hand."""
     channel = _Channel(fd)
     server = JudgeServer(lambda spec: open_station(spec, quiet=channel.quiet,
                                                    progress=lambda text: channel.send(m.Progress(text))))
+
+    def cancel(signum: int, frame: Any) -> None:  # runs in this thread, between two bytecodes; takes no lock
+        if server.station is not None:
+            with suppress(OSError):
+                server.station.cancel(Path(cancel_file).read_text())
+    signal.signal(CANCEL_SIGNAL, cancel)
     while True:
         try:
             message = channel.receive()
@@ -183,4 +214,4 @@ def serve(fd: int) -> int:
 
 if __name__ == "__main__":
     logging.basicConfig(level=os.environ.get("EVALKIT_LOG_LEVEL", "WARNING"), format="evalkit judge: %(message)s")
-    sys.exit(serve(int(sys.argv[1])))
+    sys.exit(serve(int(sys.argv[1]), sys.argv[2]))

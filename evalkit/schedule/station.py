@@ -107,6 +107,10 @@ class JudgeStation:
                                       count=PROFILING_WORKERS) if device == "cuda" else None
         self._progress = progress or (lambda text: None)
         self._kept: OrderedDict[str, _ProblemContext] = OrderedDict()  # the current problem last
+        # The answer being judged (its resume key) and its workers: one tuple, replaced whole, so that ``cancel``
+        # (another thread, or a signal handler in a judge process) reads it without a lock.
+        self._in_hand: tuple[str, list[UntrustedProcess]] | None = None
+        self._cancel_pending: str | None = None  # a cancel that came before its answer was in hand
 
     @property
     def current_problem(self) -> str | None:
@@ -155,6 +159,14 @@ class JudgeStation:
             return verdicts.judge_failed_row(submission, early, self.device, err)
         finally:
             _release_cached_memory(self.device)  # what this judge no longer uses, the next worker may need
+
+    def cancel(self, key: str) -> None:
+        """The answer ``key`` (``Submission.key``) is no longer wanted: if it is in hand, kill its workers now (its
+        row, a crash, is dropped by its batch); else nothing."""
+        self._cancel_pending = key
+        in_hand = self._in_hand
+        if in_hand is not None and in_hand[0] == key:
+            _cancel_workers(in_hand[1])
 
     def abandon(self) -> None:
         """Nothing to do in this process: the run's group kill ends the worker in hand, and this thread with it."""
@@ -266,6 +278,9 @@ class JudgeStation:
             return verdicts.unavailable_row(submission, early, outcome, self.device, context.setup_error)
         extensions = Path(outcome.extension_dir).parent / "extensions"  # the build stage already chose it
         workers = [self._spare.take(extensions)]
+        self._in_hand = (submission.key, workers)
+        if self._cancel_pending == submission.key:  # cancelled while its message was on the way
+            _cancel_workers(workers)
 
         def profiler() -> tuple[UntrustedProcess, Path]:
             workers.append(self._profilers.take(extensions))
@@ -276,6 +291,7 @@ class JudgeStation:
                                     profiler=profiler if self._profilers is not None else None,
                                     partner=lambda: self._partner(context))
         finally:
+            self._in_hand = self._cancel_pending = None
             for worker in workers:
                 discard(worker)  # closed already, unless the judge failed before reaching it
         # Baselines only for a timed answer (a speedup needs them), timed now unless known: a run whose answers all
@@ -289,6 +305,11 @@ class JudgeStation:
         row = verdicts.built_row(submission, early, outcome, self.device)
         return verdicts.judged_row(row, judgement, early, baselines, (settings.flops, settings.min_bytes), extensions,
                                    self.options.baselines)
+
+
+def _cancel_workers(workers: list[UntrustedProcess]) -> None:
+    for worker in list(workers):
+        worker.cancel("cancelled: its caller no longer waits for its row")
 
 
 def _close_partner(context: _ProblemContext | None) -> None:
