@@ -4,7 +4,8 @@ whichever way a judge is reached: in the scheduler's own process, a judge proces
 
     scheduler -> judge:  Start (first, with the version) | AddProblem (one given after the start, e.g. from a
                          reference's text) | Prepare | JudgeAnswer | Exit; and Held / Released,
-                         the answers to the judge's Hold / Release
+                         the answers to the judge's Hold / Release; and Cancel (out of band, while a JudgeAnswer is
+                         out: a judge process reads it from its cancel file on ``judge_process.CANCEL_SIGNAL``)
     judge -> scheduler:  Started | Refused (the answers to Start: a Start of another protocol version is refused)
                          | Done (the baselines for Prepare; nothing for AddProblem and Exit) | Judged (for
                          JudgeAnswer) | Failed (any request the judge could not serve, or a message it does not
@@ -19,6 +20,7 @@ wrong kind is a clear error naming both, never a tuple read by position.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -30,8 +32,9 @@ from evalkit.schedule.options import JudgeOptions
 from evalkit.schedule.station import BaselineFiles
 from evalkit.sources.problems import Problem
 
-PROTOCOL_VERSION = 3  # bump when a message changes; a judge refuses a Start of another version
-# 2: AddProblem. 3: Started, Judged, Prepare.report_entries (one vocabulary for judge processes and Ray actors)
+PROTOCOL_VERSION = 4  # bump when a message changes; a judge refuses a Start of another version
+# 2: AddProblem. 3: Started, Judged, Prepare.report_entries (one vocabulary for judge processes and Ray actors).
+# 4: Cancel
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,30 @@ class JudgeAnswer:
 @dataclass(frozen=True)
 class Exit:
     pass
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """The caller of the answer ``key`` (``Submission.key``) left: end it now if it is in hand. Written to a file,
+    so as JSON text, never pickled: where a sandbox shares evalkit's uid without Landlock, the file is not beyond
+    its reach, and a pickle read from it would run its code in the judge."""
+
+    key: str
+
+    def to_text(self) -> str:
+        return json.dumps({"cancel": self.key, "version": PROTOCOL_VERSION})
+
+    @classmethod
+    def from_text(cls, text: str) -> "Cancel":
+        """``WrongMessage`` for anything but a Cancel of this protocol version."""
+        try:
+            data = json.loads(text)
+        except ValueError as err:
+            raise WrongMessage(f"judge protocol {PROTOCOL_VERSION}: a cancel file that is not JSON ({err})") from err
+        if not (isinstance(data, dict) and data.get("version") == PROTOCOL_VERSION
+                and isinstance(data.get("cancel"), str)):
+            raise WrongMessage(f"judge protocol {PROTOCOL_VERSION}: not a Cancel of this version: {text[:200]!r}")
+        return cls(data["cancel"])
 
 
 @dataclass(frozen=True)
@@ -141,7 +168,7 @@ class Refused:
     asked: int
 
 
-TO_JUDGE = (Start, AddProblem, Prepare, JudgeAnswer, Exit, Held, Released)
+TO_JUDGE = (Start, AddProblem, Prepare, JudgeAnswer, Exit, Held, Released, Cancel)
 TO_SCHEDULER = (Started, Hold, Release, Progress, Failed, Done, Judged, Refused)
 
 M = TypeVar("M")

@@ -35,7 +35,7 @@ from evalkit.schedule.placement import JudgeSlot, visible_devices_entry
 logger = logging.getLogger(__name__)
 
 EXIT_WAIT_S = 10.0
-# The scheduler's word to end the answer in hand (its key in the process's cancel file): a signal, since the judge
+# The scheduler's word to end the answer in hand (a ``Cancel`` in the process's cancel file): a signal, since the judge
 # process reads its socket only between answers and at a measurement's edges, and a hanging answer reaches neither.
 CANCEL_SIGNAL = signal.SIGUSR1
 # torch warns at import that NumPy (no dependency of evalkit) is missing; the judge process imports torch before
@@ -93,7 +93,7 @@ class ProcessStation(MessageStation):
         proc, cancel_file = self._proc, self._cancel_file
         if proc is None or cancel_file is None or proc.poll() is not None:
             return
-        cancel_file.write_text(key)
+        cancel_file.write_text(m.Cancel(key).to_text())
         with suppress(ProcessLookupError):
             os.kill(proc.pid, CANCEL_SIGNAL)
 
@@ -197,8 +197,8 @@ def serve(fd: int, cancel_file: str) -> int:
 
     def cancel(signum: int, frame: Any) -> None:  # runs in this thread, between two bytecodes; takes no lock
         if server.station is not None:
-            with suppress(OSError):
-                server.station.cancel(Path(cancel_file).read_text())
+            with suppress(OSError, m.WrongMessage):
+                server.station.cancel(m.Cancel.from_text(Path(cancel_file).read_text()).key)
     signal.signal(CANCEL_SIGNAL, cancel)
     while True:
         try:

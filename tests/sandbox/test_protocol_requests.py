@@ -4,6 +4,7 @@ runs; a request of another type or version is refused, and the worker says so an
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 import os
 import socket
 import subprocess
@@ -46,14 +47,19 @@ def test_a_request_of_another_type_or_version_is_refused(message: object, setup:
         read_request(message, setup=setup)
 
 
-def test_a_worker_given_another_version_says_so_and_exits_before_anything_runs(tmp_path) -> None:
+def _raw_worker(folder: Path) -> tuple[subprocess.Popen, Connection]:
+    """A worker started by hand in ``folder`` (no launcher, no sandbox), and the judge's end of its socket."""
     judge_end, worker_end = socket.socketpair()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     worker = subprocess.Popen([sys.executable, "-m", "evalkit.sandbox.untrusted.worker", str(worker_end.fileno()),
-                               str(os.getpid())], pass_fds=(worker_end.fileno(),), cwd=tmp_path, env=env,
+                               str(os.getpid())], pass_fds=(worker_end.fileno(),), cwd=folder, env=env,
                               stderr=subprocess.PIPE, text=True)
     worker_end.close()
-    conn = Connection(judge_end.detach())
+    return worker, Connection(judge_end.detach())
+
+
+def test_a_worker_given_another_version_says_so_and_exits_before_anything_runs(tmp_path) -> None:
+    worker, conn = _raw_worker(tmp_path)
     conn.send(dataclasses.replace(setup_request("build", str(tmp_path / "answer.py"), "cpu", {}), version=99))
     _, stderr = worker.communicate(timeout=120)
     assert worker.returncode == REFUSED_EXIT
@@ -63,13 +69,7 @@ def test_a_worker_given_another_version_says_so_and_exits_before_anything_runs(t
 def test_a_worker_whose_harness_fails_says_what_and_never_exits_0(tmp_path) -> None:
     # A harness failure outside any claim (here: limits it cannot apply; on a GPU host, an extension folder its mount
     # namespace hid) once ended the worker with exit code 0 and no word, read as "ended without replying".
-    judge_end, worker_end = socket.socketpair()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    worker = subprocess.Popen([sys.executable, "-m", "evalkit.sandbox.untrusted.worker", str(worker_end.fileno()),
-                               str(os.getpid())], pass_fds=(worker_end.fileno(),), cwd=tmp_path, env=env,
-                              stderr=subprocess.PIPE, text=True)
-    worker_end.close()
-    conn = Connection(judge_end.detach())
+    worker, conn = _raw_worker(tmp_path)
     conn.send(setup_request("judge", str(tmp_path / "answer.py"), "cpu", {}))  # no limits at all
     _, stderr = worker.communicate(timeout=120)
     assert worker.returncode == HARNESS_FAILED_EXIT, stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import signal
 from pathlib import Path
@@ -119,3 +120,14 @@ def test_closing_a_judge_process_that_is_already_gone_is_quiet(tmp_path: Path):
     station._proc.wait()
     station.close()
     assert station._proc is None
+
+
+def test_a_cancel_travels_as_json_of_this_version_and_nothing_else_is_read_as_one():
+    from evalkit.schedule import judge_messages as m
+
+    # The cancel file is the one message read from a file: a pickle there would run whoever wrote it in the judge.
+    assert m.Cancel.from_text(m.Cancel("run/p/s@abc").to_text()) == m.Cancel("run/p/s@abc")
+    for bad in (pickle.dumps(m.Cancel("run/p/s@abc")).decode("latin-1"), '{"cancel": 3, "version": %d}'
+                % m.PROTOCOL_VERSION, '{"cancel": "k", "version": %d}' % (m.PROTOCOL_VERSION - 1), "[]"):
+        with pytest.raises(m.WrongMessage):
+            m.Cancel.from_text(bad)
