@@ -101,3 +101,36 @@ def test_an_unprivileged_judge_says_its_sandboxes_share_its_uid_and_what_to_chan
     with caplog.at_level("WARNING", logger="evalkit.sandbox.identity"):
         assert identity.unprivileged_identity() is None
     assert "sandboxes run as your own uid (1000)" in caplog.text and "run evalkit as root" in caplog.text
+
+
+WRITES_ITS_INDUCTOR_CACHE = """
+import os
+cache = os.path.join(os.environ["TORCHINDUCTOR_CACHE_DIR"], "io")
+os.makedirs(cache)  # what torch.compile does first
+raise RuntimeError(f"made {{cache}}")
+"""
+
+
+@as_root
+def test_what_a_worker_made_as_root_after_its_folder_was_handed_over_is_its_uids(tmp_path, monkeypatch):
+    # A worker started ahead may still be preloading when its answer comes and the judge hands its folder over;
+    # starting the profiler then makes torch.compile's cache folder as root, and the answer's torch.compile failed
+    # with EACCES (seen on a GPU host under load). Played here by making that folder right after the hand-over.
+    from evalkit.judge import builder
+    from evalkit.sandbox import launcher
+    from evalkit.sandbox.identity import unprivileged_identity
+
+    pool = unprivileged_identity()
+    if pool is None:
+        pytest.skip("no uid of the pool can import torch and evalkit here (the judge warned with what to change)")
+    handed = launcher.hand_over
+
+    def late_preload(folder, run_as):
+        handed(folder, run_as)
+        if folder.name.startswith("evalkit-build-"):
+            (folder / "torchinductor").mkdir()  # root's: the preload went on after the hand-over
+
+    monkeypatch.setattr(launcher, "hand_over", late_preload)
+    limits = replace(launcher.Limits(group=f"test-uids-{uuid.uuid4().hex[:8]}"), run_as=pool)
+    outcome = builder.build(WRITES_ITS_INDUCTOR_CACHE.format(), tmp_path / "cache", "cpu", 120, limits)
+    assert "made " in outcome.message and "Permission denied" not in outcome.message, outcome.message

@@ -76,7 +76,10 @@ def test_a_judge_process_that_dies_fails_its_request_and_is_started_again(tmp_pa
 @pytest.mark.cuda
 def test_a_judge_process_on_the_gpu_times_what_the_schedulers_own_judge_times(tmp_path: Path):
     """The several-GPU path on one GPU: a judge process (CUDA_VISIBLE_DEVICES, the freeze handshake) and the
-    in-process judge time the same eager baseline within 5%."""
+    in-process judge each time the eager baseline within 3% of what its worker's own CUDA events read, and
+    within 12% of each other. Not closer: each timing is a fresh worker, whose kernels ran 6-8% apart from
+    another's in every GPU record since issue 11 (docs/gpu-runs/2026-11-27-trusted-residual-h200/), whichever
+    judge held it; the worker's own events move with it, so the first bound is what tells a path's clock."""
     from evalkit.sandbox.freezer import BuildFreezer
     from evalkit.schedule.station import JudgeStation
 
@@ -89,16 +92,18 @@ def test_a_judge_process_on_the_gpu_times_what_the_schedulers_own_judge_times(tm
                               quiet=freezer.timing)
     station = ProcessStation(JudgeSlot("cuda:0", "cuda", 0, ()), spec, freezer)
     try:
-        medians = []
+        medians, claims = [], []
         for judge in (station, in_process, station):  # no baseline cache: each judge times them anew
             eager = judge.prepare("mid_matmul")["eager"]
             assert "median_ms" in eager, eager
             medians.append(eager["median_ms"])
+            claims.append(eager["claimed_median_ms"])
             judge.close()  # a judge process closed is started again by its next request
     finally:
         station.close()
         freezer.close()
-    assert max(medians) / min(medians) - 1 < 0.05, medians
+    assert all(abs(median / claim - 1) < 0.03 for median, claim in zip(medians, claims)), (medians, claims)
+    assert max(medians) / min(medians) - 1 < 0.12, medians
 
 
 def test_a_message_of_the_wrong_kind_is_named_never_read_by_position():

@@ -36,6 +36,7 @@ def drop_privileges(run_as: tuple[int, int] | None, judge_pid: int) -> str:
     done = "not root"
     if os.geteuid() == 0 and run_as:
         uid, gid = run_as
+        own_folder(os.getcwd(), uid, gid)
         os.setgroups([])
         os.setgid(gid)
         os.setuid(uid)
@@ -47,6 +48,19 @@ def drop_privileges(run_as: tuple[int, int] | None, judge_pid: int) -> str:
         done = "uid 0 without capabilities" if _drop_capabilities(libc) else "uid 0 WITH capabilities"
     die_with_judge(judge_pid)  # again: a change of user cleared it
     return done
+
+
+def own_folder(folder: str, uid: int, gid: int) -> None:
+    """Give ``uid`` what this process made in its own folder as root before its answer came: the judge hands a
+    worker's folder over when it sends the setup, but a worker started ahead may still be preloading then, and
+    what it makes afterwards (starting the profiler makes torch.compile's cache folder) would stay root's, where
+    the answer's torch.compile then fails with EACCES. Symbolic links are not followed."""
+    for root, folders, files in os.walk(folder):
+        for name in [root, *(os.path.join(root, entry) for entry in folders + files)]:
+            try:
+                os.chown(name, uid, gid, follow_symlinks=False)
+            except OSError:
+                pass  # gone meanwhile: nothing to hand over
 
 
 def leave_network(unprivileged_too: bool) -> bool:
