@@ -11,7 +11,10 @@ carries the load evalkit itself makes. Printed, per answer that every run judged
 - the judge's median against the worker's own CUDA-event claim (`timing.claimed_median_ms`): the largest gap,
   (judge - claim) / claim, over the runs;
 - where rows carry intervals (`speedup_vs_eager_ci`), how many runs' speedups lie inside every other run's
-  interval of the same answer.
+  interval of the same answer;
+- how far the answer's own CUDA events (its claim) lie from their median over the rounds, per GPU: what its kernels
+  did in each fresh worker, whatever the judge's clock read. Where this is as large as the speedup's distance, the
+  run-to-run movement is the GPU's, not the judge's.
 
 Targets (issue 26): every distance from the median, every GPU gap and every judge-vs-claim gap within 2% (the
 spread, about twice as strict, is printed beside them); each printed "met" or
@@ -136,9 +139,17 @@ def summarize(rounds: list[dict[str, Path]]) -> dict[str, Any]:
             "from_median": max(from_median(values) for values in speedups.values()),
             "gpu_gap": spread([statistics.median(values) for values in speedups.values()]),
             "judge_vs_claim": max(claims, key=abs) if claims else None,
+            "claim_from_median": _claim_from_median(by_gpu),
             "inside_other_intervals": [sum(h for h, _ in hits), sum(t for _, t in hits)],
         }
     return answers
+
+
+def _claim_from_median(by_gpu: dict[str, list[dict[str, Any]]]) -> float | None:
+    """The largest distance of the answer's own CUDA-event median from its median over the rounds, per GPU."""
+    series = [[row["timing"]["claimed_median_ms"] for row in rows] for rows in by_gpu.values()]
+    series = [values for values in series if values and all(values)]
+    return max((from_median(values) for values in series), default=None)
 
 
 def verdicts_of(answers: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -160,9 +171,11 @@ def print_report(answers: dict[str, Any], targets: dict[str, dict[str, Any]], se
         runs = "; ".join(f"{gpu}: " + ", ".join(f"{s:.3f}x" for s in values) for gpu, values in answer["speedups"].items())
         claim = answer["judge_vs_claim"]
         hits, total = answer["inside_other_intervals"]
+        own = answer.get("claim_from_median")
         print(f"  {key}: {runs}  spread {answer['spread']:.1%}  from median {answer['from_median']:.1%}  gpu gap {answer['gpu_gap']:.1%}  "
               f"judge vs claim {'n/a' if claim is None else f'{claim:+.1%}'}"
-              + (f"  inside others' intervals {hits}/{total}" if total else ""))
+              + (f"  inside others' intervals {hits}/{total}" if total else "")
+              + ("" if own is None else f"  own events from median {own:.1%}"))
     for name, target in targets.items():
         worst = target["worst"]
         print(f"target {name} <= {TARGET:.0%}: worst {'n/a' if worst is None else f'{worst:.2%}'} "

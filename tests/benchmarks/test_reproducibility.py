@@ -44,6 +44,13 @@ def test_the_figures_are_the_spread_over_runs_the_gap_between_gpus_and_the_judge
     assert targets["judge_vs_claim"]["worst"] == pytest.approx(0.03) and not targets["judge_vs_claim"]["met"]
 
 
+def test_the_answers_own_events_are_measured_from_their_median_per_gpu(tmp_path):
+    # What the answer's kernels did in each fresh worker, beside what the judge read of them.
+    rounds = [{"0": _report(tmp_path / f"{n}-0", 2.0, 1.0, c0), "1": _report(tmp_path / f"{n}-1", 2.0, 1.0, c1)}
+              for n, (c0, c1) in enumerate([(1.00, 2.0), (1.03, 2.0), (0.99, 2.2)])]
+    assert repro.summarize(rounds)["r/p/s"]["claim_from_median"] == pytest.approx(0.2 / 2.0)
+
+
 def test_one_gpus_run_sees_only_that_gpu():
     assert repro.environment("3")["CUDA_VISIBLE_DEVICES"] == "3"
     assert repro.environment("cpu").get("CUDA_VISIBLE_DEVICES") != "cpu"
