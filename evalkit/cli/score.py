@@ -70,7 +70,7 @@ def machine_options(command: Any) -> Any:
     """Where answers are judged and built: --device, --gpus, --judges, --jobs (``evalkit score``, ``evalkit serve``)."""
     command = click.option("--jobs", type=click.IntRange(min=0), default=0,
                            help="Parallel builds [default: one per core left by the judges, as far as free memory "
-                                "holds 1.5 GiB for each].")(command)
+                                "holds a build's peak for each: 1.5 GiB for C++, 4.25 GiB for CUDA].")(command)
     command = click.option("--judges", type=click.IntRange(min=1), default=1, show_default=True,
                            help="CPU judges at once (--device cpu; on a GPU, one judge per GPU of --gpus).")(command)
     command = click.option("--gpus", default="all", show_default=True,

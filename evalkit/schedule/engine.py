@@ -84,7 +84,7 @@ class Engine:
         self.progress = progress or (lambda text: None)
         self.freezer = BuildFreezer(limits.group)
         partition_builds(self.freezer, device, placement.build_cpus)
-        self.backend = backend or LocalBackend(options.build_jobs(len(placement.build_cpus) or None))
+        self.backend = backend or LocalBackend(options.build_jobs(len(placement.build_cpus) or None, device=device))
         self._build_limits = replace(limits, cpus=placement.build_cpus or None)
         spec = StationSpec(problems, options, device, seed, limits, baselines, driver)
         self.stations: list[Station] = [self.backend.station(slot, replace(spec, limits=self._judge_limits(slot)),

@@ -79,19 +79,26 @@ class JudgeOptions:
     def build_timeout(self, problem: Problem) -> float:
         return self.setting("build_timeout_s", problem)
 
-    def build_jobs(self, cores: int | None = None, available_bytes: int | None = None) -> int:
+    def build_jobs(self, cores: int | None = None, available_bytes: int | None = None, device: str = "cpu") -> int:
         """Parallel builds: ``jobs``, or one per core left to building (``cores``) as far as the memory free now
-        (``available_bytes``, else the machine's ``MemAvailable``) holds ``BUILD_PEAK_BYTES`` for each."""
+        (``available_bytes``, else the machine's ``MemAvailable``) holds a build's peak on ``device`` for each."""
         if self.jobs:
             return self.jobs
         free = available_bytes if available_bytes is not None else available_memory()
-        by_memory = int(free // BUILD_PEAK_BYTES) if free is not None else 2**31
+        by_memory = int(free // build_peak_bytes(device)) if free is not None else 2**31
         return max(1, min(cores or os.cpu_count() or 2, by_memory))
 
 
-# What one build may hold at its peak: cc1plus compiling a load_inline extension (torch/extension.h) peaked at
-# 1.4 GiB resident (torch 2.13, measured with getrusage on a CPU build); nvcc's front end compiles the same headers.
-BUILD_PEAK_BYTES = int(1.5 * 2**30)
+# What one build may hold at its peak. A C++ answer: cc1plus compiling a load_inline extension (torch/extension.h)
+# peaked at 1.4 GiB resident (torch 2.13, a CPU build). A CUDA answer compiles its .cpp and its .cu at once
+# (``builder``'s MAX_JOBS): cc1plus 1.3 GiB beside nvcc, whose largest process peaked at 2.6 GiB (a real answer,
+# torch 2.11 on an H200 host: docs/gpu-runs/2026-11-27-two-gpus-and-builds-h200/).
+BUILD_PEAK_BYTES = {"cpu": int(1.5 * 2**30), "cuda": int(4.25 * 2**30)}
+
+
+def build_peak_bytes(device: str) -> int:
+    """What one build on ``device`` may hold at its peak (the largest figure for a device not measured)."""
+    return BUILD_PEAK_BYTES.get(device, max(BUILD_PEAK_BYTES.values()))
 
 
 def available_memory() -> int | None:

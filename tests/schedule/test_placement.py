@@ -61,6 +61,9 @@ def test_builds_default_to_the_build_cores_as_far_as_free_memory_holds_one_each(
 
     options = JudgeOptions()
     assert options.build_jobs(60, available_bytes=512 * 2**30) == 60  # no fixed cap on a large host
-    assert options.build_jobs(60, available_bytes=10 * BUILD_PEAK_BYTES) == 10  # memory bounds it
+    assert options.build_jobs(60, available_bytes=10 * BUILD_PEAK_BYTES["cpu"]) == 10  # memory bounds it
     assert options.build_jobs(60, available_bytes=0) == 1
+    # A CUDA build holds nvcc beside cc1plus: the same memory holds fewer of them.
+    assert options.build_jobs(60, available_bytes=40 * 2**30, device="cuda") == 9
+    assert options.build_jobs(60, available_bytes=40 * 2**30, device="cpu") == 26
     assert JudgeOptions(jobs=3).build_jobs(60, available_bytes=0) == 3  # --jobs as given
