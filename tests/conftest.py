@@ -36,6 +36,22 @@ def session_torch_headers(tmp_path_factory: pytest.TempPathFactory) -> Path:
         os.environ[HEADERS_ENV] = previous
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_timing_registry(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A host-wide timing registry of the session's own (``evalkit.sandbox.host_timing``): another test session on
+    the same machine, or a run outside the tests, neither freezes this session's builds nor waits for its judges."""
+    from evalkit.sandbox.host_timing import FOLDER_ENV
+
+    folder = tmp_path_factory.mktemp("timing-registry")
+    previous = os.environ.get(FOLDER_ENV)
+    os.environ[FOLDER_ENV] = str(folder)
+    yield folder
+    if previous is None:
+        os.environ.pop(FOLDER_ENV, None)
+    else:
+        os.environ[FOLDER_ENV] = previous
+
+
 @pytest.fixture(scope="session")
 def prebuilt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The session's builds folder: each fixture C++ answer fast tests judge, built once (tests/shared_builds.py)."""

@@ -30,14 +30,16 @@ import os
 import signal
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Iterator
 
+from evalkit.sandbox.host_timing import POLL_S, HostTiming, Token, open_registry
 from evalkit.sandbox.processes import ProcessTable
 
 logger = logging.getLogger(__name__)
 
+THAWED, PARTIAL, FROZEN = "thawed", "partial", "frozen"  # partial: partitioned, only sandboxes outside the cgroup stopped
 CGROUP_ROOTS = (("cgroup2", Path("/sys/fs/cgroup")), ("cgroup2", Path("/sys/fs/cgroup/unified")),
                 ("cgroup1", Path("/sys/fs/cgroup/freezer")))
 FREEZE_WAIT_S = 5.0
@@ -123,9 +125,12 @@ def _remove(path: Path) -> None:
 
 
 class BuildFreezer:
-    """Freezes a run's build sandboxes while any judge times; thread-safe, re-entrant across judges."""
+    """Freezes a run's build sandboxes while any judge times; thread-safe, re-entrant across judges.
 
-    def __init__(self, name: str, use_cgroup: bool = True) -> None:
+    ``host_wide`` (the default): also while a judge of any other evalkit process of the host times, and a judge's
+    timing waits until every other process's builds are frozen (``evalkit.sandbox.host_timing``)."""
+
+    def __init__(self, name: str, use_cgroup: bool = True, host_wide: bool = True) -> None:
         self._cgroup = _Cgroup.create(f"evalkit-{name}-builds") if use_cgroup else None
         self.mechanism = self._cgroup.kind if self._cgroup else "signals"
         self._lock = threading.Condition()
@@ -135,26 +140,55 @@ class BuildFreezer:
         self._frozen_since: float | None = None
         self._paused_total_s = 0.0
         self.partitioned = False
+        self._state = THAWED
+        self._cgroup_frozen = False
+        self._host = open_registry() if host_wide else None
+        self._foreign = False  # a judge of another freezer of the host is timing
+        self._builds: set[int] = set()  # every registered build sandbox, however it is frozen
+        self._launching = 0
+        self._tokens: dict[str, Token] = {}  # "timing", "running": this freezer's live tokens in the host registry
+        self._closed = threading.Event()
+        self._watcher: threading.Thread | None = None
+        if self._host is not None:
+            self._watcher = threading.Thread(target=self._watch, name="evalkit-host-timing", daemon=True)
+            self._watcher.start()
 
     @property
     def isolation(self) -> str:
         """How builds are kept off a timing: ``partition (cpuset)`` or ``freeze (<mechanism>)``."""
         return "partition (cpuset)" if self.partitioned else f"freeze ({self.mechanism})"
 
+    @property
+    def host_folder(self) -> Path | None:
+        """The host-wide registry this freezer shares with every evalkit process of the host; None: its own run only."""
+        return self._host.folder if self._host is not None else None
+
     def partition(self, cpus: tuple[int, ...]) -> bool:
         """Confine every build to ``cpus`` in a way no build can undo, so that a timing need not freeze them.
-        Call it before any build starts; False (and builds are frozen as before) where the kernel cannot."""
+        Call it before any build starts; False (and builds are frozen as before) where the kernel cannot.
+        Another process's timing still freezes them (its judge may time on these cores)."""
         if self._cgroup is not None and cpus and self._cgroup.confine(cpus):
             self.partitioned = True
         return self.partitioned
 
     @contextmanager
     def launching(self) -> Iterator[None]:
-        """Hold a new build back while any judge is timing, unless builds are partitioned off (call it around
-        starting the sandbox)."""
+        """Hold a new build back while any judge is timing, unless builds are partitioned off and no other process
+        times (call it around starting the sandbox)."""
         with self._lock:
-            self._lock.wait_for(lambda: self._timers == 0 or self.partitioned)
-            yield
+            while True:
+                self._lock.wait_for(self._may_launch)
+                self._launching += 1
+                self._apply()  # announced as running before it starts, unless another process started timing
+                if self._may_launch():
+                    break
+                self._launching -= 1
+                self._apply()
+            try:
+                yield
+            finally:
+                self._launching -= 1
+                self._apply()
 
     def cgroup_parent(self) -> Path | None:
         """The v2 cgroup a build sandbox's own cgroup is made in, so freezing this one freezes it; None elsewhere
@@ -164,6 +198,7 @@ class BuildFreezer:
     def register(self, pid: int, marker: str, in_own_cgroup: bool = False) -> None:
         """A new build sandbox, before it runs any untrusted code (inside ``launching``). ``in_own_cgroup``: it is
         already in a cgroup of its own under ``cgroup_parent()``, which this group's freeze reaches."""
+        self._builds.add(pid)
         if self._cgroup is not None and in_own_cgroup and self.cgroup_parent() is not None:
             return
         if self._cgroup is not None:
@@ -178,30 +213,38 @@ class BuildFreezer:
     def unregister(self, pid: int) -> None:
         with self._lock:
             self._sandboxes.pop(pid, None)
+            self._builds.discard(pid)
+            self._apply()
 
     @contextmanager
-    def timing(self) -> Iterator[None]:
+    def timing(self, device: str | None = None) -> Iterator[None]:
         """Every build sandbox kept off the measurement for the duration: stopped, or (partitioned) confined to
         its cores, where only a sandbox that could not be put in the cgroup is stopped. Nested or concurrent
-        uses share one freeze."""
-        with self._lock:
-            self._timers += 1
-            if self._timers == 1:
-                self._freeze()
-        try:
-            yield
-        finally:
+        uses share one freeze. Host-wide, every other evalkit process's builds are frozen before it starts, and
+        ``device`` (a GPU's ``CUDA_VISIBLE_DEVICES`` entry) is first waited for until no other process times on it."""
+        with self._host.device_turn(device) if self._host is not None and device else nullcontext():
             with self._lock:
-                self._timers -= 1
-                if self._timers == 0:
-                    self._thaw()
-                    self._lock.notify_all()
+                self._timers += 1
+                if self._timers == 1:
+                    self._hold_token("timing", True)
+                self._apply()
+            if self._host is not None:
+                self._host.wait_until_others_frozen(FREEZE_WAIT_S)
+            try:
+                yield
+            finally:
+                with self._lock:
+                    self._timers -= 1
+                    if self._timers == 0:
+                        self._hold_token("timing", False)
+                        self._apply()
+                        self._lock.notify_all()
 
     def wait_while_frozen(self) -> None:
         """Block the calling thread (a build's watcher in the judge's process) while any judge times, so it
         takes no CPU, and no interpreter lock, from that judge (partitioned builds run on meanwhile)."""
         with self._lock:
-            self._lock.wait_for(lambda: self._timers == 0)
+            self._lock.wait_for(lambda: self._timers == 0 and not self._foreign)
 
     def paused_s(self) -> float:
         """Seconds builds have spent frozen so far (a build's time limit excludes them)."""
@@ -210,26 +253,76 @@ class BuildFreezer:
             return self._paused_total_s + running
 
     def close(self) -> None:
+        self._closed.set()
+        with self._lock:
+            self._lock.notify_all()
+        if self._watcher is not None and self._watcher is not threading.current_thread():
+            self._watcher.join()
+        with self._lock:
+            for kind in list(self._tokens):
+                self._hold_token(kind, False)
         if self._cgroup is not None:
             self._cgroup.remove()
 
-    def _freeze(self) -> None:
-        self._stopped = self._members()  # only sandboxes outside the cgroup, when there is one
-        if self.partitioned and not self._stopped:
-            return  # nothing to stop, and no build's time limit to pause
-        self._frozen_since = time.monotonic()
-        if self._cgroup is not None and not self.partitioned:
-            self._cgroup.set_frozen(True)
-        _signal_all(self._stopped, signal.SIGSTOP)
+    def _may_launch(self) -> bool:
+        return not self._foreign and (self._timers == 0 or self.partitioned)
 
-    def _thaw(self) -> None:
-        if self._cgroup is not None and not self.partitioned:
-            self._cgroup.set_frozen(False)
-        _signal_all(self._stopped, signal.SIGCONT)
-        self._stopped = []
-        if self._frozen_since is not None:
+    def _wanted(self) -> str:
+        if self._foreign or (self._timers and not self.partitioned):
+            return FROZEN
+        return PARTIAL if self._timers else THAWED
+
+    def _apply(self) -> None:
+        """Bring the builds to the state wanted now (call it holding the lock). Before builds may run again, this
+        freezer says so host-wide and only then looks for another process's timing: one that began before is
+        seen, one that begins after waits for this freezer to freeze them (``HostTiming.wait_until_others_frozen``)."""
+        may_run = self._builds or self._launching
+        if self._host is not None and self._wanted() != FROZEN and may_run and not self._closed.is_set():
+            self._hold_token("running", True)
+            self._foreign = self._foreign or self._host.others_timing()
+        wanted = self._wanted()
+        if wanted != THAWED and self._state == THAWED:
+            self._stopped = self._members()  # only sandboxes outside the cgroup, when there is one
+            _signal_all(self._stopped, signal.SIGSTOP)
+        if self._cgroup is not None and (wanted == FROZEN) != self._cgroup_frozen:
+            self._cgroup.set_frozen(wanted == FROZEN)
+            self._cgroup_frozen = wanted == FROZEN
+        if wanted == THAWED and self._state != THAWED:
+            _signal_all(self._stopped, signal.SIGCONT)
+            self._stopped = []
+        self._count_pause(wanted == FROZEN or (wanted == PARTIAL and bool(self._stopped)))
+        self._state = wanted
+        if wanted == FROZEN or not may_run:
+            self._hold_token("running", False)
+
+    def _count_pause(self, paused: bool) -> None:
+        if paused and self._frozen_since is None:
+            self._frozen_since = time.monotonic()
+        elif not paused and self._frozen_since is not None:
             self._paused_total_s += time.monotonic() - self._frozen_since
             self._frozen_since = None
+
+    def _hold_token(self, kind: str, held: bool) -> None:
+        if self._host is None or held == (kind in self._tokens):
+            return
+        if held:
+            token = self._host.announce(kind)
+            if token is not None:
+                self._tokens[kind] = token
+        else:
+            self._tokens.pop(kind).release()
+
+    def _watch(self) -> None:
+        """Follow the other processes' timings (every ``POLL_S``); idle while this run's own freeze holds anyway."""
+        while not self._closed.wait(POLL_S):
+            with self._lock:
+                self._lock.wait_for(lambda: self._closed.is_set() or not (self._timers and not self.partitioned))
+            foreign = self._host.others_timing()
+            with self._lock:
+                if foreign != self._foreign and not self._closed.is_set():
+                    self._foreign = foreign
+                    self._apply()
+                    self._lock.notify_all()
 
     def _members(self) -> list[int]:
         found: set[int] = set()

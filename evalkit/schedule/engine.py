@@ -14,10 +14,12 @@ signal, through the caller's ``kill_group``) ends them all.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
@@ -36,11 +38,13 @@ from evalkit.schedule.judge_client import DirectStation
 from evalkit.schedule.judge_messages import StationSpec
 from evalkit.schedule.judge_process import ProcessStation
 from evalkit.schedule.options import JudgeOptions
-from evalkit.schedule.placement import JudgeSlot, Placement
+from evalkit.schedule.placement import JudgeSlot, Placement, host_device
 from evalkit.schedule.station import BaselineFiles
 from evalkit.sources.problems import Problem
 
 logger = logging.getLogger(__name__)
+
+VISIBLE = "CUDA_VISIBLE_DEVICES"
 
 BUILD_STOP_S = 5.0  # how long an interrupted run keeps killing sandboxes while its running builds end
 JUDGE_STOP_S = 30.0  # how long close() waits for judge threads to leave their answer (their sandboxes are killed)
@@ -308,7 +312,8 @@ class LocalBackend:
             # on the judge's two cores shared them with this process's own thread once builds had pushed it
             # there, and read 6-13% slow under build load on the H200. The slot's cores still stay free of builds.
             return DirectStation(slot.name, replace(spec, limits=replace(spec.limits, cpus=None)),
-                                 quiet=freezer.timing, progress=progress)
+                                 quiet=partial(freezer.timing, device=host_device(slot, os.environ.get(VISIBLE))),
+                                 progress=progress)
         return ProcessStation(slot, spec, freezer, progress=progress)
 
     def abandon_builds(self, kill: Callable[[], object]) -> None:

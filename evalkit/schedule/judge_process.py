@@ -30,7 +30,7 @@ from evalkit.schedule import judge_messages as m
 from evalkit.schedule.judge_client import MessageStation
 from evalkit.schedule.judge_messages import StationSpec
 from evalkit.schedule.judge_server import JudgeServer, open_station
-from evalkit.schedule.placement import JudgeSlot, visible_devices_entry
+from evalkit.schedule.placement import JudgeSlot, host_device, visible_devices_entry
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +122,8 @@ class ProcessStation(MessageStation):
                 reply = m.expect(self._receive(), *m.TO_SCHEDULER)
                 if isinstance(reply, m.Hold):
                     if self.freezer is not None:
-                        frozen.enter_context(self.freezer.timing())
+                        frozen.enter_context(self.freezer.timing(
+                            device=host_device(self.slot, os.environ.get("CUDA_VISIBLE_DEVICES"))))
                     self._send(m.Held())
                 elif isinstance(reply, m.Release):
                     frozen.close()

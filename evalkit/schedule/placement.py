@@ -91,3 +91,12 @@ def visible_devices_entry(index: int, inherited: str | None) -> str:
         return str(index)
     entries = [entry.strip() for entry in inherited.split(",") if entry.strip()]
     return entries[index] if index < len(entries) else str(index)
+
+
+def host_device(slot: JudgeSlot, inherited: str | None) -> str | None:
+    """How every evalkit process of the host names ``slot``'s GPU, given this process's ``CUDA_VISIBLE_DEVICES``
+    (``inherited``): the judges of all of them take turns timing on it (``evalkit.sandbox.host_timing``). None for
+    a CPU judge."""
+    if slot.device != "cuda":
+        return None
+    return visible_devices_entry(slot.gpu or 0, inherited)

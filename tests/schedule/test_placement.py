@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit.schedule.placement import PlacementError, parse_gpus, plan, visible_devices_entry
+from evalkit.schedule.placement import JudgeSlot, PlacementError, host_device, parse_gpus, plan, visible_devices_entry
 
 
 def test_gpus_all_a_count_or_a_list():
@@ -54,6 +54,13 @@ def test_a_judge_process_sees_only_its_gpu_through_the_inherited_mapping():
     assert visible_devices_entry(1, None) == "1"
     assert visible_devices_entry(1, "3,5") == "5"
     assert visible_devices_entry(0, "GPU-abc, GPU-def") == "GPU-abc"
+
+
+def test_a_gpu_judges_turn_is_taken_under_the_name_every_process_of_the_host_gives_its_gpu():
+    assert host_device(JudgeSlot("cuda:1", "cuda", 1, ()), "3,5") == "5"
+    assert host_device(JudgeSlot("cuda:0", "cuda", None, ()), "GPU-ab12,GPU-cd34") == "GPU-ab12"
+    assert host_device(JudgeSlot("cuda:1", "cuda", 1, ()), None) == "1"
+    assert host_device(JudgeSlot("cpu:0", "cpu", None, (0, 1)), "3,5") is None
 
 
 def test_builds_default_to_the_build_cores_as_far_as_free_memory_holds_one_each():
