@@ -39,11 +39,13 @@ def prebuild(builds: Path) -> dict[str, BuildOutcome]:
     """Build every answer of ``PREBUILT`` into ``builds`` (at once) as ``evalkit score --device cpu`` would; the
     outcome per answer file name."""
     from evalkit.intake.triage import triage
+    from evalkit.judge import torch_headers
     from evalkit.judge.builder import build, build_key
     from evalkit.schedule.options import default_limits
     from evalkit.sources.problems import load_problem
 
     limits = default_limits("cpu", None)
+    torch_headers.ensure(builds, "cpu")  # first, once: every build of the session takes it (none waits in a run)
 
     def one(pair: tuple[Path, Path]) -> tuple[str, BuildOutcome]:
         problem, answer = pair

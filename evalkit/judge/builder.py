@@ -28,7 +28,7 @@ from evalkit.judge.compiler_errors import first_compiler_errors
 from evalkit.sandbox import protocol
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
-from evalkit.sandbox.processes import ProcessTable
+from evalkit.sandbox.processes import MARKER_VARIABLE, ProcessTable
 
 BUILD_RECORD = "build.json"
 
@@ -110,7 +110,8 @@ def build(code: str, cache_root: Path, device: str, timeout_s: float, limits: Li
         for stale in (build_dir / "extensions").glob("*/lock"):
             if not stale.parent.is_symlink():  # a build may plant a link to another folder: never follow it
                 stale.unlink(missing_ok=True)  # left by a build killed mid-compile: torch would wait on it forever
-        torch_headers.ensure(build_dir.parent, device)  # once per cache: the answer's build is not charged for it
+        # once per cache, beside the builds (none waits for it), ended with the run's sandboxes if still going
+        torch_headers.start(build_dir.parent, device, {MARKER_VARIABLE: f"{limits.group}.torch-headers"})
         outcome = _run_build(code, build_dir, device, timeout_s, limits, init_inputs, freezer, arch, processes,
                              idle_s)
         if outcome.status in ("ok", "compile_error"):

@@ -2,7 +2,8 @@
 
 Every ``load_inline`` answer compiles ``#include <torch/extension.h>`` first, and that header is most of a C++
 answer's build (on a CPU, 23.7 s of a trivial extension's build; 9.3 s with it precompiled: ``docs/judge.md``,
-Builds). evalkit compiles it once per torch, compiler and device, as its own user and never from answer code, into
+Builds). evalkit compiles it once per torch, compiler and device, beside the first builds (none waits for it: they
+compile the header themselves until it is there), as its own user and never from answer code, into
 ``<builds>/torch-headers/<key>/torch/extension.h.gch/`` (or ``$EVALKIT_TORCH_HEADERS/<key>/...``; a folder: one precompiled header per set of extra flags,
 of which GCC takes the first whose flags match the answer's, and ignores the rest). Builds and judged workers see
 the folder through ``CPATH``; an answer whose flags match none compiles the header itself, as before, so the
@@ -26,7 +27,9 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.utils import cpp_extension
@@ -84,6 +87,40 @@ def ensure(builds: Path, device: str) -> Path | None:
     return None if (folder / UNUSABLE).exists() else folder
 
 
+def start(builds: Path, device: str, marker: dict[str, str] | None = None) -> threading.Thread | None:
+    """Begin precompiling the header for ``device`` in the background when it is not made yet and nobody (no
+    thread or process) is making it; the thread making it, else None. The builds that start meanwhile compile
+    torch's header themselves, as they would without it (the same extension, only slower), and never wait: one
+    answer alone would otherwise wait for the header's ~35 s of compile before its own build. Later builds take
+    it. ``marker``: environment the compiles carry so the run's clean-up ends them with its sandboxes (the
+    thread is a daemon: a run that ends first leaves only a scratch folder, removed by the next maker)."""
+    folder = headers_folder(builds, device)
+    if folder is None or (folder / UNUSABLE).exists() or _precompiled(folder).exists():
+        return None
+    lock = open(folder.parent / f"{folder.name}.lock", "w")  # noqa: SIM115 - held by the thread until it is done
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        return None
+    thread = threading.Thread(target=_make_and_release, args=(folder, device, lock, marker or {}), daemon=True,
+                              name="evalkit-torch-header")
+    thread.start()
+    return thread
+
+
+def _make_and_release(folder: Path, device: str, lock: Any, marker: dict[str, str]) -> None:
+    try:
+        for stale in folder.glob(".building-*"):  # a maker that ended midway: nobody else holds the lock
+            shutil.rmtree(stale, ignore_errors=True)
+        if not _precompiled(folder).exists() and not (folder / UNUSABLE).exists():
+            _precompile(folder, list(_cflags(device) or ()), marker)
+    except Exception:  # noqa: BLE001 - never a build's failure: builds go on without the header
+        logger.exception("precompiling torch's extension header failed: builds compile it each time")
+    finally:
+        lock.close()
+
+
 @functools.lru_cache(maxsize=None)
 def _cflags(device: str) -> tuple[str, ...] | None:
     found = torch_cflags(device)
@@ -132,7 +169,7 @@ def _compiler_version() -> str | None:
     return f"{compiler}\0{found.stdout}"
 
 
-def _precompile(folder: Path, cflags: list[str]) -> None:
+def _precompile(folder: Path, cflags: list[str], marker: dict[str, str] | None = None) -> None:
     """Compile every flag variant into a scratch folder beside ``folder``, check that a compile with the plain
     flags takes it, and move it in place readable by all; else note why in ``UNUSABLE``."""
     header = Path(cpp_extension.include_paths("cpu")[0]) / HEADER
@@ -145,9 +182,14 @@ def _precompile(folder: Path, cflags: list[str]) -> None:
     compiler = cpp_extension.get_cxx_compiler()
     try:
         compiles = [subprocess.Popen([compiler, "-x", "c++-header", str(header), "-o", str(target / f"{name}.gch"),
-                                      *cflags, *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                                      *cflags, *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **(marker or {})})
                     for name, extra in FLAG_VARIANTS.items()]
         failed = [out for out in (_finished(c) for c in compiles) if out is not None]
+        timed_out = any(out.startswith("the compiler ran past") for out in failed)
+        if any(c.returncode < 0 for c in compiles) and not timed_out:  # ended by the run's clean-up: no verdict
+            logger.info("precompiling torch's extension header was stopped: the next run that builds makes it")
+            return
         why = failed[0] if failed else _unused_reason(scratch, cflags)
         if why:
             (folder / UNUSABLE).write_text(why + "\n")

@@ -4,6 +4,7 @@ sandbox can write where it lives."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 import subprocess
@@ -22,8 +23,9 @@ CODE = triage((FIXTURES / "judge_submissions" / "fixtures" / "linear_relu" / "co
 
 
 def test_a_cpp_answers_build_takes_the_precompiled_header(prebuilt: Path, session_torch_headers: Path, tmp_path):
-    # The session's fixture answers were built through the build stage, which precompiled the header first.
-    folder = torch_headers.headers_folder(prebuilt, "cpu")
+    # The session's fixture answers were built through the build stage, which began precompiling the header beside
+    # them; ``ensure`` waits for it to be done.
+    folder = torch_headers.ensure(prebuilt, "cpu")
     assert folder is not None and folder.parent == session_torch_headers.resolve()
     precompiled = folder / "torch" / "extension.h.gch"
     assert not (folder / torch_headers.UNUSABLE).exists(), (folder / torch_headers.UNUSABLE).read_text()
@@ -44,7 +46,7 @@ def test_a_cpp_answers_build_takes_the_precompiled_header(prebuilt: Path, sessio
 
 
 def test_the_folder_is_readable_by_every_sandbox_and_writable_by_none(prebuilt: Path):
-    folder = torch_headers.headers_folder(prebuilt, "cpu")
+    folder = torch_headers.ensure(prebuilt, "cpu")
     for path in [folder, *folder.rglob("*")]:
         if path.is_symlink():
             continue
@@ -96,9 +98,41 @@ class ModelNew(torch.nn.Module):
 '''
     builds = tmp_path / "builds"
     builds.symlink_to(prebuilt, target_is_directory=True)
+    torch_headers.ensure(prebuilt, "cpu")
     build(hostile, builds, "cpu", 240, default_limits("cpu", 2.0))
     precompiled = torch_headers.headers_folder(prebuilt, "cpu") / "torch" / "extension.h.gch"
     assert sorted(p.name for p in precompiled.iterdir()) == ["O3.gch", "plain.gch"]
     assert (precompiled / "plain.gch").read_bytes()[:7] != b"planted"
     assert build_key(hostile, "cpu")  # the build ran: its record is in the cache
     assert (prebuilt.resolve() / build_key(hostile, "cpu") / "build.json").exists()
+
+
+def test_no_build_waits_for_the_header_and_the_runs_clean_up_ends_its_compile(tmp_path: Path, monkeypatch):
+    """One answer alone waited for the header's compile (~35 s of a core, more than a C++ answer's build) before
+    its own build: now the header is made beside the builds, and a run that ends first ends its compile."""
+    import time
+    import uuid
+
+    from evalkit.sandbox.remains import kill_group
+
+    monkeypatch.setenv(torch_headers.HEADERS_ENV, str(tmp_path / "headers"))
+    folder = torch_headers.headers_folder(tmp_path / "builds", "cpu")  # torch's flags and compiler read first
+    started = tmp_path / "compiler-started"
+    compiler = tmp_path / "slow-compiler"  # the header's compile, held until the run's clean-up ends it
+    compiler.write_text(f"#!/bin/sh\ntouch {started}\nexec sleep 600\n")
+    compiler.chmod(0o755)
+    monkeypatch.setattr(torch_headers.cpp_extension, "get_cxx_compiler", lambda: str(compiler))
+    limits = default_limits("cpu", 2.0, group=f"test-{uuid.uuid4().hex[:8]}")
+    outcome = build("import torch\nclass ModelNew(torch.nn.Module):\n    pass\n", tmp_path / "builds", "cpu", 240,
+                    limits)
+    assert outcome.status == "ok", outcome.log_tail
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert started.exists(), "the header's compile was never begun"
+    assert torch_headers.start(tmp_path / "builds", "cpu") is None  # one maker at a time
+    assert kill_group(limits.group) >= 1  # the run's clean-up finds the compile by the run's marker
+    lock = open(folder.parent / f"{folder.name}.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)  # the maker let go
+    assert not (folder / torch_headers.UNUSABLE).exists(), "a compile stopped by the clean-up is no verdict on it"
+    assert not (folder / "torch").exists() and not list(folder.glob(".building-*"))
