@@ -186,7 +186,10 @@ class PartnerRecord(TypedDict):
     samples_ms: list[float]
 
 
-class TimingRecord(TypedDict, total=False):
+class TimingStats(TypedDict, total=False):
+    """The statistics of a set of timed calls, declared once: ``evalkit.judge.timing.timing_stats`` computes each
+    (all of them), and a ``timing`` record and a baseline's entry hold them all, as ``TimingRecord``'s base."""
+
     count: int
     median_ms: float
     mean_ms: float
@@ -196,6 +199,9 @@ class TimingRecord(TypedDict, total=False):
     iqr_ms: float
     p25_ms: float
     p75_ms: float
+
+
+class TimingRecord(TimingStats, total=False):
     samples_ms: list[float]
     clock: str  # "judge" ("worker": schema 1 rows not flagged timing_mismatch)
     calls_per_request: int

@@ -24,7 +24,7 @@ STAGES = ("version", "row_parts", "records", "host_facts", "results_file", "sour
 REPORT_MAY_IMPORT = ("version", "row_parts", "records", "host_facts", "results_file", "report")
 # What runs inside the submission's interpreter may import only these evalkit modules.
 UNTRUSTED_MAY_IMPORT = ("evalkit.sandbox.protocol", "evalkit.sandbox.clock", "evalkit.sandbox.shared_buffers",
-                        "evalkit.sandbox.cuda_buffers",
+                        "evalkit.sandbox.cuda_buffers", "evalkit.sandbox.typed_fields",
                         "evalkit.sandbox.untrusted")
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from evalkit.judge.reference import ReferenceProblem, input_seed
-from evalkit.judge.timing import L2Flusher, TimingStats, measure
+from evalkit.judge.timing import L2Flusher, measure, timing_stats
 from evalkit.sandbox.clock import Clock
 
 LOAD_S = 60.0  # start Python and torch, load a cached extension, construct ModelNew
@@ -94,7 +94,7 @@ def reference_ms(ref: ReferenceProblem, seed: int) -> float:
             return clock.time_ms(lambda: ref.model(*inputs))[0]
 
     samples = measure(timed_call, prepare, warmup=1, trials=REFERENCE_CALLS)
-    return TimingStats.from_samples(samples).median_ms
+    return timing_stats(samples)["median_ms"]
 
 
 def time_limits(reference_ms: float, override_s: float | None) -> TimeLimits:

@@ -1,7 +1,8 @@
 """Trusted side: the statistics of timing, what a call's time excludes, and when a timing is too noisy.
 
 Submissions and baselines are both timed by ``submission_judge.Judge`` through ``session.Session.observe``
-(the judge's own clock); this module holds the pure parts: ``TimingStats``, the judge-calibrated
+(the judge's own clock); this module holds the pure parts: ``timing_stats`` (the statistics
+``row_parts.TimingStats`` declares, as a timing record holds them), the judge-calibrated
 ``Overhead`` subtracted from every call and how many pings calibrate it (``PingBudget``), how many calls one
 request makes (``batch_size``), the noise rule (``is_noisy``), the L2 flush, and ``measure``, the
 warm-up-then-timed loop.
@@ -18,6 +19,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import torch
+
+from evalkit.row_parts import TimingStats
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 
@@ -65,38 +68,26 @@ class GpuIdle:
                 return False
 
 
-@dataclass
-class TimingStats:
-    count: int
-    median_ms: float
-    mean_ms: float
-    std_ms: float
-    min_ms: float
-    max_ms: float
-    iqr_ms: float
-    p25_ms: float
-    p75_ms: float
-
-    @classmethod
-    def from_samples(cls, samples_ms: list[float]) -> "TimingStats":
-        if not samples_ms:
-            raise ValueError("no timing samples")
-        ordered = sorted(samples_ms)
-        if len(ordered) >= 2:
-            p25, _, p75 = statistics.quantiles(ordered, n=4, method="inclusive")
-        else:
-            p25 = p75 = ordered[0]
-        return cls(
-            count=len(ordered),
-            median_ms=statistics.median(ordered),
-            mean_ms=statistics.fmean(ordered),
-            std_ms=statistics.pstdev(ordered) if len(ordered) > 1 else 0.0,
-            min_ms=ordered[0],
-            max_ms=ordered[-1],
-            iqr_ms=p75 - p25,
-            p25_ms=p25,
-            p75_ms=p75,
-        )
+def timing_stats(samples_ms: list[float]) -> TimingStats:
+    """The statistics of ``samples_ms``: every one ``row_parts.TimingStats`` declares, as a timing record holds them."""
+    if not samples_ms:
+        raise ValueError("no timing samples")
+    ordered = sorted(samples_ms)
+    if len(ordered) >= 2:
+        p25, _, p75 = statistics.quantiles(ordered, n=4, method="inclusive")
+    else:
+        p25 = p75 = ordered[0]
+    return TimingStats(
+        count=len(ordered),
+        median_ms=statistics.median(ordered),
+        mean_ms=statistics.fmean(ordered),
+        std_ms=statistics.pstdev(ordered) if len(ordered) > 1 else 0.0,
+        min_ms=ordered[0],
+        max_ms=ordered[-1],
+        iqr_ms=p75 - p25,
+        p25_ms=p25,
+        p75_ms=p75,
+    )
 
 
 def measure(
@@ -142,8 +133,8 @@ class Overhead:
 
     @classmethod
     def from_pings(cls, pings_ms: list[float]) -> "Overhead":
-        stats = TimingStats.from_samples(pings_ms)
-        return cls(total_ms=stats.median_ms, jitter_ms=stats.iqr_ms)
+        stats = timing_stats(pings_ms)
+        return cls(total_ms=stats["median_ms"], jitter_ms=stats["iqr_ms"])
 
 
 @dataclass(frozen=True)
@@ -199,15 +190,15 @@ def net_stats(walls_ms: list[float], overhead: Overhead) -> tuple[TimingStats, b
     in which case it is reported as the resolution itself: never faster than the judge can tell."""
     floor = max(overhead.jitter_ms, 1e-3)
     net = [max(wall - overhead.total_ms, 0.0) for wall in walls_ms]
-    stats = TimingStats.from_samples(net)
-    if stats.median_ms >= floor:
+    stats = timing_stats(net)
+    if stats["median_ms"] >= floor:
         return stats, False
-    return TimingStats.from_samples([max(value, floor) for value in net]), True
+    return timing_stats([max(value, floor) for value in net]), True
 
 
 def is_noisy(stats: TimingStats, overhead: Overhead, device: str) -> bool:
     kind = device if device in NOISE_BOUND else "cpu"
-    return stats.iqr_ms > NOISE_BOUND[kind] * stats.median_ms + NOISE_FLOOR_MS[kind] + 2 * overhead.jitter_ms
+    return stats["iqr_ms"] > NOISE_BOUND[kind] * stats["median_ms"] + NOISE_FLOOR_MS[kind] + 2 * overhead.jitter_ms
 
 
 @contextmanager

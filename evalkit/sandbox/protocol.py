@@ -2,13 +2,14 @@
 
 Judge -> worker: ``SetupRequest`` then ``Request``s, pickled (the judge is trusted; tensors travel as CUDA IPC
 handles or shared memory), each carrying ``REQUEST_VERSION``; the worker reads them only through
-``read_request``, which refuses any other type or version before any submission code has run. Worker -> judge: one JSON object per message, at most
+``read_request``, which refuses any other type or version, or a field of another type than declared
+(``typed_fields``), before any submission code has run. Worker -> judge: one JSON object per message, at most
 ``MAX_REPLY_BYTES``, each one of the ``*Claim`` classes below. The judge reads a reply only through
 ``decode_reply``, which checks every field's type, range and size before anything else sees it, and
 returns a claim: what the worker *says*. A worker runs the submission's code in its own interpreter, so
 any claim may be a lie; the judge decides nothing from a claim that it can observe itself.
 
-Standard library only: the worker imports this before any submission code runs.
+Standard library only (and ``typed_fields``, itself so): the worker imports this before any submission code runs.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import pickle
 import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+from evalkit.sandbox.typed_fields import wrong_field
 
 MAX_REPLY_BYTES = 4 * 1024 * 1024
 MAX_TEXT = 64 * 1024
@@ -140,6 +143,10 @@ def read_request(message: object, setup: bool = False) -> SetupRequest | Request
     if version != REQUEST_VERSION:
         raise RequestRefused(f"request version {version!r}, this worker speaks {REQUEST_VERSION}: the judge and "
                              f"its worker come from two versions of evalkit")
+    wrong = wrong_field(message)
+    if wrong is not None:
+        raise RequestRefused(f"{wrong}: the judge sent a request its own declaration does not allow (a bug in "
+                             f"evalkit)")
     if isinstance(message, SetupRequest):
         if message.mode not in MODES or message.batch < 1 or message.fd_count < 0 or message.dtype not in DTYPES:
             raise RequestRefused(f"setup with mode {message.mode!r}, batch {message.batch}, fds {message.fd_count}, "

@@ -15,7 +15,9 @@ whichever way a judge is reached: in the scheduler's own process, a judge proces
 ``judge_server.JudgeServer`` is the judge's end, ``judge_client.MessageStation`` the scheduler's; the transports
 (``judge_client`` in-process, ``judge_process`` pickled over a socket pair, ``ray_backend`` as a Ray actor's
 ``handle``) carry the messages as they are. ``expect`` checks each one's type on arrival, so a message of the
-wrong kind is a clear error naming both, never a tuple read by position.
+wrong kind is a clear error naming both, never a tuple read by position; and every field of it against its
+declaration (``evalkit.sandbox.typed_fields``, nested dataclasses and containers included), so a field of the
+wrong type is an error naming the message, the field and both types, never a value read as another.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from evalkit.intake.triage import Triage
 from evalkit.judge.builder import BuildOutcome
 from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.launcher import Limits
+from evalkit.sandbox.typed_fields import wrong_field
 from evalkit.schedule.options import JudgeOptions
 from evalkit.schedule.station import BaselineFiles
 from evalkit.sources.problems import Problem
@@ -101,10 +104,9 @@ class Cancel:
             data = json.loads(text)
         except ValueError as err:
             raise WrongMessage(f"judge protocol {PROTOCOL_VERSION}: a cancel file that is not JSON ({err})") from err
-        if not (isinstance(data, dict) and data.get("version") == PROTOCOL_VERSION
-                and isinstance(data.get("cancel"), str)):
+        if not (isinstance(data, dict) and data.get("version") == PROTOCOL_VERSION):
             raise WrongMessage(f"judge protocol {PROTOCOL_VERSION}: not a Cancel of this version: {text[:200]!r}")
-        return cls(data["cancel"])
+        return expect(cls(data.get("cancel")), cls)
 
 
 @dataclass(frozen=True)
@@ -175,12 +177,21 @@ M = TypeVar("M")
 
 
 class WrongMessage(RuntimeError):
-    """A message of a kind the protocol does not allow here (a bug in evalkit, or two versions of it)."""
+    """A message of a kind the protocol does not allow here, or with a field of the wrong type (a bug in evalkit,
+    or two versions of it)."""
 
 
 def expect(message: Any, *kinds: type[M]) -> M:
-    """``message`` if it is one of ``kinds``; ``WrongMessage`` naming both otherwise."""
+    """``message`` if it is one of ``kinds`` with every field of its declared type; ``WrongMessage`` naming both
+    types otherwise. A Start of another protocol version is let through unchecked, for the judge to refuse it
+    naming both versions (its fields may be another evalkit's)."""
     if not isinstance(message, kinds):
         raise WrongMessage(f"judge protocol {PROTOCOL_VERSION}: got {type(message).__name__}, expected "
                            f"{' or '.join(kind.__name__ for kind in kinds)}")
+    if isinstance(message, Start) and type(message.version) is int and message.version != PROTOCOL_VERSION:
+        return message
+    wrong = wrong_field(message)
+    if wrong is not None:
+        raise WrongMessage(f"judge protocol {PROTOCOL_VERSION}: {wrong}: a bug in the sender (evalkit), or two "
+                           f"versions of evalkit")
     return message

@@ -74,6 +74,10 @@ class JudgeActor:
 
     def handle(self, message: Any) -> Reply:
         """The reply to one message of the judge protocol (``judge_server.JudgeServer.handle``)."""
+        try:
+            m.expect(message, *m.TO_JUDGE)  # its fields checked before this actor reads any of them
+        except m.WrongMessage as err:
+            return m.Failed(f"WrongMessage: {err}")
         if isinstance(message, m.Prepare):
             for key, entry in message.report_entries.items():
                 merge_entry(self.report, key, entry)

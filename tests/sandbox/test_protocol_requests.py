@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 import os
+import pickle
+import re
 import socket
 import subprocess
 import sys
@@ -41,10 +43,34 @@ def test_every_request_the_judge_makes_is_one_the_worker_reads() -> None:
     (Request(Op.CALL), False, "call with nonce None"),
     (Request(Op.CALL, nonce=1, calls=0), False, "calls 0"),
     (Request("format_disk"), False, "unknown request 'format_disk'"),
+    # a field of another type than declared, named with both types
+    (dataclasses.replace(setup_request("judge", "a.py", "cpu", {}), batch="2"), True,
+     "SetupRequest.batch: expected int, got str"),
+    (dataclasses.replace(setup_request("judge", "a.py", "cpu", {}), limits=[("memory_bytes", 1)]), True,
+     "SetupRequest.limits: expected dict[str, Any], got list"),
+    (dataclasses.replace(setup_request("judge", "a.py", "cpu", {}), limits={1: 2}), True,
+     "SetupRequest.limits key 1: expected str, got int"),
+    (dataclasses.replace(setup_request("judge", "a.py", "cpu", {}), init_inputs=[3]), True,
+     "SetupRequest.init_inputs: expected bytes, got list"),
+    (dataclasses.replace(setup_request("judge", "a.py", "cpu", {}), inputs=()), True,
+     "SetupRequest.inputs: expected list[Any], got tuple"),
+    (Request(Op.CALL, nonce="7"), False, "Request.nonce: expected int | None, got str"),
+    (Request(Op.PING, nonce=True), False, "Request.nonce: expected int | None, got bool"),
+    (Request(Op.CALL, nonce=1, calls=2.0), False, "Request.calls: expected int | None, got float"),
+    (Request(b"load"), False, "Request.op: expected str, got bytes"),
 ])
 def test_a_request_of_another_type_or_version_is_refused(message: object, setup: bool, why: str) -> None:
-    with pytest.raises(RequestRefused, match=why.replace("(", r"\(")):
-        read_request(message, setup=setup)
+    with pytest.raises(RequestRefused, match=re.escape(why)):
+        read_request(pickle.loads(pickle.dumps(message)), setup=setup)
+
+
+def test_every_request_round_trips_as_the_worker_reads_it() -> None:
+    setup = setup_request("judge", "a.py", "cpu", {"memory_bytes": 1}, init_inputs=[3], inputs=[{"kind": "shm"}],
+                          outputs=[{"kind": "shm"}], fd_count=2, batch=2, dtype="bfloat16")
+    requests = [setup.completed("/ext", (61000, 61000)), protocol.simple_request(Op.LOAD),
+                protocol.nonce_request(Op.PING, 2**63), protocol.nonce_request(Op.CALL, 8, calls=3)]
+    for request in requests:
+        assert read_request(pickle.loads(pickle.dumps(request)), setup=request is requests[0]) == request
 
 
 def _raw_worker(folder: Path) -> tuple[subprocess.Popen, Connection]:
@@ -64,6 +90,14 @@ def test_a_worker_given_another_version_says_so_and_exits_before_anything_runs(t
     _, stderr = worker.communicate(timeout=120)
     assert worker.returncode == REFUSED_EXIT
     assert "request version 99, this worker speaks" in stderr
+
+
+def test_a_worker_given_a_field_of_another_type_says_which_and_exits_before_anything_runs(tmp_path) -> None:
+    worker, conn = _raw_worker(tmp_path)
+    conn.send(dataclasses.replace(setup_request("build", str(tmp_path / "answer.py"), "cpu", {}), n_inputs="2"))
+    _, stderr = worker.communicate(timeout=120)
+    assert worker.returncode == REFUSED_EXIT
+    assert "SetupRequest.n_inputs: expected int, got str" in stderr
 
 
 def test_a_worker_whose_harness_fails_says_what_and_never_exits_0(tmp_path) -> None:

@@ -136,3 +136,79 @@ def test_a_cancel_travels_as_json_of_this_version_and_nothing_else_is_read_as_on
                 % m.PROTOCOL_VERSION, '{"cancel": "k", "version": %d}' % (m.PROTOCOL_VERSION - 1), "[]"):
         with pytest.raises(m.WrongMessage):
             m.Cancel.from_text(bad)
+
+
+def _one_of_each_message(cache: Path) -> list[object]:
+    """A message of every kind the judge protocol declares, each field of its declared type."""
+    from dataclasses import replace
+
+    from evalkit.intake.triage import triage
+    from evalkit.judge.builder import nothing_to_build
+    from evalkit.records import ResultRow, Submission
+    from evalkit.schedule import judge_messages as m
+
+    spec = cpu_station_spec(cache)
+    problem = spec.problems["linear_relu"]
+    text = (FIXTURES / "judge_submissions" / "fixtures" / "linear_relu" / "incorrect.py").read_text()
+    early = triage(text)
+    row = ResultRow("run", "linear_relu", "s", "s.py", "0" * 64, "correct", "", timing={"median_ms": 1.0},
+                    speedup_vs_eager_ci=[1, 2.5])  # an int where a float is declared is a float
+    return [m.Start(spec), m.Start(replace(spec, driver="550.1")), m.AddProblem(problem),
+            m.Prepare("linear_relu", None), m.Prepare("linear_relu", ("eager",), {"k": {"median_ms": 1.0}}),
+            m.JudgeAnswer(Submission("run", "linear_relu", "s", "s.py", text), early,
+                          nothing_to_build(early.code, cache / "builds", "cpu").result()),
+            m.Exit(), m.Held(), m.Released(), m.Cancel("run/p/s@abc"), m.Started(), m.Hold(), m.Release(),
+            m.Progress("x"), m.Failed("why"), m.Done(None), m.Done({"eager": {"median_ms": 1.0}}),
+            m.Judged(row, "linear_relu", {}), m.Judged(row, None, {"eager": {}}), m.Refused(4, 5)]
+
+
+def test_every_declared_message_round_trips_with_its_fields_checked(tmp_path: Path):
+    from evalkit.schedule import judge_messages as m
+
+    messages = _one_of_each_message(tmp_path)
+    assert {type(message) for message in messages} == {*m.TO_JUDGE, *m.TO_SCHEDULER}, "a message kind untested"
+    for message in messages:
+        arrived = pickle.loads(pickle.dumps(message))  # as a judge process or a Ray actor carries it
+        assert m.expect(arrived, type(message)) == message
+
+
+def _wrong_fields(cache: Path) -> list[tuple[object, str]]:
+    from dataclasses import replace
+
+    from evalkit.schedule import judge_messages as m
+
+    messages = {type(message): message for message in _one_of_each_message(cache)}
+    spec, problem = messages[m.Start].spec, messages[m.AddProblem].problem
+    answer, judged = messages[m.JudgeAnswer], messages[m.Judged]
+    return [
+        (m.Cancel(3), "Cancel.key: expected str, got int"),  # type: ignore[arg-type]
+        (m.Prepare(7, None), "Prepare.problem_id: expected str, got int"),  # type: ignore[arg-type]
+        (m.Prepare("p", ["eager"]), "Prepare.kinds: expected tuple[str, ...] | None, got list"),  # type: ignore
+        (m.Prepare("p", ("eager", 1)), "Prepare.kinds[1]: expected str, got int"),  # type: ignore[arg-type]
+        (m.Prepare("p", None, {1: {}}), "Prepare.report_entries key 1: expected str, got int"),  # type: ignore
+        (m.Start(replace(spec, problems={"p": "linear_relu"})),
+         "Start.spec.problems['p']: expected Problem, got str"),
+        (m.Start(replace(spec, seed="1")), "Start.spec.seed: expected int, got str"),
+        (m.AddProblem(replace(problem, settings=replace(problem.settings, timing_trials=5.0))),
+         "AddProblem.problem.settings.timing_trials: expected int, got float"),
+        (replace(answer, outcome=replace(answer.outcome, cached=1)),
+         "JudgeAnswer.outcome.cached: expected bool, got int"),
+        (replace(answer, submission=("run", "p", "s", "s.py", "")), "JudgeAnswer.submission: expected Submission"),
+        (m.Judged({"verdict": "correct"}, None, {}), "Judged.row: expected ResultRow, got dict"),  # type: ignore
+        (replace(judged, row=replace(judged.row, speedup_vs_eager=True)),
+         "Judged.row.speedup_vs_eager: expected float | None, got bool"),
+        (m.Refused("4", 5), "Refused.version: expected int, got str"),  # type: ignore[arg-type]
+        (m.Progress(b"x"), "Progress.text: expected str, got bytes"),  # type: ignore[arg-type]
+    ]
+
+
+def test_a_field_of_the_wrong_type_is_refused_naming_the_message_the_field_and_both_types(tmp_path: Path):
+    import re
+
+    from evalkit.schedule import judge_messages as m
+
+    for message, why in _wrong_fields(tmp_path):
+        with pytest.raises(m.WrongMessage, match=re.escape(f"judge protocol {m.PROTOCOL_VERSION}: {why}")):
+            m.expect(pickle.loads(pickle.dumps(message)), *m.TO_JUDGE, *m.TO_SCHEDULER)
+    with pytest.raises(m.WrongMessage, match="Cancel.key: expected str, got int"):
+        m.Cancel.from_text('{"cancel": 3, "version": %d}' % m.PROTOCOL_VERSION)

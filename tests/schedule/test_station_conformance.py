@@ -3,8 +3,9 @@ in the scheduler's own process (``judge_client.DirectStation``), a judge process
 and a Ray actor (``ray_backend.RayStation``, on a local Ray cluster of CPUs; ``slow``) pass the same tests.
 
 Each refuses a Start of another protocol version, naming both versions; names a message of the wrong kind, either
-way, with both types; answers Prepare with the baselines and JudgeAnswer with the answer's verdict; turns its own
-failure into a ``judge_failed`` row and goes on serving; and leaves no process behind once closed."""
+way, with both types, and a message with a field of the wrong type with the message, the field and both types;
+answers Prepare with the baselines and JudgeAnswer with the answer's verdict; turns its own failure into a
+``judge_failed`` row and goes on serving; and leaves no process behind once closed."""
 
 from __future__ import annotations
 
@@ -108,6 +109,19 @@ def test_a_message_of_the_wrong_kind_is_named_with_both_types_either_way(station
         station._request(m.AddProblem(problem), m.Judged)
     assert station._request(m.AddProblem(problem), m.Done) == m.Done(None)
     assert _judge_alive(station)
+
+
+def test_a_message_with_a_field_of_the_wrong_type_is_named_either_way(station: MessageStation, monkeypatch):
+    # To the judge: refused before the judge reads it, answered Failed naming the message, the field and both types.
+    with pytest.raises(JudgeFailed, match=r"Prepare.kinds\[0\]: expected str, got int"):
+        station._request(m.Prepare("linear_relu", (1,)), m.Done)  # type: ignore[arg-type]
+    assert _judge_alive(station)
+    # From the judge: a reply of the right kind with a field of the wrong type, never read as the row.
+    exchange = station._exchange
+    monkeypatch.setattr(station, "_exchange", lambda message: m.Judged({"verdict": "correct"}, None, {})  # type: ignore
+                        if isinstance(message, m.Prepare) else exchange(message))
+    with pytest.raises(m.WrongMessage, match="Judged.row: expected ResultRow, got dict"):
+        station._request(m.Prepare("linear_relu", None), m.Judged)
 
 
 def test_prepare_gives_baselines_and_answers_get_their_verdicts(station: MessageStation, warm_cache: Path):
