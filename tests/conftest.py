@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import torch
@@ -26,14 +27,7 @@ def session_torch_headers(tmp_path_factory: pytest.TempPathFactory) -> Path:
     otherwise precompile it again): every build, in this process or a child, finds it through the environment."""
     from evalkit.judge.torch_headers import HEADERS_ENV
 
-    folder = tmp_path_factory.mktemp("torch-headers")
-    previous = os.environ.get(HEADERS_ENV)
-    os.environ[HEADERS_ENV] = str(folder)
-    yield folder
-    if previous is None:
-        os.environ.pop(HEADERS_ENV, None)
-    else:
-        os.environ[HEADERS_ENV] = previous
+    yield from _session_folder_named_by(HEADERS_ENV, tmp_path_factory.mktemp("torch-headers"))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -42,14 +36,18 @@ def session_timing_registry(tmp_path_factory: pytest.TempPathFactory) -> Path:
     the same machine, or a run outside the tests, neither freezes this session's builds nor waits for its judges."""
     from evalkit.sandbox.host_timing import FOLDER_ENV
 
-    folder = tmp_path_factory.mktemp("timing-registry")
-    previous = os.environ.get(FOLDER_ENV)
-    os.environ[FOLDER_ENV] = str(folder)
+    yield from _session_folder_named_by(FOLDER_ENV, tmp_path_factory.mktemp("timing-registry"))
+
+
+def _session_folder_named_by(variable: str, folder: Path) -> Iterator[Path]:
+    """``folder`` named by the environment ``variable`` for the session (children inherit it), then put back."""
+    previous = os.environ.get(variable)
+    os.environ[variable] = str(folder)
     yield folder
     if previous is None:
-        os.environ.pop(FOLDER_ENV, None)
+        os.environ.pop(variable, None)
     else:
-        os.environ[FOLDER_ENV] = previous
+        os.environ[variable] = previous
 
 
 @pytest.fixture(scope="session")

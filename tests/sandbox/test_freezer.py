@@ -15,6 +15,7 @@ import pytest
 
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.launcher import MARKER_VARIABLE
+from process_helpers import children
 
 # Two spinning processes, the sandbox and a child, started once told to: like a build, which runs no code of
 # its own before it is registered (a fork before that would leave the child outside the freezer's cgroup).
@@ -32,18 +33,6 @@ def _cpu_ticks(pids: list[int]) -> int:
     return total
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry.name))
-            except (OSError, IndexError, ValueError):
-                continue
-    return found
-
-
 @pytest.mark.parametrize("use_cgroup", [True, False], ids=["cgroup-if-available", "signals"])
 def test_a_spinning_build_gets_no_cpu_while_a_judge_times(use_cgroup):
     freezer = BuildFreezer(f"test-{uuid.uuid4().hex[:8]}", use_cgroup=use_cgroup)
@@ -56,7 +45,7 @@ def test_a_spinning_build_gets_no_cpu_while_a_judge_times(use_cgroup):
     proc.stdin.flush()
     try:
         time.sleep(0.3)
-        pids = [proc.pid, *_children(proc.pid)]
+        pids = [proc.pid, *children(proc.pid)]
         assert len(pids) == 2
         with freezer.timing():
             before = _cpu_ticks(pids)

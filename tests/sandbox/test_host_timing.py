@@ -20,6 +20,8 @@ import pytest
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.host_timing import FOLDER_ENV, HostTiming, open_registry
 from evalkit.sandbox.launcher import MARKER_VARIABLE
+from evalkit.sandbox.processes import process_state
+from process_helpers import children
 
 ROOT = Path(__file__).resolve().parents[2]
 BOUND_S = 60.0  # how long a state that must come may take (on a loaded machine); reached only when broken
@@ -83,13 +85,13 @@ class Build:
         assert _until(lambda: len(self.pids()) == 2, BOUND_S), "the build's child never started"
 
     def pids(self) -> list[int]:
-        return [self.proc.pid, *_children(self.proc.pid)]
+        return [self.proc.pid, *children(self.proc.pid)]
 
     def stopped(self) -> bool:
-        return all(_state(pid) == "T" for pid in self.pids())
+        return all(process_state(pid) == "T" for pid in self.pids())
 
     def running(self) -> bool:
-        return not any(_state(pid) == "T" for pid in self.pids())
+        return not any(process_state(pid) == "T" for pid in self.pids())
 
     def end(self) -> None:
         for pid in self.pids():
@@ -107,25 +109,6 @@ def _until(condition, within_s: float) -> bool:
             return False
         time.sleep(0.01)
     return True
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return "gone"
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry.name))
-            except (OSError, IndexError, ValueError):
-                continue
-    return found
 
 
 @pytest.fixture
@@ -149,7 +132,7 @@ def test_another_processes_timing_freezes_this_processes_builds_before_it_starts
         assert build.running()
         assert timer.said("timing")
         # Its timing began only once this process's builds were stopped: no wait here.
-        assert build.stopped(), f"build states {[_state(pid) for pid in build.pids()]} while another process times"
+        assert build.stopped(), f"build states {[process_state(pid) for pid in build.pids()]} while another process times"
         timer.stop()
         assert timer.said("done")
         assert _until(build.running, BOUND_S), "the build stayed frozen after the other process's timing ended"
