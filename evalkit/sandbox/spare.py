@@ -52,9 +52,13 @@ class SpareWorker:
                 worker = None
         worker = worker or self._start()
         worker.extensions_dir = extensions_dir
+        self.fill()
+        return worker
+
+    def fill(self) -> None:
+        """Start spares until ``count`` are (a judge's first answer then finds one started, as later ones do)."""
         while len(self._spares) < self._count:
             self._spares.append(self._start())
-        return worker
 
     @contextmanager
     def parked(self) -> Iterator[None]:

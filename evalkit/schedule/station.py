@@ -101,6 +101,7 @@ class JudgeStation:
         env = {**extension_env(device), **header_env(builds_root(options.cache_dir), device), **_pinned(limits),
                **({PRELOAD_CUDA_VARIABLE: "1"} if device == "cuda" else {})}
         self._spare = SpareWorker(limits, env, count=SPARE_WORKERS.get(device, 1))
+        self._spare.fill()  # a judge starts for an answer on its way (or ahead of one): its worker starts now
         # On CUDA a passing answer's kernels are profiled in a worker of their own (``evalkit.judge.kernel_profile``).
         # They start once the first answer has passed (a run whose answers all fail starts none).
         self._profilers = SpareWorker(limits, {**env, PRELOAD_PROFILER_VARIABLE: "1"},
