@@ -176,14 +176,14 @@ class Engine:
 
     def close(self, abandon: bool = False) -> None:
         """Stop the builds (``abandon``: kill the running ones too) and every judge station."""
+        self._ready.stop()  # first: no judge takes more work (a baseline timed ahead, an answer)
         if abandon:
-            self.backend.abandon_builds(lambda: kill_group(self.limits.group))
             if self._busy:
-                # A judge process would go on judging (and start new sandboxes) while its thread waits for it.
+                # A judge would go on (and start new sandboxes) while its thread waits for it: told before the kill.
                 self._stopping = True
                 for station in self.stations:
                     station.abandon()
-        self._ready.stop()
+            self.backend.abandon_builds(lambda: kill_group(self.limits.group))
         self._wait_for_judges()
         self.backend.close()
         for station in self.stations:
@@ -277,7 +277,10 @@ class Engine:
         try:
             self._prepare(station, problem_id, kinds=(kind,))
         except Exception:  # noqa: BLE001 - the answers of this problem will meet the same failure as rows
-            logger.exception("%s: timing its %s baseline ahead of its answers failed", problem_id, kind)
+            if self._stopping:  # its workers were killed as the evaluator closed
+                logger.debug("%s: timing its %s baseline ahead ended as the judges closed", problem_id, kind)
+            else:
+                logger.exception("%s: timing its %s baseline ahead of its answers failed", problem_id, kind)
 
     def _prepare_all(self, station: Station, preparation: Preparation) -> None:
         try:

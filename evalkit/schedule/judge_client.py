@@ -141,7 +141,10 @@ class DirectStation(MessageStation):
         self._server: JudgeServer | None = None
 
     def abandon(self) -> None:
-        """Nothing to do in this process: the run's group kill ends the worker in hand, and this thread with it."""
+        """The station starts no more workers; the run's group kill that follows ends those it holds."""
+        server = self._server
+        if server is not None and server.station is not None:
+            server.station.abandon()
 
     def close(self) -> None:
         server, self._server = self._server, None

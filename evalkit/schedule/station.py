@@ -170,7 +170,11 @@ class JudgeStation:
             _cancel_workers(in_hand[1])
 
     def abandon(self) -> None:
-        """Nothing to do in this process: the run's group kill ends the worker in hand, and this thread with it."""
+        """The run or evaluator is stopping (called from another thread): start no more workers (the group kill
+        that follows ends those running), so what is in hand ends at once, a baseline timed ahead too."""
+        self._spare.stop()
+        if self._profilers is not None:
+            self._profilers.stop()
 
     def close(self) -> None:
         for context in self._kept.values():
