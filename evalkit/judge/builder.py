@@ -111,7 +111,7 @@ def build(code: str, cache_root: Path, device: str, timeout_s: float, limits: Li
             if not stale.parent.is_symlink():  # a build may plant a link to another folder: never follow it
                 stale.unlink(missing_ok=True)  # left by a build killed mid-compile: torch would wait on it forever
         # once per cache, beside the builds (none waits for it), ended with the run's sandboxes if still going
-        torch_headers.start(build_dir.parent, device, {MARKER_VARIABLE: f"{limits.group}.torch-headers"})
+        torch_headers.start(build_dir.parent, device, f"{MARKER_VARIABLE}={limits.group}.torch-headers", freezer)
         outcome = _run_build(code, build_dir, device, timeout_s, limits, init_inputs, freezer, arch, processes,
                              idle_s)
         if outcome.status in ("ok", "compile_error"):

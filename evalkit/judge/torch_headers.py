@@ -28,11 +28,14 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch.utils import cpp_extension
+
+from evalkit.sandbox.freezer import BuildFreezer
 
 logger = logging.getLogger(__name__)
 
@@ -87,13 +90,15 @@ def ensure(builds: Path, device: str) -> Path | None:
     return None if (folder / UNUSABLE).exists() else folder
 
 
-def start(builds: Path, device: str, marker: dict[str, str] | None = None) -> threading.Thread | None:
+def start(builds: Path, device: str, marker: str | None = None, freezer: BuildFreezer | None = None
+          ) -> threading.Thread | None:
     """Begin precompiling the header for ``device`` in the background when it is not made yet and nobody (no
     thread or process) is making it; the thread making it, else None. The builds that start meanwhile compile
     torch's header themselves, as they would without it (the same extension, only slower), and never wait: one
     answer alone would otherwise wait for the header's ~35 s of compile before its own build. Later builds take
-    it. ``marker``: environment the compiles carry so the run's clean-up ends them with its sandboxes (the
-    thread is a daemon: a run that ends first leaves only a scratch folder, removed by the next maker)."""
+    it. ``marker`` ("VARIABLE=value"): what the compiles carry so the run's clean-up ends them with its sandboxes
+    (the thread is a daemon: a run that ends first leaves only a scratch folder, removed by the next maker);
+    ``freezer``: the run's, which keeps them off every timing as it keeps the builds."""
     folder = headers_folder(builds, device)
     if folder is None or (folder / UNUSABLE).exists() or _precompiled(folder).exists():
         return None
@@ -103,18 +108,19 @@ def start(builds: Path, device: str, marker: dict[str, str] | None = None) -> th
     except BlockingIOError:
         lock.close()
         return None
-    thread = threading.Thread(target=_make_and_release, args=(folder, device, lock, marker or {}), daemon=True,
+    thread = threading.Thread(target=_make_and_release, args=(folder, device, lock, marker, freezer), daemon=True,
                               name="evalkit-torch-header")
     thread.start()
     return thread
 
 
-def _make_and_release(folder: Path, device: str, lock: Any, marker: dict[str, str]) -> None:
+def _make_and_release(folder: Path, device: str, lock: Any, marker: str | None, freezer: BuildFreezer | None
+                      ) -> None:
     try:
         for stale in folder.glob(".building-*"):  # a maker that ended midway: nobody else holds the lock
             shutil.rmtree(stale, ignore_errors=True)
         if not _precompiled(folder).exists() and not (folder / UNUSABLE).exists():
-            _precompile(folder, list(_cflags(device) or ()), marker)
+            _precompile(folder, list(_cflags(device) or ()), marker, freezer)
     except Exception:  # noqa: BLE001 - never a build's failure: builds go on without the header
         logger.exception("precompiling torch's extension header failed: builds compile it each time")
     finally:
@@ -169,7 +175,8 @@ def _compiler_version() -> str | None:
     return f"{compiler}\0{found.stdout}"
 
 
-def _precompile(folder: Path, cflags: list[str], marker: dict[str, str] | None = None) -> None:
+def _precompile(folder: Path, cflags: list[str], marker: str | None = None, freezer: BuildFreezer | None = None
+                ) -> None:
     """Compile every flag variant into a scratch folder beside ``folder``, check that a compile with the plain
     flags takes it, and move it in place readable by all; else note why in ``UNUSABLE``."""
     header = Path(cpp_extension.include_paths("cpu")[0]) / HEADER
@@ -181,11 +188,9 @@ def _precompile(folder: Path, cflags: list[str], marker: dict[str, str] | None =
     (target.parent / Path(HEADER).name).symlink_to(header)
     compiler = cpp_extension.get_cxx_compiler()
     try:
-        compiles = [subprocess.Popen([compiler, "-x", "c++-header", str(header), "-o", str(target / f"{name}.gch"),
-                                      *cflags, *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     env={**os.environ, **(marker or {})})
-                    for name, extra in FLAG_VARIANTS.items()]
-        failed = [out for out in (_finished(c) for c in compiles) if out is not None]
+        compiles = [_launch([compiler, "-x", "c++-header", str(header), "-o", str(target / f"{name}.gch"),
+                             *cflags, *extra], marker, freezer) for name, extra in FLAG_VARIANTS.items()]
+        failed = [out for out in (_finished(c, freezer) for c in compiles) if out is not None]
         timed_out = any(out.startswith("the compiler ran past") for out in failed)
         if any(c.returncode < 0 for c in compiles) and not timed_out:  # ended by the run's clean-up: no verdict
             logger.info("precompiling torch's extension header was stopped: the next run that builds makes it")
@@ -205,7 +210,18 @@ def _precompile(folder: Path, cflags: list[str], marker: dict[str, str] | None =
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _finished(compile_: subprocess.Popen) -> str | None:
+def _launch(command: list[str], marker: str | None, freezer: BuildFreezer | None) -> subprocess.Popen:
+    """Start one compile of the header: marked as the run's sandboxes are, and held off timings as builds are."""
+    env = {**os.environ, **dict([marker.split("=", 1)])} if marker else None
+    with freezer.launching() if freezer else nullcontext():
+        compile_ = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                    start_new_session=freezer is not None)
+        if freezer is not None and marker:
+            freezer.register(compile_.pid, marker)
+    return compile_
+
+
+def _finished(compile_: subprocess.Popen, freezer: BuildFreezer | None = None) -> str | None:
     """None once ``compile_`` succeeded, else what it printed."""
     try:
         out, _ = compile_.communicate(timeout=HEADER_BUILD_TIMEOUT_S)
@@ -213,6 +229,9 @@ def _finished(compile_: subprocess.Popen) -> str | None:
         compile_.kill()
         compile_.communicate()
         return f"the compiler ran past {HEADER_BUILD_TIMEOUT_S:.0f} s"
+    finally:
+        if freezer is not None:
+            freezer.unregister(compile_.pid)  # (a no-op for one never registered)
     return None if compile_.returncode == 0 else (out or b"").decode(errors="replace")[-2000:] or "compiler failed"
 
 

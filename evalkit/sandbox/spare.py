@@ -40,6 +40,7 @@ class SpareWorker:
         self._limits, self._env, self._count = limits, env, count
         self._spares: deque[UntrustedProcess] = deque()  # oldest first
         self._starter: ThreadPoolExecutor | None = None  # the thread every worker here is started by
+        self._stopped = False  # set by ``stop`` (any thread): no worker is started from then on
 
     def take(self, extensions_dir: Path | None) -> UntrustedProcess:
         """A started worker for the answer whose extensions live in ``extensions_dir`` (the oldest spare still
@@ -52,9 +53,13 @@ class SpareWorker:
                 worker = None
         worker = worker or self._start()
         worker.extensions_dir = extensions_dir
-        while len(self._spares) < self._count:
-            self._spares.append(self._start())
+        self.fill()
         return worker
+
+    def fill(self) -> None:
+        """Start spares until ``count`` are (a judge's first answer then finds one started, as later ones do)."""
+        while len(self._spares) < self._count and not self._stopped:
+            self._spares.append(self._start())
 
     @contextmanager
     def parked(self) -> Iterator[None]:
@@ -80,7 +85,13 @@ class SpareWorker:
             self._starter.shutdown(wait=True)
             self._starter = None
 
+    def stop(self) -> None:
+        """Start no worker from now on (any thread may call it: its judge is being abandoned); ``take`` raises."""
+        self._stopped = True
+
     def _start(self) -> UntrustedProcess:
+        if self._stopped:
+            raise RuntimeError("this judge is closing: it starts no more workers")
         if self._starter is None:
             self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalkit-spare-starter")
         workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))

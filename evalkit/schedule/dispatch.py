@@ -67,6 +67,15 @@ class Batch:
 
 
 @dataclass(eq=False)
+class Preparation:
+    """A caller's ``prepare_baselines``: the problems whose every baseline a station times (or finds cached), in
+    turn with the answers; ``done`` is set (or failed) once it has."""
+
+    problems: list[str]
+    done: Future[None] = field(default_factory=Future)
+
+
+@dataclass(eq=False)
 class Item:
     """A built (or building) answer waiting for a judge, and the batch its row goes to."""
 
@@ -76,15 +85,23 @@ class Item:
     batch: Batch = field(repr=False)
 
 
+Work = Item | Preparation | tuple[str, str]  # what a station is handed: an answer, a caller's preparation, a baseline
+
+
 class ReadyQueue:
     """Built answers waiting for a judge; a station takes one of its own problem's first, else the oldest.
-    While nothing is built, an idle station is handed one baseline to time ahead (a problem and a kind, every
-    problem's first kind before any second kind), for a problem with an answer still building."""
+    A caller's ``Preparation`` goes before them (it waits, as an answer's caller does). While nothing is built, an
+    idle station is handed one baseline to time ahead (a problem and a kind, every problem's first kind before any
+    second kind), for a problem with an answer still building. Before the first answer comes, one of the baselines
+    asked for ``when_idle`` (the problems an Evaluator starts with); the first answer drops the rest (a timing of
+    another problem's baseline would freeze its build, and switch the judge away from the problems it holds)."""
 
     def __init__(self, on_cancel: Callable[[Batch], None] | None = None) -> None:
         self._on_cancel = on_cancel  # ends a cancelled batch's answers already taken (the engine's stations)
         self._items: list[Item] = []
+        self._preparations: list[Preparation] = []
         self._ahead: dict[int, list[tuple[str, str]]] = {}  # kind's rank -> (problem, kind) to time ahead
+        self._idle: list[tuple[str, str]] = []  # (problem, kind) to time while no answer is queued
         self._changed = threading.Condition()
         self._stopped = False
 
@@ -92,6 +109,7 @@ class ReadyQueue:
         item.batch._ready = self
         with self._changed:
             self._items.append(item)
+            self._idle.clear()  # the answers came: their own problems' baselines are timed ahead from now on
             self._changed.notify_all()
         item.build.add_done_callback(lambda _: self._notify())
 
@@ -102,10 +120,38 @@ class ReadyQueue:
                 self._ahead.setdefault(rank, []).append((problem_id, kind))
             self._changed.notify_all()
 
-    def take(self, problem: str | None) -> Item | tuple[str, str] | None:
-        """A built answer, else a (problem, baseline kind) to time ahead, else waits; None once stopped."""
+    def when_idle(self, problem_id: str, kinds: tuple[str, ...]) -> None:
+        """Time ``problem_id``'s baselines of ``kinds`` until the first answer comes (each problem's first kind first)."""
+        with self._changed:
+            self._idle.extend((problem_id, kind) for kind in kinds)
+            self._idle.sort(key=lambda entry: kinds.index(entry[1]) if entry[1] in kinds else len(kinds))
+            self._changed.notify_all()
+
+    def prepare(self, problem_ids: list[str]) -> Preparation:
+        """Queue a caller's preparation of ``problem_ids``; its ``done`` is set once a station has made it."""
+        preparation = Preparation(list(problem_ids))
+        with self._changed:
+            if self._stopped:
+                preparation.done.set_exception(RuntimeError("the judges are closed: nothing can be prepared"))
+                return preparation
+            self._preparations.append(preparation)
+            self._changed.notify_all()
+        return preparation
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """How many entries each of the queue's containers holds now (what a long run must not grow)."""
+        with self._changed:
+            return {"items": len(self._items), "preparations": len(self._preparations), "idle": len(self._idle),
+                    "ahead": sum(len(entries) for entries in self._ahead.values())}
+
+    def take(self, problem: str | None) -> Work | None:
+        """A caller's preparation, else a built answer, else a (problem, baseline kind) to time ahead, else waits;
+        None once stopped."""
         with self._changed:
             while not self._stopped:
+                if self._preparations:
+                    return self._preparations.pop(0)
                 built = [item for item in self._items if item.build.done()]
                 pick = next((i for i in built if i.submission.problem == problem), built[0] if built else None)
                 if pick is not None:
@@ -118,6 +164,8 @@ class ReadyQueue:
                         ahead = entries.pop(0)
                         if ahead[0] in waiting:
                             return ahead
+                if self._idle:
+                    return self._idle.pop(0)
                 self._changed.wait()
             return None
 
@@ -133,7 +181,10 @@ class ReadyQueue:
     def stop(self) -> None:
         with self._changed:
             self._stopped = True
+            preparations, self._preparations = self._preparations, []
             self._changed.notify_all()
+        for preparation in preparations:
+            preparation.done.set_exception(RuntimeError("the judges closed before these baselines were prepared"))
 
     def _notify(self) -> None:
         with self._changed:

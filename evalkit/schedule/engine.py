@@ -14,39 +14,32 @@ signal, through the caller's ``kill_group``) ends them all.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, replace
-from functools import partial
-from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from evalkit.intake.static_scan import builds_nothing
 from evalkit.intake.triage import Triage, triage
-from evalkit.judge import verdicts
-from evalkit.judge.builder import BuildOutcome, build, builds_root, nothing_to_build
+from evalkit.judge import torch_headers, verdicts
+from evalkit.judge.builder import BuildOutcome, builds_root, nothing_to_build
 from evalkit.records import EvalkitError, ResultRow, Submission
 from evalkit.sandbox.freezer import BuildFreezer
-from evalkit.sandbox.launcher import WATCHDOG_PERIOD_S, Limits
+from evalkit.sandbox.launcher import Limits
+from evalkit.sandbox.processes import MARKER_VARIABLE
 from evalkit.sandbox.remains import kill_group
-from evalkit.sandbox.processes import ProcessTable
 from evalkit.sandbox.untrusted.landlock import LANDLOCK_ABI_FOR_DEVICES, abi_version
-from evalkit.schedule.dispatch import Batch, Item, ReadyQueue
-from evalkit.schedule.judge_client import DirectStation
+from evalkit.schedule.backend import Backend, LocalBackend
+from evalkit.schedule.dispatch import Batch, Item, Preparation, ReadyQueue
 from evalkit.schedule.judge_messages import StationSpec
-from evalkit.schedule.judge_process import ProcessStation
 from evalkit.schedule.options import JudgeOptions
-from evalkit.schedule.placement import JudgeSlot, Placement, host_device
+from evalkit.schedule.placement import JudgeSlot, Placement
 from evalkit.schedule.station import BaselineFiles
 from evalkit.sources.problems import Problem
 
 logger = logging.getLogger(__name__)
 
-VISIBLE = "CUDA_VISIBLE_DEVICES"
-
-BUILD_STOP_S = 5.0  # how long an interrupted run keeps killing sandboxes while its running builds end
 JUDGE_STOP_S = 30.0  # how long close() waits for judge threads to leave their answer (their sandboxes are killed)
 ROW_POLL_S = 0.5  # the caller's thread wakes this often while it waits for rows (so signals get through)
 
@@ -70,6 +63,7 @@ def check_deadline(batch: Batch, deadline: float | None) -> None:
 class Station(Protocol):
     current_problem: str | None
 
+    def start(self) -> None: ...  # start the judge now (its process, its spare workers), ahead of its first request
     def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]: ...
     def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow: ...
     def cancel(self, key: str) -> None: ...  # that answer's caller left: end it now if it is in hand
@@ -151,20 +145,49 @@ class Engine:
                                 "why each stopped")
 
     def prepare_baselines(self, problem_ids: Iterable[str]) -> None:
-        """Time (or find cached) the baselines of ``problem_ids`` now, whether or not an answer needs them."""
+        """Time (or find cached) the baselines of ``problem_ids`` now, whether or not an answer needs them: through
+        the queue the answers take, so a station does it between two answers (never beside one, nor beside another
+        timing); returns once done, raising what failed (``JudgesStopped`` when every judge stopped meanwhile)."""
+        wanted = [problem_id for problem_id in problem_ids if problem_id not in self.prepared]
+        if not wanted:
+            return
+        self._start_judges()
+        preparation = self._ready.prepare(wanted)
+        while not preparation.done.done():
+            wait([preparation.done], timeout=ROW_POLL_S)
+            if not preparation.done.done():
+                self.check_judges()
+        preparation.done.result()
+
+    def warm_up(self, problem_ids: Iterable[str]) -> None:
+        """Start, in the background, what a first answer would otherwise wait for: the judges (a judge process, its
+        spare workers) and, until the first answer comes, the baselines of ``problem_ids`` (the problems known at the
+        start). Returns at once; changes no verdict."""
+        self._start_judges()
+        if isinstance(self.backend, LocalBackend):  # the first builds' precompiled header, begun before they come
+            torch_headers.start(builds_root(self.options.cache_dir), self.device,
+                                f"{MARKER_VARIABLE}={self.limits.group}.torch-headers", self.freezer)
         for problem_id in problem_ids:
-            self._prepare(self.stations[0], problem_id)
+            if problem_id not in self.prepared:
+                self._ready.when_idle(problem_id, self.options.baselines)
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """How many entries the engine's containers hold now: none may grow with the number of answers judged."""
+        return {**self._ready.sizes, **self.backend.sizes, "in_hand": len(self._in_hand), "busy": len(self._busy),
+                "problem_locks": len(self._problem_locks), "prepared": len(self.prepared),
+                "problems_ahead": len(self._ahead)}
 
     def close(self, abandon: bool = False) -> None:
         """Stop the builds (``abandon``: kill the running ones too) and every judge station."""
+        self._ready.stop()  # first: no judge takes more work (a baseline timed ahead, an answer)
         if abandon:
-            self.backend.abandon_builds(lambda: kill_group(self.limits.group))
             if self._busy:
-                # A judge process would go on judging (and start new sandboxes) while its thread waits for it.
+                # A judge would go on (and start new sandboxes) while its thread waits for it: told before the kill.
                 self._stopping = True
                 for station in self.stations:
                     station.abandon()
-        self._ready.stop()
+            self.backend.abandon_builds(lambda: kill_group(self.limits.group))
         self._wait_for_judges()
         self.backend.close()
         for station in self.stations:
@@ -207,11 +230,17 @@ class Engine:
                 thread.start()
 
     def _serve(self, station: Station, name: str) -> None:
+        try:
+            station.start()  # ahead of its first request: a judge process, the spare workers, start meanwhile
+        except Exception:  # noqa: BLE001 - its first request starts it again, and its row says what failed
+            logger.exception("judge %s could not start ahead of its first answer", name)
         while (item := self._ready.take(station.current_problem)) is not None:
             self._busy.add(name)
             try:
                 if isinstance(item, tuple):
                     self._prefetch(station, *item)
+                elif isinstance(item, Preparation):
+                    self._prepare_all(station, item)
                 elif not item.batch.cancelled:
                     self._in_hand[name] = (station, item)
                     try:
@@ -252,7 +281,19 @@ class Engine:
         try:
             self._prepare(station, problem_id, kinds=(kind,))
         except Exception:  # noqa: BLE001 - the answers of this problem will meet the same failure as rows
-            logger.exception("%s: timing its %s baseline ahead of its answers failed", problem_id, kind)
+            if self._stopping:  # its workers were killed as the evaluator closed
+                logger.debug("%s: timing its %s baseline ahead ended as the judges closed", problem_id, kind)
+            else:
+                logger.exception("%s: timing its %s baseline ahead of its answers failed", problem_id, kind)
+
+    def _prepare_all(self, station: Station, preparation: Preparation) -> None:
+        try:
+            for problem_id in preparation.problems:
+                self._prepare(station, problem_id)
+        except Exception as err:  # noqa: BLE001 - the caller of prepare_baselines raises it
+            preparation.done.set_exception(err)
+        else:
+            preparation.done.set_result(None)
 
     def _prepare(self, station: Station, problem_id: str, kinds: tuple[str, ...] | None = None) -> None:
         """Load a problem on ``station``, with the baselines of ``kinds`` (default: all); one station at a time per
@@ -272,66 +313,6 @@ def partition_builds(freezer: BuildFreezer, device: str, build_cpus: tuple[int, 
     if device == "cuda" and build_cpus and abi_version() >= LANDLOCK_ABI_FOR_DEVICES:
         freezer.partition(build_cpus)
     logger.info("builds are kept off timings by %s", freezer.isolation)
-
-
-class Backend(Protocol):
-    """Where builds and judges run: this machine (``LocalBackend``) or a Ray cluster (``ray_backend``)."""
-
-    adds_problems: bool  # whether problems added after the start (given as text) reach its judges
-
-    def start_build(self, code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits,
-                    init_inputs: Any, freezer: BuildFreezer) -> Future[BuildOutcome]: ...
-    def station(self, slot: JudgeSlot, spec: StationSpec, judges: int, freezer: BuildFreezer,
-                progress: Callable[[str], None]) -> Station: ...
-    def abandon_builds(self, kill: Callable[[], object]) -> None: ...
-    def close(self) -> None: ...
-
-
-class LocalBackend:
-    """Builds in a thread pool of sandboxes on this machine; one judge in this process, or one judge process
-    per slot when there are several (or its GPU is not this process's first)."""
-
-    adds_problems = True  # problems added after the start reach the judges (in-process, or told by message)
-
-    def __init__(self, build_jobs: int) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=build_jobs, thread_name_prefix="evalkit-build")
-        self._builds: list[Future[BuildOutcome]] = []
-        self._processes = ProcessTable(WATCHDOG_PERIOD_S)  # one /proc reading per period for every build's watcher
-
-    def start_build(self, code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits,
-                    init_inputs: Any, freezer: BuildFreezer) -> Future[BuildOutcome]:
-        future = self._pool.submit(build, code, cache_root, device, timeout_s, limits, init_inputs, freezer,
-                                   processes=self._processes)
-        self._builds.append(future)
-        return future
-
-    def station(self, slot: JudgeSlot, spec: StationSpec, judges: int, freezer: BuildFreezer,
-                progress: Callable[[str], None]) -> Station:
-        if judges == 1 and slot.gpu in (None, 0):
-            # This process is not pinned (it may be a caller's training loop), so neither is its worker: a worker
-            # on the judge's two cores shared them with this process's own thread once builds had pushed it
-            # there, and read 6-13% slow under build load on the H200. The slot's cores still stay free of builds.
-            return DirectStation(slot.name, replace(spec, limits=replace(spec.limits, cpus=None)),
-                                 quiet=partial(freezer.timing, device=host_device(slot, os.environ.get(VISIBLE))),
-                                 progress=progress)
-        return ProcessStation(slot, spec, freezer, progress=progress)
-
-    def abandon_builds(self, kill: Callable[[], object]) -> None:
-        """Cancel the builds not started; kill the sandboxes of running ones until they end (bounded)."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        deadline = time.monotonic() + BUILD_STOP_S
-        while True:
-            kill()  # again each round: a build thread may have just started one
-            running = [future for future in self._builds if not future.done()]  # done(): cancelled ones too
-            if not running or time.monotonic() > deadline:
-                break
-            wait(running, timeout=0.2)
-        if running:
-            logger.warning("%d build(s) still running after %g s of killing their sandboxes",
-                           len(running), BUILD_STOP_S)
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True)
 
 
 @dataclass

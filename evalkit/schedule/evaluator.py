@@ -68,6 +68,9 @@ class Evaluator:
         baselines = BaselineFiles(None, options.cache_dir / "baselines.json", remeasure=options.remeasure_baselines,
                                   run=limits.group)
         self._start(discover_problems(Path(problems), lenient=True), options, where, seed, limits, baselines, None)
+        # In the background: the judges and their workers, the known problems' baselines (until the first answer
+        # comes), so that the first answer waits for little more than a later one does.
+        self._engine.warm_up(sorted(self.problems))
 
     @classmethod
     def for_report(cls, problems: dict[str, Problem], options: JudgeOptions, where: Machines, seed: int,
@@ -177,9 +180,17 @@ class Evaluator:
         return row
 
     def prepare_baselines(self, problem_ids: Iterable[str]) -> None:
-        """Time (or read from the cache) the baselines of ``problem_ids`` now. Judging times a problem's baselines
-        only once an answer of it is correct and timed (ahead of it, while the judge waits for builds)."""
-        self._engine.prepare_baselines(sorted(set(problem_ids) - self._engine.prepared))
+        """Time (or read from the cache) the baselines of ``problem_ids`` now, and return once they are known.
+        Judging times a problem's baselines only once an answer of it is correct and timed (ahead of it, while the
+        judge waits for builds; those of the problems known at the start also while no answer is queued). Safe
+        beside judge calls from other threads: the judges do it in turn with the answers."""
+        from evalkit.sources.problems import unknown_problem
+
+        wanted = sorted(set(problem_ids))
+        for problem_id in wanted:
+            if problem_id not in self.problems:
+                raise unknown_problem(problem_id, self.problems)
+        self._engine.prepare_baselines(wanted)
 
     def _rows(self, submissions: list[Submission], known: list[ResultRow],
               deadline: float | None) -> Iterator[dict[str, Any]]:

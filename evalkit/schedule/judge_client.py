@@ -39,6 +39,10 @@ class MessageStation:
         self._judging: str | None = None  # the key of the answer the judge holds, while a JudgeAnswer is out
         self._cancel_pending: str | None = None  # a cancel that came before its JudgeAnswer went out
 
+    def start(self) -> None:
+        """Start the judge now (its process or actor, its station and spare workers), ahead of its first request."""
+        self._ensure_started()
+
     def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
         self._tell(problem_id)
         baselines = self._request(m.Prepare(problem_id, kinds, self._report_entries(problem_id)), m.Done).value
@@ -137,7 +141,10 @@ class DirectStation(MessageStation):
         self._server: JudgeServer | None = None
 
     def abandon(self) -> None:
-        """Nothing to do in this process: the run's group kill ends the worker in hand, and this thread with it."""
+        """The station starts no more workers; the run's group kill that follows ends those it holds."""
+        server = self._server
+        if server is not None and server.station is not None:
+            server.station.abandon()
 
     def close(self) -> None:
         server, self._server = self._server, None

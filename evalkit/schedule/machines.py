@@ -1,5 +1,5 @@
 """Trusted side: which machines a run uses: the device, its judges and cores (``placement``), and where
-builds and judges run (``engine.LocalBackend`` on this machine, or a Ray cluster through ``ray_backend``)."""
+builds and judges run (``backend.LocalBackend`` on this machine, or a Ray cluster through ``ray_backend``)."""
 
 from __future__ import annotations
 

@@ -249,6 +249,10 @@ class RayBackend:
         self._builds = [(r, f) for r, f in self._builds if not f.done()] + [(ref, ref.future())]
         return self._builds[-1][1]
 
+    @property
+    def sizes(self) -> dict[str, int]:
+        return {"builds": len(self._builds)}
+
     def station(self, slot: JudgeSlot, spec: StationSpec, judges: int, freezer: BuildFreezer,
                 progress: Callable[[str], None]) -> RayStation:
         self._groups.add(spec.limits.group)

@@ -101,6 +101,7 @@ class JudgeStation:
         env = {**extension_env(device), **header_env(builds_root(options.cache_dir), device), **_pinned(limits),
                **({PRELOAD_CUDA_VARIABLE: "1"} if device == "cuda" else {})}
         self._spare = SpareWorker(limits, env, count=SPARE_WORKERS.get(device, 1))
+        self._spare.fill()  # a judge starts for an answer on its way (or ahead of one): its worker starts now
         # On CUDA a passing answer's kernels are profiled in a worker of their own (``evalkit.judge.kernel_profile``).
         # They start once the first answer has passed (a run whose answers all fail starts none).
         self._profilers = SpareWorker(limits, {**env, PRELOAD_PROFILER_VARIABLE: "1"},
@@ -169,7 +170,11 @@ class JudgeStation:
             _cancel_workers(in_hand[1])
 
     def abandon(self) -> None:
-        """Nothing to do in this process: the run's group kill ends the worker in hand, and this thread with it."""
+        """The run or evaluator is stopping (called from another thread): start no more workers (the group kill
+        that follows ends those running), so what is in hand ends at once, a baseline timed ahead too."""
+        self._spare.stop()
+        if self._profilers is not None:
+            self._profilers.stop()
 
     def close(self) -> None:
         for context in self._kept.values():

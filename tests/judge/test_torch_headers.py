@@ -136,3 +136,23 @@ def test_no_build_waits_for_the_header_and_the_runs_clean_up_ends_its_compile(tm
     fcntl.flock(lock, fcntl.LOCK_EX)  # the maker let go
     assert not (folder / torch_headers.UNUSABLE).exists(), "a compile stopped by the clean-up is no verdict on it"
     assert not (folder / "torch").exists() and not list(folder.glob(".building-*"))
+
+
+def test_the_headers_compile_is_kept_off_every_timing_as_builds_are():
+    """It runs beside the builds, so it is held like one: stopped while a judge times (the run's freezer)."""
+    import uuid
+
+    from evalkit.sandbox.freezer import BuildFreezer
+    from evalkit.sandbox.processes import MARKER_VARIABLE, process_state
+
+    freezer = BuildFreezer(f"test-{uuid.uuid4().hex[:8]}", use_cgroup=False)
+    compile_ = torch_headers._launch(["sleep", "600"], f"{MARKER_VARIABLE}=test.torch-headers", freezer)
+    try:
+        assert process_state(compile_.pid) != "T"
+        with freezer.timing():
+            assert process_state(compile_.pid) == "T"
+        assert process_state(compile_.pid) != "T"
+    finally:
+        compile_.kill()
+        torch_headers._finished(compile_, freezer)
+        freezer.close()

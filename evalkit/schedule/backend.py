@@ -1,0 +1,98 @@
+"""Trusted side: where the engine's builds and judges run: the ``Backend`` protocol, and ``LocalBackend``, this
+machine (a Ray cluster is ``ray_backend.RayBackend``). A pool of build threads, each build in a sandbox; one judge in
+the scheduler's own process, or one judge process per slot.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+from evalkit.judge.builder import BuildOutcome, build
+from evalkit.sandbox.freezer import BuildFreezer
+from evalkit.sandbox.launcher import WATCHDOG_PERIOD_S, Limits
+from evalkit.sandbox.processes import ProcessTable
+from evalkit.schedule.judge_client import DirectStation
+from evalkit.schedule.judge_messages import StationSpec
+from evalkit.schedule.judge_process import ProcessStation
+from evalkit.schedule.placement import JudgeSlot, host_device
+
+if TYPE_CHECKING:
+    from evalkit.schedule.engine import Station
+
+logger = logging.getLogger(__name__)
+
+VISIBLE = "CUDA_VISIBLE_DEVICES"
+BUILD_STOP_S = 5.0  # how long an interrupted run keeps killing sandboxes while its running builds end
+
+
+class Backend(Protocol):
+    """Where builds and judges run: this machine (``LocalBackend``) or a Ray cluster (``ray_backend``)."""
+
+    adds_problems: bool  # whether problems added after the start (given as text) reach its judges
+
+    sizes: dict[str, int]  # entries its containers hold (builds kept): none may grow with the answers judged
+
+    def start_build(self, code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits,
+                    init_inputs: Any, freezer: BuildFreezer) -> Future[BuildOutcome]: ...
+    def station(self, slot: JudgeSlot, spec: StationSpec, judges: int, freezer: BuildFreezer,
+                progress: Callable[[str], None]) -> Station: ...
+    def abandon_builds(self, kill: Callable[[], object]) -> None: ...
+    def close(self) -> None: ...
+
+
+class LocalBackend:
+    """Builds in a thread pool of sandboxes on this machine; one judge in this process, or one judge process
+    per slot when there are several (or its GPU is not this process's first)."""
+
+    adds_problems = True  # problems added after the start reach the judges (in-process, or told by message)
+
+    def __init__(self, build_jobs: int) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=build_jobs, thread_name_prefix="evalkit-build")
+        self._builds: list[Future[BuildOutcome]] = []
+        self._processes = ProcessTable(WATCHDOG_PERIOD_S)  # one /proc reading per period for every build's watcher
+
+    def start_build(self, code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits,
+                    init_inputs: Any, freezer: BuildFreezer) -> Future[BuildOutcome]:
+        future = self._pool.submit(build, code, cache_root, device, timeout_s, limits, init_inputs, freezer,
+                                   processes=self._processes)
+        self._builds = [*(kept for kept in self._builds if not kept.done()), future]  # only those abandon may kill
+        return future
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return {"builds": len(self._builds)}
+
+    def station(self, slot: JudgeSlot, spec: StationSpec, judges: int, freezer: BuildFreezer,
+                progress: Callable[[str], None]) -> Station:
+        if judges == 1 and slot.gpu in (None, 0):
+            # This process is not pinned (it may be a caller's training loop), so neither is its worker: a worker
+            # on the judge's two cores shared them with this process's own thread once builds had pushed it
+            # there, and read 6-13% slow under build load on the H200. The slot's cores still stay free of builds.
+            return DirectStation(slot.name, replace(spec, limits=replace(spec.limits, cpus=None)),
+                                 quiet=partial(freezer.timing, device=host_device(slot, os.environ.get(VISIBLE))),
+                                 progress=progress)
+        return ProcessStation(slot, spec, freezer, progress=progress)
+
+    def abandon_builds(self, kill: Callable[[], object]) -> None:
+        """Cancel the builds not started; kill the sandboxes of running ones until they end (bounded)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + BUILD_STOP_S
+        while True:
+            kill()  # again each round: a build thread may have just started one
+            running = [future for future in self._builds if not future.done()]  # done(): cancelled ones too
+            if not running or time.monotonic() > deadline:
+                break
+            wait(running, timeout=0.2)
+        if running:
+            logger.warning("%d build(s) still running after %g s of killing their sandboxes",
+                           len(running), BUILD_STOP_S)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
