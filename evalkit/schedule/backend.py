@@ -12,9 +12,11 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import Any, Callable, Protocol
 
+from evalkit.intake.triage import Triage
 from evalkit.judge.builder import BuildOutcome, build
+from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.launcher import WATCHDOG_PERIOD_S, Limits
 from evalkit.sandbox.processes import ProcessTable
@@ -23,13 +25,21 @@ from evalkit.schedule.judge_messages import StationSpec
 from evalkit.schedule.judge_process import ProcessStation
 from evalkit.schedule.placement import JudgeSlot, host_device
 
-if TYPE_CHECKING:
-    from evalkit.schedule.engine import Station
-
 logger = logging.getLogger(__name__)
 
 VISIBLE = "CUDA_VISIBLE_DEVICES"
 BUILD_STOP_S = 5.0  # how long an interrupted run keeps killing sandboxes while its running builds end
+
+
+class Station(Protocol):
+    current_problem: str | None
+
+    def start(self) -> None: ...  # start the judge now (its process, its spare workers), ahead of its first request
+    def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]: ...
+    def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow: ...
+    def cancel(self, key: str) -> None: ...  # that answer's caller left: end it now if it is in hand
+    def abandon(self) -> None: ...  # the run is stopping: end the answer in hand now, start nothing new
+    def close(self) -> None: ...
 
 
 class Backend(Protocol):

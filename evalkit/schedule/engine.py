@@ -18,7 +18,7 @@ import threading
 import time
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Iterator, Protocol
+from typing import Any, Callable, Iterable, Iterator
 
 from evalkit.intake.static_scan import builds_nothing
 from evalkit.intake.triage import Triage, triage
@@ -30,7 +30,7 @@ from evalkit.sandbox.launcher import Limits
 from evalkit.sandbox.processes import MARKER_VARIABLE
 from evalkit.sandbox.remains import kill_group
 from evalkit.sandbox.untrusted.landlock import LANDLOCK_ABI_FOR_DEVICES, abi_version
-from evalkit.schedule.backend import Backend, LocalBackend
+from evalkit.schedule.backend import Backend, LocalBackend, Station
 from evalkit.schedule.dispatch import Batch, Item, Preparation, ReadyQueue
 from evalkit.schedule.judge_messages import StationSpec
 from evalkit.schedule.options import JudgeOptions
@@ -59,17 +59,6 @@ def check_deadline(batch: Batch, deadline: float | None) -> None:
         batch.cancel()
         raise DeadlinePassed(f"{batch.expected - batch.received} of {batch.expected} answer(s) not judged before "
                              f"the deadline; they were cancelled")
-
-class Station(Protocol):
-    current_problem: str | None
-
-    def start(self) -> None: ...  # start the judge now (its process, its spare workers), ahead of its first request
-    def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]: ...
-    def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow: ...
-    def cancel(self, key: str) -> None: ...  # that answer's caller left: end it now if it is in hand
-    def abandon(self) -> None: ...  # the run is stopping: end the answer in hand now, start nothing new
-    def close(self) -> None: ...
-
 
 class Engine:
     """Builds and judges answers with one build pool and one station per judge slot; reuse it across calls."""
