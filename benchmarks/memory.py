@@ -28,13 +28,9 @@ NO_JUDGE = ("I could not write this kernel.", "```python\ndef forward(x:\n    re
 
 def rss_mib(pid: int) -> float:
     """A process's resident memory in MiB (0 once it is gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
+    from evalkit.sandbox.processes import resident_bytes
+
+    return resident_bytes(pid) / 2**20
 
 
 def descendants(pid: int) -> list[int]:

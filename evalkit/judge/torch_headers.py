@@ -81,12 +81,9 @@ def ensure(builds: Path, device: str) -> Path | None:
     folder = headers_folder(builds, device)
     if folder is None:
         return None
-    with open(folder.parent / f"{folder.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (folder / UNUSABLE).exists():
-            return None
-        if not _precompiled(folder).exists():
-            _precompile(folder, list(_cflags(device) or ()))
+    lock = open(folder.parent / f"{folder.name}.lock", "w")  # noqa: SIM115 - let go by ``_make_and_release``
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    _make_and_release(folder, device, lock, None, None)
     return None if (folder / UNUSABLE).exists() else folder
 
 

@@ -34,14 +34,11 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Iterator
 
-from evalkit.sandbox.host_timing import POLL_S, HostTiming, Token, open_registry
-from evalkit.sandbox.processes import ProcessTable, process_state
+from evalkit.sandbox.host_timing import POLL_S, Token, open_registry
+from evalkit.sandbox.processes import ProcessTable, until_stopped
 
 logger = logging.getLogger(__name__)
-# How long a freeze by signals waits for its SIGSTOPs to land before the judge may time; states counted as landed:
-# stopped, traced, gone (""), zombie, dead.
-STOP_SETTLE_S = 0.5
-STOPPED_STATES = ("T", "t", "", "Z", "X")
+STOP_SETTLE_S = 0.5  # how long a freeze by signals waits for its SIGSTOPs to land before the judge may time
 
 THAWED, PARTIAL, FROZEN = "thawed", "partial", "frozen"  # partial: partitioned, only sandboxes outside the cgroup stopped
 CGROUP_ROOTS = (("cgroup2", Path("/sys/fs/cgroup")), ("cgroup2", Path("/sys/fs/cgroup/unified")),
@@ -288,7 +285,7 @@ class BuildFreezer:
         if wanted != THAWED and self._state == THAWED:
             self._stopped = self._members()  # only sandboxes outside the cgroup, when there is one
             _signal_all(self._stopped, signal.SIGSTOP)
-            _until_stopped(self._stopped, STOP_SETTLE_S)
+            until_stopped(self._stopped, STOP_SETTLE_S)  # a judge must not begin timing before
         if self._cgroup is not None and (wanted == FROZEN) != self._cgroup_frozen:
             self._cgroup.set_frozen(wanted == FROZEN)
             self._cgroup_frozen = wanted == FROZEN
@@ -335,14 +332,6 @@ class BuildFreezer:
         for pid, marker in self._sandboxes.items():
             found.update(reading.members(pid, marker))
         return sorted(found)
-
-
-def _until_stopped(pids: list[int], within_s: float) -> None:
-    """Wait (up to ``within_s``) until every one of ``pids`` is stopped or gone: SIGSTOP lands when the kernel next
-    schedules the process, which on a loaded machine is not at once, and a judge must not begin timing before."""
-    deadline = time.monotonic() + within_s
-    while any(process_state(pid) not in STOPPED_STATES for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.001)
 
 
 def _signal_all(pids: list[int], signum: int) -> None:

@@ -27,7 +27,8 @@ from typing import Any, Callable
 
 from evalkit.sandbox.cgroup import SandboxCgroup
 from evalkit.sandbox.identity import hand_over, scrubbed_env
-from evalkit.sandbox.processes import MARKER_VARIABLE, ProcessTable, compiling, process_state, resident_bytes
+from evalkit.sandbox.processes import (MARKER_VARIABLE, ProcessTable, compiling, resident_bytes,
+                                      until_stopped)
 from evalkit.sandbox.protocol import (ARMED_FILE, MAX_REPLY_BYTES, Claim, Op, ProtocolViolation, Request,
                                       SetupRequest, decode_reply, simple_request)
 from evalkit.sandbox.capture import BoundedCapture
@@ -298,9 +299,7 @@ class UntrustedProcess:
         """Stop the worker's process group (between calls: nothing it started runs on while the judge works);
         with ``settle_s``, wait up to that long until the worker shows as stopped (a signal lands a moment later)."""
         self._signal_group(signal.SIGSTOP)
-        deadline = time.monotonic() + settle_s
-        while settle_s and process_state(self._proc.pid) not in ("T", "t", "Z", "") and time.monotonic() < deadline:
-            time.sleep(0.0005)
+        until_stopped([self._proc.pid], settle_s)
 
     def thaw(self) -> None:
         self._signal_group(signal.SIGCONT)
