@@ -8,8 +8,12 @@ every capability instead (``sandbox/untrusted/privileges.py``).
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import json
 import logging
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -63,9 +67,10 @@ import torch, evalkit.sandbox.untrusted.worker
 """
 
 
-def unprivileged_identity() -> tuple[int, int] | None:
+def unprivileged_identity(remembered: Path | None = None) -> tuple[int, int] | None:
     """(uid, gid) a probe ran as, when this process is root and a uid of the sandbox pool can run a worker (each
-    sandbox then leases a uid of its own: ``uid_pool``); else None.
+    sandbox then leases a uid of its own: ``uid_pool``); else None. ``remembered``: a file of the probes that
+    passed (``probe_key``); a probe whose key it holds is not run again (it imports torch: seconds of a run's start).
 
     A pool uid must be able to read this Python, torch and evalkit: where they live under a folder only root may
     enter (a virtual environment in /root, say), the worker opens the way in a mount namespace of its own
@@ -77,6 +82,9 @@ def unprivileged_identity() -> tuple[int, int] | None:
                        "kernel allows: run evalkit as root (a container will do) for a uid of its own per sandbox "
                        "(docs/hostile.md, Known limits, says what a shared uid leaves open)", os.geteuid())
         return None
+    key = probe_key()
+    if remembered is not None and key in _passed(remembered):
+        return SANDBOX_UIDS.start, SANDBOX_UIDS.start  # which uid does not matter: each sandbox leases its own
     try:
         lease = UidLease.take()
     except (NoSandboxUid, OSError) as err:
@@ -99,7 +107,64 @@ def unprivileged_identity() -> tuple[int, int] | None:
                        "a virtual environment under /opt), or open the folders above it to others (chmod o+rx)",
                        sys.executable, result.stderr.decode(errors="replace").strip().splitlines()[-1:])
         return None
+    if remembered is not None:
+        _remember(remembered, key)
     return lease.identity
+
+
+# What a pool uid's probe depends on, for a passed probe to be remembered: the host and its boot, the mount and user
+# namespaces (a container), this process's capabilities (opening the way needs CAP_SYS_ADMIN), the pool, the
+# owners and modes of the folders down to this Python, torch and evalkit, and when those were last installed
+# (their folders' times: a reinstall changes them). A change of permissions deep inside torch, with no reinstall,
+# after a probe passed is not seen: workers would then fail to start (deleting the file makes the next run probe).
+REMEMBERED_PROBES = 16  # keys kept in the file (hosts and containers sharing one cache)
+
+
+def probe_key() -> str:
+    """The key of a pool uid's probe here and now (see above)."""
+    torch_spec = importlib.util.find_spec("torch")
+    torch_dir = Path(torch_spec.origin).parent if torch_spec and torch_spec.origin else Path("/")
+    facts: list[object] = [platform.node(), _read("/proc/sys/kernel/random/boot_id"), _capabilities(),
+                           [os.stat(f"/proc/self/ns/{ns}").st_ino for ns in ("mnt", "user")],
+                           (SANDBOX_UIDS.start, SANDBOX_UIDS.stop), sys.version]
+    for leaf in (Path(sys.executable).resolve(), torch_dir, torch_dir / "lib", package_root() / "evalkit"):
+        for folder in (leaf, *leaf.parents):
+            info = os.stat(folder)
+            facts.append((str(folder), info.st_mode, info.st_uid, info.st_gid,
+                          info.st_mtime_ns if folder == leaf else None))
+    return hashlib.sha256(repr(facts).encode()).hexdigest()
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+def _capabilities() -> str:
+    return next((line for line in _read("/proc/self/status").splitlines() if line.startswith("CapEff")), "")
+
+
+def _passed(remembered: Path) -> list[str]:
+    try:
+        keys = json.loads(remembered.read_text()).get("passed", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [key for key in keys if isinstance(key, str)] if isinstance(keys, list) else []
+
+
+def _remember(remembered: Path, key: str) -> None:
+    """Add ``key`` to the file (written whole, then renamed into place; a failure only costs the next run a probe)."""
+    keys = [known for known in _passed(remembered) if known != key][-(REMEMBERED_PROBES - 1):] + [key]
+    try:
+        remembered.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=remembered.parent, prefix=".identity-", delete=False) as staged:
+            json.dump({"passed": keys}, staged)
+        os.chmod(staged.name, 0o644)
+        os.replace(staged.name, remembered)
+    except OSError as err:
+        logger.debug("could not remember the sandbox uid's probe in %s: %s", remembered, err)
 
 
 def hand_over(folder: Path, run_as: tuple[int, int] | None) -> None:

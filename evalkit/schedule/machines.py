@@ -46,10 +46,14 @@ def machines(options: JudgeOptions) -> Machines:
     return Machines(device, plan_judges(options, device))
 
 
+# The sandbox user's probes that passed on this cache's machines (``identity.unprivileged_identity``).
+IDENTITY_PROBES_FILE = "sandbox-identity.json"
+
+
 def machines_and_limits(options: JudgeOptions) -> tuple[Machines, Limits]:
     """The machines of one run and its sandboxes' limits. The sandbox user's probe (it imports torch as that
-    user: a second or two) runs while ``machines`` starts CUDA."""
+    user: a second or two) runs while ``machines`` starts CUDA, where the cache does not remember it passed."""
     with ThreadPoolExecutor(1, thread_name_prefix="evalkit-identity") as pool:
-        identity = pool.submit(unprivileged_identity)
+        identity = pool.submit(unprivileged_identity, options.cache_dir / IDENTITY_PROBES_FILE)
         where = machines(options)
         return where, default_limits(where.device, options.memory_gib, identity=identity)

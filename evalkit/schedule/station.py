@@ -103,9 +103,13 @@ class JudgeStation:
         self._spare = SpareWorker(limits, env, count=SPARE_WORKERS.get(device, 1))
         self._spare.fill()  # a judge starts for an answer on its way (or ahead of one): its worker starts now
         # On CUDA a passing answer's kernels are profiled in a worker of their own (``evalkit.judge.kernel_profile``).
-        # They start once the first answer has passed (a run whose answers all fail starts none).
+        # They start with the judge, after its spares: started for the first passing answer instead, their start was
+        # that answer's, on the judge's critical path, on every GPU (3-5 s on a quiet H200; a corpus's passing
+        # answers spent 14.7 s each in the profile stage beside its builds on a 4-GPU host: docs/judge.md).
         self._profilers = SpareWorker(limits, {**env, PRELOAD_PROFILER_VARIABLE: "1"},
                                       count=PROFILING_WORKERS) if device == "cuda" else None
+        if self._profilers is not None:
+            self._profilers.fill()
         self._progress = progress or (lambda text: None)
         self._kept: OrderedDict[str, _ProblemContext] = OrderedDict()  # the current problem last
         # The answer being judged (its resume key) and its workers: one tuple, replaced whole, so that ``cancel``

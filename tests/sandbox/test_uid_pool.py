@@ -11,6 +11,7 @@ import textwrap
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
@@ -134,3 +135,46 @@ def test_what_a_worker_made_as_root_after_its_folder_was_handed_over_is_its_uids
     limits = replace(launcher.Limits(group=f"test-uids-{uuid.uuid4().hex[:8]}"), run_as=pool)
     outcome = builder.build(WRITES_ITS_INDUCTOR_CACHE.format(), tmp_path / "cache", "cpu", 120, limits)
     assert "made " in outcome.message and "Permission denied" not in outcome.message, outcome.message
+
+
+@as_root
+def test_a_passed_probe_is_remembered_for_its_key_only_and_a_failed_one_never(tmp_path, monkeypatch):
+    from evalkit.sandbox import identity
+
+    real_run, probes = identity.subprocess.run, []
+
+    def counted(*args, **kwargs):
+        probes.append(args[0])
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(identity.subprocess, "run", counted)
+    remembered = tmp_path / "cache" / "sandbox-identity.json"
+    first = identity.unprivileged_identity(remembered)
+    if first is None:
+        pytest.skip("no uid of the pool can import torch and evalkit here (the judge warned with what to change)")
+    assert len(probes) == 1 and remembered.stat().st_mode & 0o777 == 0o644
+    assert identity.unprivileged_identity(remembered) is not None and len(probes) == 1  # remembered: not probed
+    assert identity.unprivileged_identity() is not None and len(probes) == 2  # no file given: probed
+    monkeypatch.setattr(identity, "probe_key", lambda: "another host, or torch installed anew")
+    monkeypatch.setattr(identity, "_PROBE", "raise SystemExit(3)")  # a uid that cannot run the worker there
+    assert identity.unprivileged_identity(remembered) is None and len(probes) == 3
+    assert identity.unprivileged_identity(remembered) is None and len(probes) == 4  # a failure is never remembered
+
+
+def test_a_probes_key_follows_the_folders_down_to_torch_and_evalkit(monkeypatch):
+    from evalkit.sandbox import identity
+
+    key = identity.probe_key()
+    assert identity.probe_key() == key
+    real_stat = identity.os.stat
+    evalkit_folder = str(identity.package_root() / "evalkit")
+
+    def chmodded(path, *args, **kwargs):  # the package's folder closed to others since the probe passed
+        info = real_stat(path, *args, **kwargs)
+        if str(path) != evalkit_folder:
+            return info
+        fields = {name: getattr(info, name) for name in dir(info) if name.startswith("st_")}
+        return SimpleNamespace(**{**fields, "st_mode": info.st_mode & ~0o005})
+
+    monkeypatch.setattr(identity.os, "stat", chmodded)
+    assert identity.probe_key() != key
