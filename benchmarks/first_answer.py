@@ -5,13 +5,15 @@ judges ``--answers`` answers one after the other: the same answer file, each wit
 one is built anew (as an RL step's answers are). Printed per answer: its wall time, verdict and ``stage_seconds``;
 with ``--log``, evalkit's log lines with the seconds since the start, to see where the first answer's time goes.
 
-    python3 benchmarks/first_answer.py [--cache DIR] [--idle 0] [--answers 3] [--log]
+    python3 benchmarks/first_answer.py [--cache DIR] [--idle 0] [--answers 3] [--log] [--device cpu|cuda]
         [--problems tests/fixtures/judge_problems] [--problem linear_relu]
         [--answer tests/fixtures/judge_submissions/fixtures/linear_relu/correct_cpp.py]
 
 Without ``--cache`` a new, empty cache folder is used (no build, no baseline, no precompiled torch header: a
-trainer's first run); a ``--cache`` used before holds them (a trainer started again). CPU only. Run from the
-repository root.
+trainer's first run); a ``--cache`` used before holds them (a trainer started again). Run from the
+repository root. On a GPU (``--device cuda``) pass the problem and answer, e.g. ``--problems problems --problem
+alexnet_conv1 --answer A`` where A is an answer that builds nothing (a Triton kernel, or plain PyTorch), so that each
+answer's time is the judge's and not a build's.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ def main() -> None:
     parser.add_argument("--problem", default="linear_relu")
     parser.add_argument("--answer", type=Path,
                         default=FIXTURES / "judge_submissions" / "fixtures" / "linear_relu" / "correct_cpp.py")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--log", action="store_true", help="print evalkit's log (INFO), with seconds since the start")
     args = parser.parse_args()
     start = time.monotonic()
@@ -47,7 +50,7 @@ def main() -> None:
     cache = args.cache or Path(tempfile.mkdtemp(prefix="evalkit-first-answer-"))
     text, nonce = args.answer.read_text(), uuid.uuid4().hex[:8]
     imported = time.monotonic()
-    with Evaluator(problems=args.problems, device="cpu", cache_dir=cache, baselines="eager", timing_trials=5,
+    with Evaluator(problems=args.problems, device=args.device, cache_dir=cache, baselines="eager", timing_trials=5,
                    warmup=1, seed=3) as ev:
         built = time.monotonic()
         print(f"import {imported - start:.1f} s, constructor {built - imported:.1f} s (cache {cache})", flush=True)

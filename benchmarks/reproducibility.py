@@ -22,6 +22,7 @@ spread, about twice as strict, is printed beside them); each printed "met" or
 
     python3 benchmarks/reproducibility.py [--set problems/] [--problems problems/] [--runs 3] [--gpus all|0,1]
         [--device cuda|cpu] [--baselines eager] [--extra='--timing-budget 5'] [--keep DIR] [--json FILE] [--check]
+        [--fill-only | --filled]   # fill the build cache in one call, score in the next
 
 On a CPU machine, `--device cpu --set tests/fixtures/timing_submissions --problems tests/fixtures/timing_problems`
 scores honest answers on tiny problems (one "GPU": the CPU). Run from the repository root.
@@ -182,6 +183,14 @@ def print_report(answers: dict[str, Any], targets: dict[str, dict[str, Any]], se
               f"{'met' if target['met'] else 'MISSED'}")
 
 
+def fill(args: argparse.Namespace, where: Path, gpu: str) -> None:
+    """A first, untimed run: it fills the build cache (and checks the set can be scored at all)."""
+    warm = subprocess.run(score_command(args, where / "build", gpu, remeasure=False), cwd=ROOT, text=True,
+                          env=environment(gpu), capture_output=True)
+    if warm.returncode != 0:
+        sys.exit(f"reproducibility.py: the first run exited {warm.returncode}:\n{(warm.stdout + warm.stderr)[-3000:]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--set", default="problems", help="what to score (any `evalkit score` input)")
@@ -194,16 +203,20 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="keep the report folders here")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--fill-only", action="store_true", help="only the first, untimed run (fills the cache)")
+    parser.add_argument("--filled", action="store_true", help="no first run: the cache was filled before")
     args = parser.parse_args()
     gpus = gpu_indices(args.gpus, args.device)
     where = args.keep or Path(tempfile.mkdtemp(prefix="evalkit-repro-"))
     where.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    warm = subprocess.run(score_command(args, where / "build", gpus[0], remeasure=False), cwd=ROOT, text=True,
-                          env=environment(gpus[0]), capture_output=True)  # fills the build cache; not counted
-    if warm.returncode != 0:
-        sys.exit(f"reproducibility.py: the first run exited {warm.returncode}:\n{(warm.stdout + warm.stderr)[-3000:]}")
-    print(f"builds ready in {time.monotonic() - start:.0f} s", flush=True)
+    if args.filled:
+        print("builds: --filled, the cache is taken as filled", flush=True)
+    else:
+        fill(args, where, gpus[0])
+        print(f"builds ready in {time.monotonic() - start:.0f} s", flush=True)
+    if args.fill_only:
+        return
     start = time.monotonic()
     rounds = []
     for number in range(1, args.runs + 1):

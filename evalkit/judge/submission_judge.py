@@ -66,7 +66,6 @@ class JudgeSettings:
     min_timing_trials: int = _DEFAULTS.min_timing_trials  # timing_trials is the most (evalkit/judge/repetitions.py)
     timing_budget_s: float = _DEFAULTS.timing_budget_s
     timing_precision: float = _DEFAULTS.timing_precision
-    settle_s: float = _DEFAULTS.settle_s
 
     def repetitions(self) -> RepetitionRule:
         """When a timing stops (docs/judge.md, How many calls)."""
@@ -292,11 +291,11 @@ def _timed(contender: Contender, partner: Contender | None, flags: list[str]) ->
     """Time ``contender`` (beside ``partner``) in a window; once more if its times are noisy, flagged if still so.
     Its timing record and its speedup over the partner (or None)."""
     settings, device, rule = contender.settings, contender.ref.device, contender.settings.repetitions()
-    windows = [time_window(contender, partner, rule, settings.warmup_trials, settings.settle_s)]
+    windows = [time_window(contender, partner, rule, settings.warmup_trials)]
     per_call = contender.per_call  # the window's own pings may have measured the judge's part anew
     stats, below = net_stats([w / contender.batch for w in windows[-1].answer.walls], per_call)
     if is_noisy(stats, per_call, device):
-        windows.append(time_window(contender, partner, rule, settings.warmup_trials, settings.settle_s))
+        windows.append(time_window(contender, partner, rule, settings.warmup_trials))
         per_call = contender.per_call
         stats, below = net_stats([w / contender.batch for w in windows[-1].answer.walls], per_call)
         if is_noisy(stats, per_call, device):

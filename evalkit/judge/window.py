@@ -61,7 +61,6 @@ class Window:
     checked: list[int] = field(default_factory=list)
     pings: list[float] = field(default_factory=list)  # made through the partner's worker within the window
     beyond_events: list[float] = field(default_factory=list)  # each partner request's span minus its own events
-    warmup_requests: int = 0  # untimed requests before the timed ones (by ``warmup`` and ``settle_s``)
 
     def speedup(self, answer: Contender, partner: Contender) -> Speedup | None:
         """The answer's speedup over the partner from this window's pairs, its interval holding what the judge
@@ -82,37 +81,27 @@ RESIDUAL_BOUND_MS = 1.0
 # CPU a worker's host clock around a request of microseconds adds its own noise to the figure and gains nothing:
 # tiny answers then read over-subtracted, and their intervals missed other judgings of the same answer.
 RESIDUAL_DEVICES = ("cuda",)
-# Where warm-up goes on until ``settle_s`` of sustained load: a GPU's clocks and power management answer a load in
-# stretches up to about 2.4 s after it begins (docs/gpu-runs/2026-11-27-worker-variance-h200/), and two kernels need
-# not slow alike in them, so a window that overlaps one reads another ratio. A CPU has no such steps worth the time.
-SETTLE_DEVICES = ("cuda",)
 PING = "ping"
 
 
-def time_window(answer: Contender, partner: Contender | None, rule: RepetitionRule, warmup: int,
-                settle_s: float = 0.0) -> Window:
-    """Warm-up pairs (``warmup`` at least, and on a GPU until they took ``settle_s`` of the judge's clock), then
-    timed pairs until ``rule`` stops them (``Repetitions``): see the module's docstring."""
+def time_window(answer: Contender, partner: Contender | None, rule: RepetitionRule, warmup: int) -> Window:
+    """Warm-up pairs, then timed pairs until ``rule`` stops them (``Repetitions``): see the module's docstring."""
     window = Window(Repetitions(rule, answer.rng, floor_ms=answer.per_call.jitter_ms), Side(),
                     Side() if partner is not None else None)
-    settle_ms = settle_s * 1e3 if answer.ref.device in SETTLE_DEVICES else 0.0
-    warmed_ms = 0.0  # the judge's clock spent on warm-up requests (both sides, pings included)
     # Whose own events may measure what calls pay beyond the pings: a worker that runs the reference only.
     trusted = partner if partner is not None else (None if answer.verify else answer)
     trusted = trusted if answer.ref.device in RESIDUAL_DEVICES else None
     calibrated = answer.overhead  # a side timed alone keeps the pings made before it loaded
-    request, warming = 0, warmup > 0 or settle_ms > 0
-    while warming or not window.count.done:
+    request = 0
+    while request < warmup or not window.count.done:
         order: list[Any] = [answer] if partner is None else [answer, partner, PING]
         answer.rng.shuffle(order)  # the judge's secret: no worker knows whether it goes first or second
         done = {}
         for step in order:
             if step is PING:
                 window.pings.append(_ping(partner))
-                warmed_ms += window.pings[-1] if warming else 0.0
             else:
                 done[id(step)] = _request(step, step is partner)
-                warmed_ms += done[id(step)][0] if warming else 0.0
         if trusted is not None and trusted.last_claim_ms is not None:
             window.beyond_events.append(done[id(trusted)][0] - trusted.batch * trusted.last_claim_ms)
         if len(window.pings) >= MIN_WINDOW_PINGS or (partner is None and trusted is not None):
@@ -120,13 +109,11 @@ def time_window(answer: Contender, partner: Contender | None, rule: RepetitionRu
             _share(window_overhead(by_pings, window.beyond_events), answer, partner)
         wall_ms, originals = done[id(answer)]
         drawn = False
-        if not warming:
+        if request >= warmup:
             drawn = _count(window, answer, partner, wall_ms, done[id(partner)][0] if partner is not None else None)
         if answer.check_timed(originals, request, drawn):
             window.checked.append(request)
         request += 1
-        warming = warming and (request < warmup or warmed_ms < settle_ms)
-    window.warmup_requests = request - window.count.requests
     return window
 
 

@@ -50,7 +50,6 @@ class JudgeOptions:
     min_timing_trials: int | None = None
     timing_precision: float | None = None
     timing_budget_s: float | None = None
-    settle_s: float | None = None
     build_timeout_s: float | None = None
     run_timeout_s: float | None = None
     seed: int | None = None

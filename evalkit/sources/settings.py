@@ -73,9 +73,6 @@ class ProblemSettings:
                                   shapes_timing=True)
     warmup_trials: int = _setting(5, low=0, help="untimed calls before timing", old_names=("warmup",),
                                   shapes_timing=True)
-    settle_s: float = _setting(3.0, low=0, unit="s", shapes_timing=True,
-                               help="on a GPU, warm-up goes on until it took this long, so its clocks settle "
-                                    "under the load before the timed calls (docs/judge.md); 0: warmup_trials alone")
     min_timing_trials: int = _setting(10, low=1, help="timed requests before the median's precision may end a timing",
                                       shapes_timing=True)
     timing_precision: float = _setting(1e-2, low=0, inclusive=False, shapes_timing=True,

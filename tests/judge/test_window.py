@@ -245,38 +245,3 @@ def test_on_a_cpu_the_pings_alone_are_the_judges_part(judge, clock):
     # As in the first residual test, calls pay 0.75 ms more than pings; on a CPU the judge does not measure it.
     judge, timing = _paired(judge, clock, {"ms": 11.75, "beyond_pings_ms": 0.75}, {"ms": 4.25, "beyond_pings_ms": 0.75})
     assert timing["overhead_ms"] == pytest.approx(1.0 / judge.batch)
-
-
-@pytest.mark.parametrize("settles_here", [True, False], ids=["a-device-that-settles", "cpu"])
-def test_warm_up_goes_on_until_it_took_settle_s_where_the_device_settles(judge, clock, monkeypatch, settles_here):
-    from evalkit.judge import window
-
-    # Requests of 5 ms and settle_s 0.1: 20 warm-ups (the clock's float sums may make it 21) before the 10 timed
-    # ones where the device settles; on a CPU, warmup_trials alone.
-    monkeypatch.setattr(window, "SETTLE_DEVICES", ("cuda", "cpu") if settles_here else ("cuda",))
-    judge = _judge(judge, timing_trials=10, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-9)
-    worker = FakeWorker(judge.ref, scripted(clock, "alone", 5.0, []))
-    contender = Contender(judge, judge.settings, judge.session(worker, judge.time_limits), verify=False)
-    contender.prepare(Path("submission.py"), {})
-    timed = window.time_window(contender, None, judge.settings.repetitions(), warmup=2, settle_s=0.1)
-    assert timed.count.requests == 10
-    assert timed.warmup_requests in ((20, 21) if settles_here else (2,))
-
-
-def test_a_judge_settles_both_sides_of_its_window_for_settle_s(judge, clock, monkeypatch):
-    from evalkit.judge import window
-
-    # Pairs of 4 ms (answer) + 11 ms (baseline) + a 1 ms ping: 0.2 s of settling is 13 pairs, where warmup_trials
-    # alone makes a few; the judge passes its settle_s to the window.
-    monkeypatch.setattr(window, "SETTLE_DEVICES", ("cuda", "cpu"))
-
-    def answer_calls(settle_s: float) -> int:
-        log: list[str] = []
-        settled = _judge(judge, timing_trials=10, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-9,
-                         settle_s=settle_s)
-        partner = FakeWorker(settled.ref, scripted(clock, "baseline", 11.0, [], loaded_ping_ms=1.0))
-        worker = FakeWorker(settled.ref, scripted(clock, "answer", 4.0, log, loaded_ping_ms=1.0))
-        settled.judge_with(worker, Path("submission.py"), partner=_partner(settled, partner))
-        return log.count("answer")
-
-    assert answer_calls(0.2) - answer_calls(0.0) >= 13 - judge.settings.warmup_trials - 1
