@@ -103,13 +103,12 @@ class JudgeStation:
         self._spare = SpareWorker(limits, env, count=SPARE_WORKERS.get(device, 1))
         self._spare.fill()  # a judge starts for an answer on its way (or ahead of one): its worker starts now
         # On CUDA a passing answer's kernels are profiled in a worker of their own (``evalkit.judge.kernel_profile``).
-        # They start with the judge, after its spares: started for the first passing answer instead, their start was
-        # that answer's, on the judge's critical path, on every GPU (3-5 s on a quiet H200; a corpus's passing
-        # answers spent 14.7 s each in the profile stage beside its builds on a 4-GPU host: docs/judge.md).
+        # They start when the judge's first answer is taken, while it loads and is checked: started for the first
+        # passing answer instead, their start was that answer's, on the judge's critical path, on every GPU (3-5 s
+        # on a quiet H200; a corpus's passing answers spent 14.7 s each in the profile stage beside its builds on a
+        # 4-GPU host: docs/judge.md); started with the judge, they slowed its first worker's start.
         self._profilers = SpareWorker(limits, {**env, PRELOAD_PROFILER_VARIABLE: "1"},
                                       count=PROFILING_WORKERS) if device == "cuda" else None
-        if self._profilers is not None:
-            self._profilers.fill()
         self._progress = progress or (lambda text: None)
         self._kept: OrderedDict[str, _ProblemContext] = OrderedDict()  # the current problem last
         # The answer being judged (its resume key) and its workers: one tuple, replaced whole, so that ``cancel``
@@ -290,6 +289,8 @@ class JudgeStation:
         self._in_hand = (submission.key, workers)
         if self._cancel_pending == submission.key:  # cancelled while its message was on the way
             _cancel_workers(workers)
+        if self._profilers is not None:
+            self._profilers.fill()
 
         def profiler() -> tuple[UntrustedProcess, Path]:
             workers.append(self._profilers.take(extensions))
