@@ -5,19 +5,22 @@ whichever way a judge is reached: in the scheduler's own process, a judge proces
     scheduler -> judge:  Start (first, with the version) | AddProblem (one given after the start, e.g. from a
                          reference's text) | Prepare | JudgeAnswer | Exit; and Held / Released,
                          the answers to the judge's Hold / Release; and Cancel (out of band, while a JudgeAnswer is
-                         out: a judge process reads it from its cancel file on ``judge_process.CANCEL_SIGNAL``)
+                         out: a judge process reads it from its cancel file on ``judge_process.CANCEL_SIGNAL``, a
+                         Ray actor takes it through its ``cancel``, served beside ``handle`` in a concurrency group
+                         of its own)
     judge -> scheduler:  Started | Refused (the answers to Start: a Start of another protocol version is refused)
-                         | Done (the baselines for Prepare; nothing for AddProblem and Exit) | Judged (for
+                         | Done (the baselines for Prepare; nothing for AddProblem, Exit and Cancel) | Judged (for
                          JudgeAnswer) | Failed (any request the judge could not serve, or a message it does not
                          take there) | Hold / Release (a measurement begins / ends: the scheduler freezes the builds
                          meanwhile; a judge process only) | Progress
 
 ``judge_server.JudgeServer`` is the judge's end, ``judge_client.MessageStation`` the scheduler's; the transports
-(``judge_client`` in-process, ``judge_process`` pickled over a socket pair, ``ray_backend`` as a Ray actor's
-``handle``) carry the messages as they are. ``expect`` checks each one's type on arrival, so a message of the
-wrong kind is a clear error naming both, never a tuple read by position; and every field of it against its
-declaration (``evalkit.sandbox.typed_fields``, nested dataclasses and containers included), so a field of the
-wrong type is an error naming the message, the field and both types, never a value read as another.
+(``judge_client`` in-process, ``judge_process`` pickled over a socket pair, ``ray_backend`` as the arguments and
+results of a Ray actor's ``handle`` and ``cancel``) carry the messages as they are. ``expect`` checks each one's
+type on arrival, so a message of the wrong kind is a clear error naming both, never a tuple read by position; and
+every field of it against its declaration (``evalkit.sandbox.typed_fields``, nested dataclasses and containers
+included), so a field of the wrong type is an error naming the message, the field and both types, never a value
+read as another.
 """
 
 from __future__ import annotations

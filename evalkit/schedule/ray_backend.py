@@ -9,8 +9,10 @@ report, and hands the rest to the cluster through Ray's own facilities:
 - a judge is an actor (a worker process of its own, ``ray_judge.JudgeActor``) holding one GPU (``num_gpus=1``:
   Ray sets its ``CUDA_VISIBLE_DEVICES``), or one CPU; one per judge slot. The driver speaks the judge protocol
   to it (``judge_messages``, as to every judge): each message the argument of its ``handle``, the reply its
-  result. An actor that dies fails the request it served (that answer's ``judge_failed`` row) and a new one
-  serves the next request.
+  result, one call at a time. A ``Cancel`` goes to its ``cancel`` in the concurrency group ``CANCEL_GROUP``, so
+  it is served while ``handle`` judges the answer it ends (not waited for; a ``Failed`` reply is logged). An
+  actor that dies fails the request it served (that answer's ``judge_failed`` row) and a new one serves the next
+  request.
 
 What a node cannot share with this machine: the build cache must be at the same ``--cache-dir`` path on every
 node (checked on connecting, and by a judge before it loads a build); a judge gets the problems' files from
@@ -51,6 +53,9 @@ logger = logging.getLogger(__name__)
 
 PROBE_WAIT_S = 300.0  # how long connecting waits for a GPU (or CPU) of the cluster to describe the judging node
 STOP_WAIT_S = 15.0  # how long closing waits for an actor to stop cleanly, and for the sandbox sweep of the nodes
+# A judge actor's second concurrency group (a thread of its own), for ``cancel`` only: ``handle`` stays in the default
+# group, whose one thread serves the protocol's requests one at a time.
+CANCEL_GROUP = "cancel"
 
 
 class JudgeActorDied(RuntimeError):
@@ -205,6 +210,28 @@ class RayStation(MessageStation):
     def _open(self) -> None:
         self._actor = self.backend.start_judge(self.slot, self.spec)
 
+    def _cancel_in_judge(self, key: str) -> None:
+        """The Cancel to the actor's ``cancel``, in its own concurrency group (``handle`` is busy with the answer);
+        not waited for: its reply is only logged."""
+        actor = self._actor
+        if actor is None:
+            return
+        try:
+            ref = actor.cancel.options(concurrency_group=CANCEL_GROUP).remote(m.Cancel(key))
+            ref.future().add_done_callback(lambda done: self._cancel_answered(key, done))
+        except Exception:  # noqa: BLE001 - the actor or the cluster is gone: its answer fails without a cancel
+            logger.debug("judge %s: could not send the cancel of %s", self.slot.name, key, exc_info=True)
+
+    def _cancel_answered(self, key: str, done: Future[Any]) -> None:
+        try:
+            answered = done.result()
+        except Exception as err:  # noqa: BLE001 - the actor died meanwhile (its request fails on its own)
+            logger.debug("judge %s: the cancel of %s was not served: %s", self.slot.name, key, err)
+            return
+        reply = m.expect(answered, m.Done, m.Failed)  # a WrongMessage here: logged by concurrent.futures
+        if isinstance(reply, m.Failed):
+            logger.warning("judge %s: its actor could not cancel %s: %s", self.slot.name, key, reply.message)
+
     def _exchange(self, message: Any) -> Any:
         ray = _ray()
         self._busy = True
@@ -264,7 +291,7 @@ class RayBackend:
         if self._closed:
             raise RuntimeError(f"judge {slot.name}: these judges are closed")
         if self._judge_cls is None:
-            self._judge_cls = _ray().remote(JudgeActor)
+            self._judge_cls = _ray().remote(concurrency_groups={CANCEL_GROUP: 1})(JudgeActor)
         claim = {"num_gpus": 1, "num_cpus": 0} if slot.device == "cuda" else {"num_cpus": 1}
         files = {pid: {name: (p.path / name).read_bytes() for name in (REFERENCE_FILE, TOML_FILE)
                        if (p.path / name).is_file()} for pid, p in spec.problems.items()}

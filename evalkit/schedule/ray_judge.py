@@ -1,8 +1,10 @@
 """Trusted side: what runs on a Ray cluster's nodes for ``ray_backend`` (the judge actor, the build, probe and sweep
 tasks), each in a Ray worker process; it imports no ``ray`` itself (``ray_backend`` makes these remote).
 
-The judge actor speaks the judge protocol (``judge_messages``) like every judge: the driver calls its one method,
-``handle``, with each message, and it answers through a ``JudgeServer``. What a node adds to it: the problems'
+The judge actor speaks the judge protocol (``judge_messages``) like every judge: the driver calls its ``handle``
+with each message, and it answers through a ``JudgeServer``; a ``Cancel`` comes through its ``cancel``, which
+``ray_backend`` serves in a concurrency group of its own, so it reaches the station while ``handle`` is still
+judging the answer it names (``handle`` stays one call at a time). What a node adds to it: the problems'
 files copied from the driver where the node does not hold them at the same path, the report's baselines kept in
 a file of its own (the driver sends the report's entries with each Prepare, and records what the judge returns),
 and a check that the node sees an answer's build before judging it.
@@ -63,14 +65,28 @@ def kill_sandboxes(group: str) -> int:
 
 
 class JudgeActor:
-    """(an actor: a worker process per judge) a judge on this node's GPU, or a CPU, answering ``handle``.
-    ``files``: each problem's files as the driver holds them; ``arch``: the CUDA arch the run builds for."""
+    """(an actor: a worker process per judge) a judge on this node's GPU, or a CPU, answering ``handle`` one call at
+    a time, and ``cancel`` beside it (another concurrency group: another thread). ``files``: each problem's files
+    as the driver holds them; ``arch``: the CUDA arch the run builds for."""
 
     def __init__(self, files: dict[str, dict[str, bytes]], arch: str) -> None:
         self.files, self.arch = files, arch
         self.workdir = Path(tempfile.mkdtemp(prefix="evalkit-ray-judge-"))
         self.report = self.workdir / "baselines.json"  # the report's entries, as the driver sends them
         self.server = JudgeServer(self._open)
+
+    def cancel(self, message: Any) -> m.Done | m.Failed:
+        """End the answer a ``Cancel`` names now if the station holds it, else once its JudgeAnswer comes
+        (``JudgeStation.cancel``, safe from this thread while ``handle`` judges in another). ``Failed`` for anything
+        but a Cancel; never raises."""
+        try:
+            key = m.expect(message, m.Cancel).key
+        except m.WrongMessage as err:
+            return m.Failed(f"WrongMessage: {err}")
+        station = self.server.station
+        if station is not None:
+            station.cancel(key)
+        return m.Done(None)
 
     def handle(self, message: Any) -> Reply:
         """The reply to one message of the judge protocol (``judge_server.JudgeServer.handle``)."""
