@@ -5,7 +5,9 @@ on the nodes is in ``ray_judge``, made remote here).
 The scheduler (``engine.Engine``) stays on this machine, the driver: it triages, writes the rows and the
 report, and hands the rest to the cluster through Ray's own facilities:
 
-- a build is a task holding one CPU (``num_cpus=1``); its ``ObjectRef.future()`` is the engine's future;
+- a build is a task holding one CPU (``num_cpus=1``), its argument a ``judge_messages.Build`` and its result the
+  ``BuildOutcome`` (checked with ``expect`` on arrival; a ``Refused`` or ``Failed`` is raised by the engine's
+  future, that answer's ``judge_failed`` row, as a local build that raised is);
 - a judge is an actor (a worker process of its own, ``ray_judge.JudgeActor``) holding one GPU (``num_gpus=1``:
   Ray sets its ``CUDA_VISIBLE_DEVICES``), or one CPU; one per judge slot. The driver speaks the judge protocol
   to it (``judge_messages``, as to every judge): each message the argument of its ``handle``, the reply its
@@ -29,7 +31,7 @@ import os
 import signal
 import threading
 import uuid
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from typing import Any, Callable
 
@@ -60,6 +62,10 @@ CANCEL_GROUP = "cancel"
 
 class JudgeActorDied(RuntimeError):
     """A judge's Ray actor ended (it crashed, was killed, or its node was lost) while serving a request."""
+
+
+class BuildTaskFailed(RuntimeError):
+    """A Ray build task answered ``Failed``: the build raised on its node, or it was sent no Build (a bug)."""
 
 
 def _ray() -> Any:
@@ -252,6 +258,31 @@ class RayStation(MessageStation):
         return JudgeActorDied(f"judge {self.slot.name} (a Ray actor) ended: {why}")
 
 
+def build_outcome(reply: Future[Any]) -> Future[BuildOutcome]:
+    """The engine's future of a build task whose reply ``reply`` will hold: its ``BuildOutcome``, checked with
+    ``expect``; else raised (``ScoreError`` for a task of another protocol version, ``BuildTaskFailed``), so that
+    answer gets a ``judge_failed`` row, as a local build that raised does. Cancelling it leaves the task alone."""
+    outcome: Future[BuildOutcome] = Future()
+
+    def arrived(done: Future[Any]) -> None:
+        try:
+            answer = m.expect(done.result(), *m.FROM_BUILDER)
+            if isinstance(answer, m.Refused):
+                raise ScoreError(f"a Ray build task speaks judge protocol {answer.version} and refused a Build of "
+                                 f"judge protocol {answer.asked}: two versions of evalkit; install the driver's "
+                                 f"evalkit on every node")
+            if isinstance(answer, m.Failed):
+                raise BuildTaskFailed(f"a Ray build task failed: {answer.message}")
+        except BaseException as err:  # noqa: BLE001 - the task's own failure, or Ray's (its worker died)
+            with contextlib.suppress(InvalidStateError):  # cancelled by the engine meanwhile
+                outcome.set_exception(err)
+        else:
+            with contextlib.suppress(InvalidStateError):
+                outcome.set_result(answer)
+    reply.add_done_callback(arrived)
+    return outcome
+
+
 class RayBackend:
     """The engine's ``Backend`` on a Ray cluster: builds as CPU tasks, one judge actor per slot."""
 
@@ -272,8 +303,8 @@ class RayBackend:
         if self._build_fn is None:
             self._build_fn = _ray().remote(num_cpus=1, max_retries=1)(build_task)
         self._groups.add(limits.group)
-        ref = self._build_fn.remote(code, cache_root, device, timeout_s, limits, init_inputs, self.arch)
-        self._builds = [(r, f) for r, f in self._builds if not f.done()] + [(ref, ref.future())]
+        ref = self._build_fn.remote(m.Build(code, cache_root, device, timeout_s, limits, init_inputs, self.arch))
+        self._builds = [(r, f) for r, f in self._builds if not f.done()] + [(ref, build_outcome(ref.future()))]
         return self._builds[-1][1]
 
     @property

@@ -8,6 +8,9 @@ judging the answer it names (``handle`` stays one call at a time). What a node a
 files copied from the driver where the node does not hold them at the same path, the report's baselines kept in
 a file of its own (the driver sends the report's entries with each Prepare, and records what the judge returns),
 and a check that the node sees an answer's build before judging it.
+
+A build task takes one ``judge_messages.Build`` and answers its ``BuildOutcome``, or ``Refused`` / ``Failed``: the
+same declared, versioned messages as every other boundary, never positional arguments read by position.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ from evalkit.judge.builder import BuildOutcome
 from evalkit.judge.environment import environment
 from evalkit.sandbox.cgroup import sandbox_cgroups
 from evalkit.sandbox.identity import sandbox_user, unprivileged_identity
-from evalkit.sandbox.launcher import Limits
 from evalkit.sandbox.remains import kill_group
 from evalkit.schedule import judge_messages as m
 from evalkit.schedule.judge_messages import StationSpec
@@ -51,12 +53,25 @@ def node_identity() -> tuple[int, int] | None:
     return unprivileged_identity()
 
 
-def build_task(code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits, init_inputs: Any,
-               arch: str) -> BuildOutcome:
-    """(a task) one build, frozen by nothing; for the CUDA arch of the cluster's judges (a build task holds no GPU:
-    torch must not be asked for one's capability)."""
-    return builder.build(code, cache_root, device, timeout_s, replace(limits, run_as=node_identity()),
-                         init_inputs, None, arch=arch if device == "cuda" else "")
+def build_task(request: Any) -> BuildOutcome | m.Refused | m.Failed:
+    """(a task) the ``Build`` ``request``, frozen by nothing; for the CUDA arch of the cluster's judges (a build task
+    holds no GPU: torch must not be asked for one's capability). ``Refused`` for a Build of another protocol
+    version, ``Failed`` for anything but a Build (or a field of the wrong type) and for a build that raised."""
+    try:
+        build = m.expect(request, m.Build)  # its fields checked before this task reads any of them
+    except m.WrongMessage as err:
+        return m.Failed(f"WrongMessage: {err}")
+    if build.version != m.PROTOCOL_VERSION:
+        logger.error("build task: refused a Build of judge protocol %s (this node speaks %s)", build.version,
+                     m.PROTOCOL_VERSION)
+        return m.Refused(m.PROTOCOL_VERSION, build.version)
+    try:
+        return builder.build(build.code, build.cache_root, build.device, build.timeout_s,
+                             replace(build.limits, run_as=node_identity()), build.init_inputs, None,
+                             arch=build.arch if build.device == "cuda" else "")
+    except Exception as err:  # noqa: BLE001 - the driver raises it for this answer (its judge_failed row)
+        logger.exception("build task: the build failed")
+        return m.Failed(f"{type(err).__name__}: {err}")
 
 
 def kill_sandboxes(group: str) -> int:
