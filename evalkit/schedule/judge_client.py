@@ -5,6 +5,7 @@ process). ``judge_process.ProcessStation`` and ``ray_backend.RayStation`` are th
 Every kind speaks the same messages: a Start of this protocol version first (a judge of another version
 refuses it, and the scheduler raises naming both versions), then AddProblem / Prepare / JudgeAnswer, each
 answered with its reply or ``Failed``, and Exit on closing. Each reply's type is checked on arrival (``expect``).
+An answer in hand whose caller left is ended at once on every kind: ``cancel`` sends a Cancel out of band.
 """
 
 from __future__ import annotations
@@ -73,8 +74,9 @@ class MessageStation:
     # ---- what a transport gives ----
 
     def _cancel_in_judge(self, key: str) -> None:
-        """Tell the judge to end the answer ``key`` now. By default nothing (a Ray actor serves one call at a time:
-        the answer runs to its end and its row is dropped)."""
+        """Tell the judge to end the answer ``key`` now, without waiting for it to be done (the caller may be an event
+        loop): ``DirectStation`` calls its station, a judge process is signalled, a Ray actor's ``cancel`` is served
+        in a concurrency group of its own. By default nothing (the answer runs to its end and its row is dropped)."""
 
     def _running(self) -> bool:
         raise NotImplementedError

@@ -5,25 +5,32 @@ whichever way a judge is reached: in the scheduler's own process, a judge proces
     scheduler -> judge:  Start (first, with the version) | AddProblem (one given after the start, e.g. from a
                          reference's text) | Prepare | JudgeAnswer | Exit; and Held / Released,
                          the answers to the judge's Hold / Release; and Cancel (out of band, while a JudgeAnswer is
-                         out: a judge process reads it from its cancel file on ``judge_process.CANCEL_SIGNAL``)
+                         out: a judge process reads it from its cancel file on ``judge_process.CANCEL_SIGNAL``, a
+                         Ray actor takes it through its ``cancel``, served beside ``handle`` in a concurrency group
+                         of its own)
     judge -> scheduler:  Started | Refused (the answers to Start: a Start of another protocol version is refused)
-                         | Done (the baselines for Prepare; nothing for AddProblem and Exit) | Judged (for
+                         | Done (the baselines for Prepare; nothing for AddProblem, Exit and Cancel) | Judged (for
                          JudgeAnswer) | Failed (any request the judge could not serve, or a message it does not
                          take there) | Hold / Release (a measurement begins / ends: the scheduler freezes the builds
                          meanwhile; a judge process only) | Progress
+    scheduler -> build:  Build (a Ray build task's one argument, with the version; ``ray_judge.build_task``)
+    build -> scheduler:  BuildOutcome (``evalkit.judge.builder``'s, as a local build gives it) | Refused (a Build of
+                         another protocol version) | Failed (a message that is no Build, or a build that raised)
 
 ``judge_server.JudgeServer`` is the judge's end, ``judge_client.MessageStation`` the scheduler's; the transports
-(``judge_client`` in-process, ``judge_process`` pickled over a socket pair, ``ray_backend`` as a Ray actor's
-``handle``) carry the messages as they are. ``expect`` checks each one's type on arrival, so a message of the
-wrong kind is a clear error naming both, never a tuple read by position; and every field of it against its
-declaration (``evalkit.sandbox.typed_fields``, nested dataclasses and containers included), so a field of the
-wrong type is an error naming the message, the field and both types, never a value read as another.
+(``judge_client`` in-process, ``judge_process`` pickled over a socket pair, ``ray_backend`` as the arguments and
+results of a Ray actor's methods or a Ray task) carry the messages as they are. ``expect`` checks each one's type
+on arrival, so a message of the wrong kind is a clear error naming both, never a tuple read by position; and every
+field of it against its declaration (``evalkit.sandbox.typed_fields``, nested dataclasses and containers
+included), so a field of the wrong type is an error naming the message, the field and both types, never a value
+read as another.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from evalkit.intake.triage import Triage
@@ -35,9 +42,9 @@ from evalkit.schedule.options import JudgeOptions
 from evalkit.schedule.station import BaselineFiles
 from evalkit.sources.problems import Problem
 
-PROTOCOL_VERSION = 4  # bump when a message changes; a judge refuses a Start of another version
+PROTOCOL_VERSION = 5  # bump when a message changes; a judge refuses a Start (a build task a Build) of another version
 # 2: AddProblem. 3: Started, Judged, Prepare.report_entries (one vocabulary for judge processes and Ray actors).
-# 4: Cancel
+# 4: Cancel. 5: Build (a Ray build task's request, which took positional arguments before).
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,22 @@ class Cancel:
 
 
 @dataclass(frozen=True)
+class Build:
+    """Build (import) one answer's ``code`` on a Ray node (``ray_judge.build_task``), as ``builder.build`` does
+    locally: answered with its ``BuildOutcome``, ``Refused`` when the task speaks another version, else ``Failed``.
+    ``arch``: the CUDA arch of the cluster's judges (a build task holds no GPU to ask)."""
+
+    code: str
+    cache_root: Path
+    device: str
+    timeout_s: float
+    limits: Limits
+    init_inputs: list[Any] | None
+    arch: str
+    version: int = PROTOCOL_VERSION
+
+
+@dataclass(frozen=True)
 class Held:
     pass
 
@@ -163,8 +186,8 @@ class Judged:
 
 @dataclass(frozen=True)
 class Refused:
-    """The judge speaks another protocol version (``version``) than the scheduler's Start (``asked``): two
-    versions of evalkit."""
+    """The judge (or build task) speaks another protocol version (``version``) than the scheduler's Start (or
+    Build) asked for (``asked``): two versions of evalkit."""
 
     version: int
     asked: int
@@ -172,6 +195,9 @@ class Refused:
 
 TO_JUDGE = (Start, AddProblem, Prepare, JudgeAnswer, Exit, Held, Released, Cancel)
 TO_SCHEDULER = (Started, Hold, Release, Progress, Failed, Done, Judged, Refused)
+TO_BUILDER = (Build,)
+FROM_BUILDER = (BuildOutcome, Refused, Failed)
+VERSIONED = (Start, Build)  # the messages whose receiver refuses another version, naming both
 
 M = TypeVar("M")
 
@@ -183,12 +209,12 @@ class WrongMessage(RuntimeError):
 
 def expect(message: Any, *kinds: type[M]) -> M:
     """``message`` if it is one of ``kinds`` with every field of its declared type; ``WrongMessage`` naming both
-    types otherwise. A Start of another protocol version is let through unchecked, for the judge to refuse it
-    naming both versions (its fields may be another evalkit's)."""
+    types otherwise. A Start or Build of another protocol version is let through unchecked, for its receiver to
+    refuse it naming both versions (its fields may be another evalkit's)."""
     if not isinstance(message, kinds):
         raise WrongMessage(f"judge protocol {PROTOCOL_VERSION}: got {type(message).__name__}, expected "
                            f"{' or '.join(kind.__name__ for kind in kinds)}")
-    if isinstance(message, Start) and type(message.version) is int and message.version != PROTOCOL_VERSION:
+    if isinstance(message, VERSIONED) and type(message.version) is int and message.version != PROTOCOL_VERSION:
         return message
     wrong = wrong_field(message)
     if wrong is not None:

@@ -5,12 +5,16 @@ on the nodes is in ``ray_judge``, made remote here).
 The scheduler (``engine.Engine``) stays on this machine, the driver: it triages, writes the rows and the
 report, and hands the rest to the cluster through Ray's own facilities:
 
-- a build is a task holding one CPU (``num_cpus=1``); its ``ObjectRef.future()`` is the engine's future;
+- a build is a task holding one CPU (``num_cpus=1``), its argument a ``judge_messages.Build`` and its result the
+  ``BuildOutcome`` (checked with ``expect`` on arrival; a ``Refused`` or ``Failed`` is raised by the engine's
+  future, that answer's ``judge_failed`` row, as a local build that raised is);
 - a judge is an actor (a worker process of its own, ``ray_judge.JudgeActor``) holding one GPU (``num_gpus=1``:
   Ray sets its ``CUDA_VISIBLE_DEVICES``), or one CPU; one per judge slot. The driver speaks the judge protocol
   to it (``judge_messages``, as to every judge): each message the argument of its ``handle``, the reply its
-  result. An actor that dies fails the request it served (that answer's ``judge_failed`` row) and a new one
-  serves the next request.
+  result, one call at a time. A ``Cancel`` goes to its ``cancel`` in the concurrency group ``CANCEL_GROUP``, so
+  it is served while ``handle`` judges the answer it ends (not waited for; a ``Failed`` reply is logged). An
+  actor that dies fails the request it served (that answer's ``judge_failed`` row) and a new one serves the next
+  request.
 
 What a node cannot share with this machine: the build cache must be at the same ``--cache-dir`` path on every
 node (checked on connecting, and by a judge before it loads a build); a judge gets the problems' files from
@@ -27,7 +31,7 @@ import os
 import signal
 import threading
 import uuid
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from typing import Any, Callable
 
@@ -51,10 +55,17 @@ logger = logging.getLogger(__name__)
 
 PROBE_WAIT_S = 300.0  # how long connecting waits for a GPU (or CPU) of the cluster to describe the judging node
 STOP_WAIT_S = 15.0  # how long closing waits for an actor to stop cleanly, and for the sandbox sweep of the nodes
+# A judge actor's second concurrency group (a thread of its own), for ``cancel`` only: ``handle`` stays in the default
+# group, whose one thread serves the protocol's requests one at a time.
+CANCEL_GROUP = "cancel"
 
 
 class JudgeActorDied(RuntimeError):
     """A judge's Ray actor ended (it crashed, was killed, or its node was lost) while serving a request."""
+
+
+class BuildTaskFailed(RuntimeError):
+    """A Ray build task answered ``Failed``: the build raised on its node, or it was sent no Build (a bug)."""
 
 
 def _ray() -> Any:
@@ -205,6 +216,28 @@ class RayStation(MessageStation):
     def _open(self) -> None:
         self._actor = self.backend.start_judge(self.slot, self.spec)
 
+    def _cancel_in_judge(self, key: str) -> None:
+        """The Cancel to the actor's ``cancel``, in its own concurrency group (``handle`` is busy with the answer);
+        not waited for: its reply is only logged."""
+        actor = self._actor
+        if actor is None:
+            return
+        try:
+            ref = actor.cancel.options(concurrency_group=CANCEL_GROUP).remote(m.Cancel(key))
+            ref.future().add_done_callback(lambda done: self._cancel_answered(key, done))
+        except Exception:  # noqa: BLE001 - the actor or the cluster is gone: its answer fails without a cancel
+            logger.debug("judge %s: could not send the cancel of %s", self.slot.name, key, exc_info=True)
+
+    def _cancel_answered(self, key: str, done: Future[Any]) -> None:
+        try:
+            answered = done.result()
+        except Exception as err:  # noqa: BLE001 - the actor died meanwhile (its request fails on its own)
+            logger.debug("judge %s: the cancel of %s was not served: %s", self.slot.name, key, err)
+            return
+        reply = m.expect(answered, m.Done, m.Failed)  # a WrongMessage here: logged by concurrent.futures
+        if isinstance(reply, m.Failed):
+            logger.warning("judge %s: its actor could not cancel %s: %s", self.slot.name, key, reply.message)
+
     def _exchange(self, message: Any) -> Any:
         ray = _ray()
         self._busy = True
@@ -223,6 +256,31 @@ class RayStation(MessageStation):
             with contextlib.suppress(Exception):  # already gone, or the cluster is
                 _ray().kill(actor)
         return JudgeActorDied(f"judge {self.slot.name} (a Ray actor) ended: {why}")
+
+
+def build_outcome(reply: Future[Any]) -> Future[BuildOutcome]:
+    """The engine's future of a build task whose reply ``reply`` will hold: its ``BuildOutcome``, checked with
+    ``expect``; else raised (``ScoreError`` for a task of another protocol version, ``BuildTaskFailed``), so that
+    answer gets a ``judge_failed`` row, as a local build that raised does. Cancelling it leaves the task alone."""
+    outcome: Future[BuildOutcome] = Future()
+
+    def arrived(done: Future[Any]) -> None:
+        try:
+            answer = m.expect(done.result(), *m.FROM_BUILDER)
+            if isinstance(answer, m.Refused):
+                raise ScoreError(f"a Ray build task speaks judge protocol {answer.version} and refused a Build of "
+                                 f"judge protocol {answer.asked}: two versions of evalkit; install the driver's "
+                                 f"evalkit on every node")
+            if isinstance(answer, m.Failed):
+                raise BuildTaskFailed(f"a Ray build task failed: {answer.message}")
+        except BaseException as err:  # noqa: BLE001 - the task's own failure, or Ray's (its worker died)
+            with contextlib.suppress(InvalidStateError):  # cancelled by the engine meanwhile
+                outcome.set_exception(err)
+        else:
+            with contextlib.suppress(InvalidStateError):
+                outcome.set_result(answer)
+    reply.add_done_callback(arrived)
+    return outcome
 
 
 class RayBackend:
@@ -245,8 +303,8 @@ class RayBackend:
         if self._build_fn is None:
             self._build_fn = _ray().remote(num_cpus=1, max_retries=1)(build_task)
         self._groups.add(limits.group)
-        ref = self._build_fn.remote(code, cache_root, device, timeout_s, limits, init_inputs, self.arch)
-        self._builds = [(r, f) for r, f in self._builds if not f.done()] + [(ref, ref.future())]
+        ref = self._build_fn.remote(m.Build(code, cache_root, device, timeout_s, limits, init_inputs, self.arch))
+        self._builds = [(r, f) for r, f in self._builds if not f.done()] + [(ref, build_outcome(ref.future()))]
         return self._builds[-1][1]
 
     @property
@@ -264,7 +322,7 @@ class RayBackend:
         if self._closed:
             raise RuntimeError(f"judge {slot.name}: these judges are closed")
         if self._judge_cls is None:
-            self._judge_cls = _ray().remote(JudgeActor)
+            self._judge_cls = _ray().remote(concurrency_groups={CANCEL_GROUP: 1})(JudgeActor)
         claim = {"num_gpus": 1, "num_cpus": 0} if slot.device == "cuda" else {"num_cpus": 1}
         files = {pid: {name: (p.path / name).read_bytes() for name in (REFERENCE_FILE, TOML_FILE)
                        if (p.path / name).is_file()} for pid, p in spec.problems.items()}

@@ -1,11 +1,16 @@
 """Trusted side: what runs on a Ray cluster's nodes for ``ray_backend`` (the judge actor, the build, probe and sweep
 tasks), each in a Ray worker process; it imports no ``ray`` itself (``ray_backend`` makes these remote).
 
-The judge actor speaks the judge protocol (``judge_messages``) like every judge: the driver calls its one method,
-``handle``, with each message, and it answers through a ``JudgeServer``. What a node adds to it: the problems'
+The judge actor speaks the judge protocol (``judge_messages``) like every judge: the driver calls its ``handle``
+with each message, and it answers through a ``JudgeServer``; a ``Cancel`` comes through its ``cancel``, which
+``ray_backend`` serves in a concurrency group of its own, so it reaches the station while ``handle`` is still
+judging the answer it names (``handle`` stays one call at a time). What a node adds to it: the problems'
 files copied from the driver where the node does not hold them at the same path, the report's baselines kept in
 a file of its own (the driver sends the report's entries with each Prepare, and records what the judge returns),
 and a check that the node sees an answer's build before judging it.
+
+A build task takes one ``judge_messages.Build`` and answers its ``BuildOutcome``, or ``Refused`` / ``Failed``: the
+same declared, versioned messages as every other boundary, never positional arguments read by position.
 """
 
 from __future__ import annotations
@@ -25,7 +30,6 @@ from evalkit.judge.builder import BuildOutcome
 from evalkit.judge.environment import environment
 from evalkit.sandbox.cgroup import sandbox_cgroups
 from evalkit.sandbox.identity import sandbox_user, unprivileged_identity
-from evalkit.sandbox.launcher import Limits
 from evalkit.sandbox.remains import kill_group
 from evalkit.schedule import judge_messages as m
 from evalkit.schedule.judge_messages import StationSpec
@@ -49,12 +53,25 @@ def node_identity() -> tuple[int, int] | None:
     return unprivileged_identity()
 
 
-def build_task(code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits, init_inputs: Any,
-               arch: str) -> BuildOutcome:
-    """(a task) one build, frozen by nothing; for the CUDA arch of the cluster's judges (a build task holds no GPU:
-    torch must not be asked for one's capability)."""
-    return builder.build(code, cache_root, device, timeout_s, replace(limits, run_as=node_identity()),
-                         init_inputs, None, arch=arch if device == "cuda" else "")
+def build_task(request: Any) -> BuildOutcome | m.Refused | m.Failed:
+    """(a task) the ``Build`` ``request``, frozen by nothing; for the CUDA arch of the cluster's judges (a build task
+    holds no GPU: torch must not be asked for one's capability). ``Refused`` for a Build of another protocol
+    version, ``Failed`` for anything but a Build (or a field of the wrong type) and for a build that raised."""
+    try:
+        build = m.expect(request, m.Build)  # its fields checked before this task reads any of them
+    except m.WrongMessage as err:
+        return m.Failed(f"WrongMessage: {err}")
+    if build.version != m.PROTOCOL_VERSION:
+        logger.error("build task: refused a Build of judge protocol %s (this node speaks %s)", build.version,
+                     m.PROTOCOL_VERSION)
+        return m.Refused(m.PROTOCOL_VERSION, build.version)
+    try:
+        return builder.build(build.code, build.cache_root, build.device, build.timeout_s,
+                             replace(build.limits, run_as=node_identity()), build.init_inputs, None,
+                             arch=build.arch if build.device == "cuda" else "")
+    except Exception as err:  # noqa: BLE001 - the driver raises it for this answer (its judge_failed row)
+        logger.exception("build task: the build failed")
+        return m.Failed(f"{type(err).__name__}: {err}")
 
 
 def kill_sandboxes(group: str) -> int:
@@ -63,14 +80,28 @@ def kill_sandboxes(group: str) -> int:
 
 
 class JudgeActor:
-    """(an actor: a worker process per judge) a judge on this node's GPU, or a CPU, answering ``handle``.
-    ``files``: each problem's files as the driver holds them; ``arch``: the CUDA arch the run builds for."""
+    """(an actor: a worker process per judge) a judge on this node's GPU, or a CPU, answering ``handle`` one call at
+    a time, and ``cancel`` beside it (another concurrency group: another thread). ``files``: each problem's files
+    as the driver holds them; ``arch``: the CUDA arch the run builds for."""
 
     def __init__(self, files: dict[str, dict[str, bytes]], arch: str) -> None:
         self.files, self.arch = files, arch
         self.workdir = Path(tempfile.mkdtemp(prefix="evalkit-ray-judge-"))
         self.report = self.workdir / "baselines.json"  # the report's entries, as the driver sends them
         self.server = JudgeServer(self._open)
+
+    def cancel(self, message: Any) -> m.Done | m.Failed:
+        """End the answer a ``Cancel`` names now if the station holds it, else once its JudgeAnswer comes
+        (``JudgeStation.cancel``, safe from this thread while ``handle`` judges in another). ``Failed`` for anything
+        but a Cancel; never raises."""
+        try:
+            key = m.expect(message, m.Cancel).key
+        except m.WrongMessage as err:
+            return m.Failed(f"WrongMessage: {err}")
+        station = self.server.station
+        if station is not None:
+            station.cancel(key)
+        return m.Done(None)
 
     def handle(self, message: Any) -> Reply:
         """The reply to one message of the judge protocol (``judge_server.JudgeServer.handle``)."""

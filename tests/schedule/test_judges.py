@@ -153,20 +153,31 @@ def _one_of_each_message(cache: Path) -> list[object]:
     early = triage(text)
     row = ResultRow("run", "linear_relu", "s", "s.py", "0" * 64, "correct", "", timing={"median_ms": 1.0},
                     speedup_vs_eager_ci=[1, 2.5])  # an int where a float is declared is a float
+    built = nothing_to_build(early.code, cache / "builds", "cpu").result()
     return [m.Start(spec), m.Start(replace(spec, driver="550.1")), m.AddProblem(problem),
             m.Prepare("linear_relu", None), m.Prepare("linear_relu", ("eager",), {"k": {"median_ms": 1.0}}),
-            m.JudgeAnswer(Submission("run", "linear_relu", "s", "s.py", text), early,
-                          nothing_to_build(early.code, cache / "builds", "cpu").result()),
+            m.JudgeAnswer(Submission("run", "linear_relu", "s", "s.py", text), early, built),
             m.Exit(), m.Held(), m.Released(), m.Cancel("run/p/s@abc"), m.Started(), m.Hold(), m.Release(),
             m.Progress("x"), m.Failed("why"), m.Done(None), m.Done({"eager": {"median_ms": 1.0}}),
-            m.Judged(row, "linear_relu", {}), m.Judged(row, None, {"eager": {}}), m.Refused(4, 5)]
+            m.Judged(row, "linear_relu", {}), m.Judged(row, None, {"eager": {}}), m.Refused(4, 5),
+            _build_request(cache), replace(_build_request(cache), init_inputs=None, timeout_s=60), built]
+
+
+def _build_request(cache: Path, code: str = "import torch\n") -> object:
+    """A Build of ``code`` for linear_relu on CPU, as ``RayBackend.start_build`` sends it."""
+    from evalkit.schedule import judge_messages as m
+    from evalkit.sources.problems import load_problem
+
+    return m.Build(code, cache / "builds", "cpu", 900.0, default_limits("cpu", None),
+                   load_problem(PROBLEMS / "linear_relu").init_inputs_or_none(), "")
 
 
 def test_every_declared_message_round_trips_with_its_fields_checked(tmp_path: Path):
     from evalkit.schedule import judge_messages as m
 
     messages = _one_of_each_message(tmp_path)
-    assert {type(message) for message in messages} == {*m.TO_JUDGE, *m.TO_SCHEDULER}, "a message kind untested"
+    assert {type(message) for message in messages} == {*m.TO_JUDGE, *m.TO_SCHEDULER, *m.TO_BUILDER,
+                                                        *m.FROM_BUILDER}, "a message kind untested"
     for message in messages:
         arrived = pickle.loads(pickle.dumps(message))  # as a judge process or a Ray actor carries it
         assert m.expect(arrived, type(message)) == message
@@ -199,6 +210,11 @@ def _wrong_fields(cache: Path) -> list[tuple[object, str]]:
          "Judged.row.speedup_vs_eager: expected float | None, got bool"),
         (m.Refused("4", 5), "Refused.version: expected int, got str"),  # type: ignore[arg-type]
         (m.Progress(b"x"), "Progress.text: expected str, got bytes"),  # type: ignore[arg-type]
+        (replace(messages[m.Build], timeout_s="900"), "Build.timeout_s: expected float, got str"),
+        (replace(messages[m.Build], cache_root=str(cache)), "Build.cache_root: expected Path, got str"),
+        (replace(messages[m.Build], init_inputs=(3,)), "Build.init_inputs: expected list[Any] | None, got tuple"),
+        (replace(messages[m.Build], limits=replace(messages[m.Build].limits, memory_bytes=2.0**30)),
+         "Build.limits.memory_bytes: expected int, got float"),
     ]
 
 
@@ -209,6 +225,80 @@ def test_a_field_of_the_wrong_type_is_refused_naming_the_message_the_field_and_b
 
     for message, why in _wrong_fields(tmp_path):
         with pytest.raises(m.WrongMessage, match=re.escape(f"judge protocol {m.PROTOCOL_VERSION}: {why}")):
-            m.expect(pickle.loads(pickle.dumps(message)), *m.TO_JUDGE, *m.TO_SCHEDULER)
+            m.expect(pickle.loads(pickle.dumps(message)), *m.TO_JUDGE, *m.TO_SCHEDULER, *m.TO_BUILDER)
     with pytest.raises(m.WrongMessage, match="Cancel.key: expected str, got int"):
         m.Cancel.from_text('{"cancel": 3, "version": %d}' % m.PROTOCOL_VERSION)
+
+
+# ---- a Ray build task's messages: ``ray_judge.build_task`` called here directly, as a Ray worker calls it ----
+
+def _outcome_of(reply: object) -> object:
+    """What the driver makes of a build task's ``reply``: the engine's future's result, or what it raises."""
+    from concurrent.futures import Future
+
+    from evalkit.schedule.ray_backend import build_outcome
+
+    arrived: Future = Future()
+    outcome = build_outcome(arrived)
+    arrived.set_result(reply)
+    return outcome.result(timeout=0)
+
+
+def test_a_build_task_refuses_a_build_of_another_version_naming_both(tmp_path: Path):
+    from dataclasses import replace
+
+    from evalkit.schedule import judge_messages as m
+    from evalkit.schedule.options import ScoreError
+    from evalkit.schedule.ray_judge import build_task
+
+    v = m.PROTOCOL_VERSION
+    # Another evalkit's Build: refused before any field is read (they may be another version's).
+    refused = build_task(replace(_build_request(tmp_path), version=v + 1, timeout_s="its own"))
+    assert refused == m.Refused(v, v + 1)
+    with pytest.raises(ScoreError, match=f"speaks judge protocol {v} and refused a Build of judge protocol {v + 1}: "
+                                         f"two versions of evalkit"):
+        _outcome_of(refused)
+
+
+def test_a_build_task_names_a_message_of_the_wrong_kind_either_way(tmp_path: Path):
+    from evalkit.judge.builder import BuildOutcome
+    from evalkit.schedule import judge_messages as m
+    from evalkit.schedule.ray_backend import BuildTaskFailed
+    from evalkit.schedule.ray_judge import build_task
+
+    # To the task: anything but a Build (the positional arguments of before, another message) is answered Failed.
+    for wrong, kind in (((("import torch\n", tmp_path, "cpu"),), "tuple"), ((m.Cancel("k"),), "Cancel")):
+        failed = build_task(*wrong)
+        assert isinstance(failed, m.Failed) and f"got {kind}, expected Build" in failed.message, failed
+        with pytest.raises(BuildTaskFailed, match=f"a Ray build task failed: WrongMessage: .*got {kind}"):
+            _outcome_of(failed)
+    # From the task: a reply of another kind is named too, never read as an outcome.
+    with pytest.raises(m.WrongMessage, match="got Done, expected BuildOutcome or Refused or Failed"):
+        _outcome_of(m.Done(None))
+    ok = BuildOutcome("ok", 1.0)
+    assert _outcome_of(ok) is ok
+
+
+def test_a_build_task_names_a_field_of_the_wrong_type_either_way(tmp_path: Path):
+    from dataclasses import replace
+
+    from evalkit.judge.builder import BuildOutcome
+    from evalkit.schedule import judge_messages as m
+    from evalkit.schedule.ray_judge import build_task
+
+    failed = build_task(replace(_build_request(tmp_path), timeout_s="900"))
+    assert failed == m.Failed(f"WrongMessage: judge protocol {m.PROTOCOL_VERSION}: Build.timeout_s: expected "
+                              f"float, got str: a bug in the sender (evalkit), or two versions of evalkit")
+    with pytest.raises(m.WrongMessage, match="BuildOutcome.seconds: expected float, got str"):
+        _outcome_of(BuildOutcome("ok", "1.0"))  # type: ignore[arg-type]
+
+
+def test_a_build_task_builds_the_build_it_is_sent(warm_cache: Path):
+    from shared_builds import ANSWERS
+
+    from evalkit.intake.triage import triage
+    from evalkit.schedule.ray_judge import build_task
+
+    # The session's build of correct_cpp, found in the cache: the task answers its outcome as a local build does.
+    outcome = _outcome_of(build_task(_build_request(warm_cache, triage((ANSWERS / "correct_cpp.py").read_text()).code)))
+    assert outcome.status == "ok" and outcome.cached, outcome

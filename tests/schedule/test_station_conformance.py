@@ -5,11 +5,14 @@ and a Ray actor (``ray_backend.RayStation``, on a local Ray cluster of CPUs; ``s
 Each refuses a Start of another protocol version, naming both versions; names a message of the wrong kind, either
 way, with both types, and a message with a field of the wrong type with the message, the field and both types;
 answers Prepare with the baselines and JudgeAnswer with the answer's verdict; turns its own failure into a
-``judge_failed`` row and goes on serving; and leaves no process behind once closed."""
+``judge_failed`` row and goes on serving; ends a cancelled answer in hand at once, not at its time limit, and
+judges the next; and leaves no process behind once closed."""
 
 from __future__ import annotations
 
 import importlib.util
+import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,6 +33,7 @@ from station_helpers import cpu_station_spec, wait_until
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")
 KINDS = ["in_process", "process", pytest.param("ray", marks=[pytest.mark.slow, needs_ray])]
 V = m.PROTOCOL_VERSION
+HANG_LIMIT_S = 900.0  # a hanging answer's step limit, far above any judging's time (as in tests/test_api.py)
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +146,34 @@ def test_the_judges_own_failure_is_a_judge_failed_row_and_it_goes_on(station: Me
     assert row.error and row.error["kind"] == "judge_failed", row
     assert "no_such_problem" in row.error["message"]
     assert station.judge(submission, early, outcome).verdict == "correct"
+
+
+def test_a_cancelled_answer_in_hand_ends_at_once_and_the_judge_goes_on(station: MessageStation, warm_cache: Path):
+    # Every step's limit is HANG_LIMIT_S (set before the judge starts: it takes the spec it is started with).
+    station.spec = replace(station.spec, options=replace(station.spec.options, run_timeout_s=HANG_LIMIT_S))
+    station.prepare("linear_relu")
+    hang = _answer(warm_cache, "hang.py")
+    came_back: list[object] = []
+
+    def judge_the_hang() -> None:
+        try:
+            came_back.append(station.judge(*hang))
+        except JudgeFailed as failed:  # a kind may answer the cancelled answer so; its row is dropped either way
+            came_back.append(failed)
+    judging = threading.Thread(target=judge_the_hang)
+    judging.start()
+    wait_until(lambda: station._judging == hang[0].key, timeout_s=HANG_LIMIT_S / 4)
+    assert station._judging == hang[0].key, "the station never sent the hanging answer"
+    time.sleep(1.0)  # its worker runs the hang by now (a cancel that came before it would be kept for it all the same)
+    cancelled = time.monotonic()
+    station.cancel(hang[0].key)  # from another thread than the one the station judges in, as the engine does
+    judging.join(HANG_LIMIT_S)
+    waited_s = time.monotonic() - cancelled
+    assert not judging.is_alive() and came_back, "the cancelled answer never came back"
+    assert waited_s < HANG_LIMIT_S / 2, f"the cancelled answer came back {waited_s:.0f} s later: it ran to its limit"
+    if not isinstance(came_back[0], JudgeFailed):
+        assert came_back[0].verdict != "correct", came_back[0]  # a crash: its workers were killed
+    assert station.judge(*_answer(warm_cache, "incorrect.py")).verdict == "incorrect"
 
 
 def test_closing_leaves_no_process(station: MessageStation, warm_cache: Path):
