@@ -22,9 +22,11 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 from evalkit.sandbox.launcher import Limits, UntrustedProcess
+
+T = TypeVar("T")
 
 WORKDIR_PREFIX = "evalkit-judge-"
 ARM_WAIT_S = 5.0  # a spare normally arms within tens of milliseconds of its start
@@ -77,10 +79,8 @@ class SpareWorker:
                 spare.thaw()
 
     def close(self) -> None:
-        while self._spares:
-            spare = self._spares.popleft()
-            spare.kill()  # it never had work: nothing to wait for (asked politely, it may still be importing)
-            discard(spare)
+        spares, self._spares = list(self._spares), deque()
+        at_once(_end_idle, spares)
         if self._starter is not None:
             self._starter.shutdown(wait=True)
             self._starter = None
@@ -102,3 +102,20 @@ def discard(worker: UntrustedProcess) -> None:
     """End a worker and remove its folder."""
     worker.close()
     shutil.rmtree(worker.workdir, ignore_errors=True)
+
+
+def _end_idle(spare: UntrustedProcess) -> None:
+    spare.kill()  # it never had work: nothing to wait for (asked politely, it may still be importing)
+    discard(spare)
+
+
+def at_once(end: Callable[[T], object], things: list[T]) -> None:
+    """``end`` each of ``things``, each in a thread of its own: a GPU worker takes a moment to exit (its CUDA
+    context goes with it), and a judge closing waited for its workers one after the other."""
+    if len(things) <= 1:
+        for thing in things:
+            end(thing)
+        return
+    with ThreadPoolExecutor(len(things), thread_name_prefix="evalkit-close") as pool:
+        for done in [pool.submit(end, thing) for thing in things]:
+            done.result()

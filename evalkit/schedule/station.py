@@ -23,6 +23,7 @@ import logging
 from collections import OrderedDict
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -39,7 +40,7 @@ from evalkit.judge.time_limits import compiles_on_first_call
 from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.launcher import Limits, UntrustedProcess
 from evalkit.sandbox.protocol import PRELOAD_CUDA_VARIABLE, PRELOAD_PROFILER_VARIABLE
-from evalkit.sandbox.spare import SpareWorker, discard
+from evalkit.sandbox.spare import SpareWorker, at_once, discard
 from evalkit.schedule.options import JudgeOptions
 from evalkit.sources.problems import Problem
 
@@ -103,12 +104,14 @@ class JudgeStation:
         self._spare = SpareWorker(limits, env, count=SPARE_WORKERS.get(device, 1))
         self._spare.fill()  # a judge starts for an answer on its way (or ahead of one): its worker starts now
         # On CUDA a passing answer's kernels are profiled in a worker of their own (``evalkit.judge.kernel_profile``).
-        # They start when the judge's first answer is taken, while it loads and is checked: started for the first
-        # passing answer instead, their start was that answer's, on the judge's critical path, on every GPU (3-5 s
-        # on a quiet H200; a corpus's passing answers spent 14.7 s each in the profile stage beside its builds on a
-        # 4-GPU host: docs/judge.md); started with the judge, they slowed its first worker's start.
+        # They start with the judge, after its spares: started for the first passing answer instead, their start was
+        # that answer's, on the judge's critical path, on every GPU (3-5 s on a quiet H200; a corpus's passing
+        # answers spent 14.7 s each in the profile stage beside its builds on a 4-GPU host: docs/judge.md). Starting
+        # beside the first spare did not slow it (docs/gpu-runs/2026-11-27-settle-ab-corpus-rescore-h200/).
         self._profilers = SpareWorker(limits, {**env, PRELOAD_PROFILER_VARIABLE: "1"},
                                       count=PROFILING_WORKERS) if device == "cuda" else None
+        if self._profilers is not None:
+            self._profilers.fill()
         self._progress = progress or (lambda text: None)
         self._kept: OrderedDict[str, _ProblemContext] = OrderedDict()  # the current problem last
         # The answer being judged (its resume key) and its workers: one tuple, replaced whole, so that ``cancel``
@@ -180,11 +183,9 @@ class JudgeStation:
             self._profilers.stop()
 
     def close(self) -> None:
-        for context in self._kept.values():
-            _close_partner(context)
-        self._spare.close()
-        if self._profilers is not None:
-            self._profilers.close()
+        spares = [self._spare] + ([self._profilers] if self._profilers is not None else [])
+        at_once(lambda end: end(), [*(partial(_close_partner, context) for context in self._kept.values()),
+                                     *(spare.close for spare in spares)])
         self._kept.clear()
         _free_garbage(self.device)
 
@@ -289,8 +290,6 @@ class JudgeStation:
         self._in_hand = (submission.key, workers)
         if self._cancel_pending == submission.key:  # cancelled while its message was on the way
             _cancel_workers(workers)
-        if self._profilers is not None:
-            self._profilers.fill()
 
         def profiler() -> tuple[UntrustedProcess, Path]:
             workers.append(self._profilers.take(extensions))

@@ -147,3 +147,22 @@ def test_a_closed_worker_has_ended_only_once_no_process_of_it_is_left(tmp_path, 
     worker._none_left = False
     assert not worker.ended(wait_s=0.05)
     discard(worker)
+
+
+def test_closing_ends_every_worker_at_once_not_one_after_another():
+    import pytest
+
+    from evalkit.sandbox.spare import at_once
+
+    # Each end waits until all three have begun: ended one after another, the first would wait in vain.
+    begun = threading.Barrier(3, timeout=30)
+    ended: list[int] = []
+    at_once(lambda n: (begun.wait(), ended.append(n)), [1, 2, 3])
+    assert sorted(ended) == [1, 2, 3]
+
+    def fails_on_two(n: int) -> None:
+        if n == 2:
+            raise ValueError(f"worker {n} would not end")
+
+    with pytest.raises(ValueError, match="worker 2"):  # a failure to end one is not swallowed
+        at_once(fails_on_two, [1, 2])
