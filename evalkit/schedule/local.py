@@ -60,17 +60,26 @@ def score(options: ScoreOptions, progress: Progress | None = None,
     settings). Called from the main thread, SIGINT, SIGTERM and SIGHUP kill every sandbox of the run and
     raise ``Interrupted``, whose ``outcome`` is what was judged (``None`` when judging had not begun).
     """
+    inputs = _read_inputs(options)  # before the machines: starting CUDA and probing the sandbox user take seconds
     where, limits = machines_and_limits(options)
     with interruptible(lambda: kill_group(limits.group)):
         try:
-            return _score(options, where, limits, progress or (lambda stage, counts: None), total_hook)
+            return _score(options, inputs, where, limits, progress or (lambda stage, counts: None), total_hook)
         finally:
             kill_group(limits.group)
 
 
-def _score(options: ScoreOptions, where: Machines, limits: Limits, report: Progress,
-           total_hook: Callable[[int], None] | None) -> ScoreOutcome:
-    device = where.device
+@dataclass
+class _Inputs:
+    """What a run reads before it starts anything: the problems, the submissions, whether the report holds rows."""
+
+    problems: dict[str, Problem]
+    found: Discovered
+    holds_results: bool
+
+
+def _read_inputs(options: ScoreOptions) -> _Inputs:
+    """The run's inputs, each checked: a bad one raises here, before anything slow."""
     preflight.check_out_dir(options.out_dir)
     preflight.check_torch_include()
     problems = discover_problems(options.problems_dir, lenient=True)  # an unrelated broken folder: a warning
@@ -81,7 +90,14 @@ def _score(options: ScoreOptions, where: Machines, limits: Limits, report: Progr
     if not options.resume and holds_results:
         raise FileExistsError(f"{results_path} already holds results; pass --resume to continue it, "
                               f"or choose another --out")
-    seed = run_settings.run_seed(options, device, holds_results)
+    return _Inputs(problems, found, holds_results)
+
+
+def _score(options: ScoreOptions, inputs: _Inputs, where: Machines, limits: Limits, report: Progress,
+           total_hook: Callable[[int], None] | None) -> ScoreOutcome:
+    device, problems, found = where.device, inputs.problems, inputs.found
+    results_path = options.out_dir / RESULTS_FILE
+    seed = run_settings.run_seed(options, device, inputs.holds_results)
     rows = read_rows(results_path) if options.resume else []
     run_settings.refuse_mixed_precisions(options, problems, rows)
     done = {resume_key_of(r) for r in rows}
