@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import FIXTURES
 from evalkit import Evaluator
 
@@ -30,6 +32,7 @@ def _timed_baselines(cache: Path) -> int:
     return sum(isinstance(entry.get("eager"), dict) and "error" not in entry["eager"] for entry in entries.values())
 
 
+@pytest.mark.slow  # an Evaluator of its own that times its problems' baselines
 def test_a_new_evaluator_starts_its_judge_and_times_its_known_problems_baselines_before_any_call(warm_cache: Path):
     with Evaluator(problems=PROBLEMS, cache_dir=warm_cache, **SETTINGS) as ev:
         known = len(ev.problems)
@@ -44,6 +47,7 @@ def test_a_new_evaluator_starts_its_judge_and_times_its_known_problems_baselines
         assert row["verdict"] == "correct" and row["stage_seconds"]["setup_s"] < row["stage_seconds"]["build_s"] + 60
 
 
+@pytest.mark.slow  # an Evaluator of its own that times its problems' baselines
 def test_prepare_baselines_waits_its_turn_beside_a_judge_call_of_another_thread(warm_cache: Path):
     with Evaluator(problems=PROBLEMS, cache_dir=warm_cache, **SETTINGS) as ev:
         station = ev._engine.stations[0]

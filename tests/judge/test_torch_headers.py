@@ -22,6 +22,7 @@ from torch.utils.cpp_extension import get_cxx_compiler
 CODE = triage((FIXTURES / "judge_submissions" / "fixtures" / "linear_relu" / "correct_cpp.py").read_text()).code
 
 
+@pytest.mark.slow  # compiles an answer's main.cpp as torch's ninja file does (most of a minute on 2 cores)
 def test_a_cpp_answers_build_takes_the_precompiled_header(prebuilt: Path, session_torch_headers: Path, tmp_path):
     # The session's fixture answers were built through the build stage, which began precompiling the header beside
     # them; ``ensure`` waits for it to be done.
