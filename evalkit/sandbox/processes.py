@@ -103,7 +103,6 @@ def resident_bytes(pid: int) -> int:
         return 0
 
 
-
 STOPPED_STATES = ("T", "t", "", "Z", "X")  # stopped, traced, gone, zombie, dead: a SIGSTOP has landed or never will
 
 
@@ -113,6 +112,7 @@ def until_stopped(pids: list[int], within_s: float) -> None:
     deadline = time.monotonic() + within_s
     while any(process_state(pid) not in STOPPED_STATES for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.0005)
+
 
 # What a build runs while it compiles (torch's extension builder: ninja, the host compiler, nvcc and its stages).
 COMPILERS = frozenset({"ninja", "c++", "g++", "gcc", "cc", "cc1", "cc1plus", "clang", "clang++", "as", "ld",

@@ -4,6 +4,7 @@ other's."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -154,11 +155,16 @@ def test_a_passed_probe_is_remembered_for_its_key_only_and_a_failed_one_never(tm
         pytest.skip("no uid of the pool can import torch and evalkit here (the judge warned with what to change)")
     assert len(probes) == 1 and remembered.stat().st_mode & 0o777 == 0o644
     assert identity.unprivileged_identity(remembered) is not None and len(probes) == 1  # remembered: not probed
-    assert identity.unprivileged_identity() is not None and len(probes) == 2  # no file given: probed
+    for damaged in ("{not json", '{"passed": "not a list"}', "[1, 2]"):  # a file spoilt: probed again, then mended
+        remembered.write_text(damaged)
+        assert identity.unprivileged_identity(remembered) is not None
+        assert identity.probe_key() in json.loads(remembered.read_text())["passed"]
+    assert len(probes) == 4
+    assert identity.unprivileged_identity() is not None and len(probes) == 5  # no file given: probed
     monkeypatch.setattr(identity, "probe_key", lambda: "another host, or torch installed anew")
     monkeypatch.setattr(identity, "_PROBE", "raise SystemExit(3)")  # a uid that cannot run the worker there
-    assert identity.unprivileged_identity(remembered) is None and len(probes) == 3
-    assert identity.unprivileged_identity(remembered) is None and len(probes) == 4  # a failure is never remembered
+    assert identity.unprivileged_identity(remembered) is None and len(probes) == 6
+    assert identity.unprivileged_identity(remembered) is None and len(probes) == 7  # a failure is never remembered
 
 
 def test_a_probes_key_follows_the_folders_down_to_torch_and_evalkit(monkeypatch):
