@@ -48,17 +48,20 @@ def test_the_same_code_twice_at_once_is_built_once(tmp_path: Path):
 
 
 def test_a_hostile_build_can_neither_poison_the_shared_baselines_nor_aim_the_lock_cleanup_elsewhere(tmp_path):
-    """A build imports the answer: it may try to rewrite the baseline cache beside the builds, or plant a link
-    named like an extension folder so that the next build's stale-lock cleanup deletes a file elsewhere."""
+    """A build imports the answer: it may try to rewrite the baseline cache beside the builds, or the remembered
+    probes of the sandbox user (to spare a run the probe), or plant a link named like an extension folder so that
+    the next build's stale-lock cleanup deletes a file elsewhere."""
     cache = tmp_path / "cache"
     (cache / "baselines.json").parent.mkdir(parents=True)
     (cache / "baselines.json").write_text("{}")
+    (cache / "sandbox-identity.json").write_text('{"passed": []}')
     victim = tmp_path / "victim"
     victim.mkdir()
     (victim / "lock").write_text("not evalkit's")
     hostile = f'''import os, pathlib
 extensions = pathlib.Path(os.environ["TORCH_EXTENSIONS_DIR"])
-for target in (extensions.parents[1] / "baselines.json", extensions.parent / ".evalkit-build-lock"):
+cache = extensions.parents[2]  # <cache>/builds/<key>/extensions
+for target in (cache / "baselines.json", cache / "sandbox-identity.json", extensions.parent / ".evalkit-build-lock"):
     try:
         target.write_text('{{"poisoned": true}}')
     except OSError:
@@ -71,6 +74,7 @@ raise RuntimeError("fail the build, so that the next build of this code cleans u
     assert build(hostile, cache / "builds", "cpu", 120, limits).status != "ok"
     build(hostile, cache / "builds", "cpu", 120, limits)  # its cleanup meets the planted link
     assert (cache / "baselines.json").read_text() == "{}"
+    assert (cache / "sandbox-identity.json").read_text() == '{"passed": []}'
     assert (victim / "lock").read_text() == "not evalkit's"
 
 
