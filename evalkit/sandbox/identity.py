@@ -19,6 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from evalkit.results_file import write_file
 from evalkit.sandbox.uid_pool import SANDBOX_UIDS, NoSandboxUid, UidLease
 
 logger = logging.getLogger(__name__)
@@ -158,11 +159,7 @@ def _remember(remembered: Path, key: str) -> None:
     """Add ``key`` to the file (written whole, then renamed into place; a failure only costs the next run a probe)."""
     keys = [known for known in _passed(remembered) if known != key][-(REMEMBERED_PROBES - 1):] + [key]
     try:
-        remembered.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=remembered.parent, prefix=".identity-", delete=False) as staged:
-            json.dump({"passed": keys}, staged)
-        os.chmod(staged.name, 0o644)
-        os.replace(staged.name, remembered)
+        write_file(remembered, json.dumps({"passed": keys}))
     except OSError as err:
         logger.debug("could not remember the sandbox uid's probe in %s: %s", remembered, err)
 
