@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import threading
 from pathlib import Path
 from typing import Iterator
 
@@ -27,7 +30,7 @@ def session_torch_headers(tmp_path_factory: pytest.TempPathFactory) -> Path:
     otherwise precompile it again): every build, in this process or a child, finds it through the environment."""
     from evalkit.judge.torch_headers import HEADERS_ENV
 
-    yield from _session_folder_named_by(HEADERS_ENV, tmp_path_factory.mktemp("torch-headers"))
+    yield from _session_folder_named_by(HEADERS_ENV, _run_folder(tmp_path_factory, "torch-headers"))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -37,6 +40,17 @@ def session_timing_registry(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from evalkit.sandbox.host_timing import FOLDER_ENV
 
     yield from _session_folder_named_by(FOLDER_ENV, tmp_path_factory.mktemp("timing-registry"))
+
+
+def _run_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A folder of the whole test run: the session's own, or, when pytest-xdist runs the session in several worker
+    processes (``-n``), one folder all of them share (their base folders' parent), as several evalkit runs on one
+    host share a precompiled header (made safe for that by its lock). The timing registry stays each process's
+    own: a judge of one worker must not freeze the builds another worker's test is watching."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base if os.environ.get("PYTEST_XDIST_WORKER") is None else base.parent) / name
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 def _session_folder_named_by(variable: str, folder: Path) -> Iterator[Path]:
@@ -50,19 +64,48 @@ def _session_folder_named_by(variable: str, folder: Path) -> Iterator[Path]:
         os.environ[variable] = previous
 
 
+@pytest.fixture(scope="session", autouse=True)
+def prebuild_ahead(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                   session_torch_headers: Path, session_timing_registry: Path) -> Iterator[None]:
+    """When a selected test will need ``prebuilt``, its builds start at the session's first test, in a thread,
+    while the tests that need none run (with pytest-xdist, a worker would otherwise wait a minute or more for
+    the other worker's builds)."""
+    if not any("prebuilt" in item.fixturenames for item in request.session.items):
+        yield
+        return
+    folder = _run_folder(tmp_path_factory, "prebuilt")
+    ahead = threading.Thread(target=_prebuilt_once, args=(folder,), name="prebuild-ahead", daemon=True)
+    ahead.start()
+    yield
+    ahead.join()
+
+
 @pytest.fixture(scope="session")
 def prebuilt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The session's builds folder: each fixture C++ answer fast tests judge, built once (tests/shared_builds.py)."""
-    from shared_builds import EXPECTED, prebuild
+    from shared_builds import EXPECTED
 
-    builds = tmp_path_factory.mktemp("prebuilt") / "builds"
-    outcomes = prebuild(builds)
+    folder = _run_folder(tmp_path_factory, "prebuilt")
+    outcomes = _prebuilt_once(folder)
     # Anything else is a broken session cache: said once here, with the build's log, not as a wrong verdict in
     # every test that uses it.
-    wrong = {name: f"{outcome.status}: {outcome.log_tail[-3000:]}" for name, outcome in outcomes.items()
-             if outcome.status != EXPECTED[name]}
+    wrong = {name: f"{status}: {log}" for name, (status, log) in outcomes.items() if status != EXPECTED[name]}
     assert not wrong and outcomes.keys() == EXPECTED.keys(), wrong
-    return builds
+    return folder / "builds"
+
+
+def _prebuilt_once(folder: Path) -> dict[str, list[str]]:
+    """Each prebuilt answer's build status and log tail, built into ``folder / "builds"`` by the first caller of
+    the run (a thread ahead, or a test; a pytest-xdist worker, or another) while the others wait, then read."""
+    from shared_builds import prebuild
+
+    told = folder / "outcomes.json"
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not told.exists():
+            told.write_text(json.dumps({name: [outcome.status, outcome.log_tail[-3000:]]
+                                        for name, outcome in prebuild(folder / "builds").items()}))
+        return json.loads(told.read_text())
 
 
 @pytest.fixture

@@ -223,7 +223,7 @@ def test_code_too_large_to_parse_is_a_syntax_problem_without_parsing():
     from evalkit.intake.static_scan import MAX_CODE_BYTES, syntax_problem
 
     code = "x = 1\n" * (MAX_CODE_BYTES // 6 + 1)
-    start = time.process_time()
+    start = time.thread_time()
     problem = syntax_problem(code)
     assert problem is not None and "over the" in problem.message
-    assert time.process_time() - start < 0.5
+    assert time.thread_time() - start < 0.5

@@ -336,17 +336,17 @@ def test_twenty_megabytes_is_fast() -> None:
     reasoning = seed("001").split("</think>")[0]
     text = "<think>\n" + reasoning * (20_000_000 // len(reasoning) + 1) + "</think>\n" + fenced(MODEL)
     assert len(text) > 20_000_000
-    start = time.process_time()
+    start = time.thread_time()
     result = extract(text)
-    elapsed = time.process_time() - start
+    elapsed = time.thread_time() - start
     assert result.ok and result.code == MODEL and result.candidates[-1]["status"] == "chosen"
     assert elapsed < 5, f"{elapsed:.1f} s for {len(text) / 1e6:.0f} MB"
 
 
 def test_twenty_megabytes_one_line_is_fast() -> None:
-    start = time.process_time()
+    start = time.thread_time()
     result = extract("`" * 2 + "a" * 20_000_000)
-    assert not result.ok and time.process_time() - start < 5
+    assert not result.ok and time.thread_time() - start < 5
 
 
 def test_a_short_reply_without_code_is_not_called_cut_off_and_a_long_one_is():

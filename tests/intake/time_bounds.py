@@ -1,8 +1,9 @@
 """Test helpers (no side of the trust boundary): timing a call on adversarial input, and stopping it when it hangs.
 
-A call's time is the CPU time of this process (``time.process_time``), not the wall clock: on a loaded machine the
+A call's time is the CPU time of the calling thread (``time.thread_time``), not the wall clock: on a loaded machine the
 wall clock of a linear scan grew past QUICK_S while its CPU time did not, and a test must not fail for the
-machine's load. A call past HANG_S of wall time is interrupted (the ``re`` engine checks for signals, and a blocked ``open`` is retried
+machine's load (and not the process's either: the session's prebuild may run in another of its threads,
+``tests/conftest.py``). A call past HANG_S of wall time is interrupted (the ``re`` engine checks for signals, and a blocked ``open`` is retried
 only after the handler runs), so a regression to a backtracking pattern fails the test instead of
 hanging the suite.
 """
@@ -34,9 +35,9 @@ def timed(call: Callable[[], T]) -> tuple[T, float]:
     """What ``call()`` returns and the CPU seconds it took; StillRunning when it runs over HANG_S of wall time."""
     previous = signal.signal(signal.SIGALRM, _stop)
     signal.setitimer(signal.ITIMER_REAL, HANG_S)
-    start = time.process_time()
+    start = time.thread_time()
     try:
-        return call(), time.process_time() - start
+        return call(), time.thread_time() - start
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
