@@ -16,6 +16,9 @@ carries the load evalkit itself makes. Printed, per answer that every run judged
   did in each fresh worker, whatever the judge's clock read. Where this is as large as the speedup's distance, the
   run-to-run movement is the GPU's, not the judge's.
 
+`--json FILE` is written after every round (`runs_done` of `runs`), so a run cut short (a device call's time
+limit) keeps the figures of the rounds it finished.
+
 Targets (issue 26): every distance from the median, every GPU gap and every judge-vs-claim gap within 2% (the
 spread, about twice as strict, is printed beside them); each printed "met" or
 "MISSED" (`--check` makes a miss exit 1).
@@ -206,6 +209,8 @@ def main() -> None:
     parser.add_argument("--fill-only", action="store_true", help="only the first, untimed run (fills the cache)")
     parser.add_argument("--filled", action="store_true", help="no first run: the cache was filled before")
     args = parser.parse_args()
+    if args.runs < 1:
+        parser.error(f"--runs {args.runs}: give at least 1 round")
     gpus = gpu_indices(args.gpus, args.device)
     where = args.keep or Path(tempfile.mkdtemp(prefix="evalkit-repro-"))
     where.mkdir(parents=True, exist_ok=True)
@@ -222,14 +227,21 @@ def main() -> None:
     for number in range(1, args.runs + 1):
         rounds.append(run_round(args, where, f"run{number}", gpus))
         print(f"run {number} of {args.runs} done ({time.monotonic() - start:.0f} s)", flush=True)
-    answers = summarize(rounds)
-    targets = verdicts_of(answers)
+        answers, targets = write_figures(args, gpus, rounds)  # after every round: a run cut short keeps its rounds
     print_report(answers, targets, time.monotonic() - start)
-    if args.json:
-        args.json.write_text(json.dumps({"gpus": gpus, "runs": args.runs, "answers": answers, "targets": targets},
-                                        indent=2))
     if args.check and not all(t["met"] for t in targets.values()):
         sys.exit(1)
+
+
+def write_figures(args: argparse.Namespace, gpus: list[str], rounds: list[dict[str, Path]]
+                  ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The figures of the rounds done so far, written to ``--json`` (``runs_done`` of ``runs``) when it is given."""
+    answers = summarize(rounds)
+    targets = verdicts_of(answers)
+    if args.json:
+        args.json.write_text(json.dumps({"gpus": gpus, "runs": args.runs, "runs_done": len(rounds),
+                                         "answers": answers, "targets": targets}, indent=2))
+    return answers, targets
 
 
 if __name__ == "__main__":

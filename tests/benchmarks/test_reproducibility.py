@@ -54,3 +54,26 @@ def test_the_answers_own_events_are_measured_from_their_median_per_gpu(tmp_path)
 def test_one_gpus_run_sees_only_that_gpu():
     assert repro.environment("3")["CUDA_VISIBLE_DEVICES"] == "3"
     assert repro.environment("cpu").get("CUDA_VISIBLE_DEVICES") != "cpu"
+
+
+def test_the_figures_are_written_after_every_round_so_a_run_cut_short_keeps_its_rounds(tmp_path, monkeypatch):
+    written = []
+
+    def round_(args, where, name, gpus):
+        number = int(name.removeprefix("run"))
+        if number == 3:  # as the call's time limit would
+            raise KeyboardInterrupt
+        figures = tmp_path / "figures.json"
+        written.append(json.loads(figures.read_text())["runs_done"] if figures.exists() else None)
+        return {"0": _report(tmp_path / f"{name}-0", 2.0 + number / 100, 1.0, 1.0)}
+
+    monkeypatch.setattr(repro, "run_round", round_)
+    monkeypatch.setattr("sys.argv", ["reproducibility.py", "--filled", "--runs", "3", "--gpus", "0",
+                                     "--keep", str(tmp_path / "keep"), "--json", str(tmp_path / "figures.json")])
+    monkeypatch.setattr(repro, "gpu_indices", lambda spec, device: ["0"])
+    with pytest.raises(KeyboardInterrupt):
+        repro.main()
+    figures = json.loads((tmp_path / "figures.json").read_text())
+    assert written == [None, 1], "the first round's figures were on disk before the second round began"
+    assert figures["runs_done"] == 2 and figures["runs"] == 3
+    assert figures["answers"]["r/p/s"]["speedups"] == {"0": [2.01, 2.02]}
