@@ -16,6 +16,11 @@ carries the load evalkit itself makes. Printed, per answer that every run judged
   did in each fresh worker, whatever the judge's clock read. Where this is as large as the speedup's distance, the
   run-to-run movement is the GPU's, not the judge's.
 
+Every process judges the same answers at the same moments, and each judged worker holds its answer's build-cache
+entry alone (`docs/hostile.md`): from one shared cache the processes take turns on every answer, waiting in their
+calibrate and profile stages (168-190 s per process per round with four GPUs). `--cache-per-gpu DIR` gives each GPU's
+runs a cache of its own, `DIR/gpu<N>`, filled at once by one first run per GPU.
+
 `--json FILE` is written after every round (`runs_done` of `runs`), so a run cut short (a device call's time
 limit) keeps the figures of the rounds it finished.
 
@@ -26,6 +31,7 @@ spread, about twice as strict, is printed beside them); each printed "met" or
     python3 benchmarks/reproducibility.py [--set problems/] [--problems problems/] [--runs 3] [--gpus all|0,1]
         [--device cuda|cpu] [--baselines eager] [--extra='--timing-budget 5'] [--keep DIR] [--json FILE] [--check]
         [--fill-only | --filled]   # fill the build cache in one call, score in the next
+        [--cache-per-gpu DIR]      # a build cache per GPU: no turns between the GPUs' processes
 
 On a CPU machine, `--device cpu --set tests/fixtures/timing_submissions --problems tests/fixtures/timing_problems`
 scores honest answers on tiny problems (one "GPU": the CPU). Run from the repository root.
@@ -68,6 +74,7 @@ def score_command(args: argparse.Namespace, out: Path, gpu: str, remeasure: bool
     command = [sys.executable, "-m", "evalkit", "score", args.set, "--problems", args.problems, "--out", str(out),
                "--baselines", args.baselines, "--device", args.device, "--no-progress", "-q"]
     command += ["--remeasure-baselines"] if remeasure else []
+    command += ["--cache-dir", str(args.cache_per_gpu / f"gpu{gpu}")] if args.cache_per_gpu else []
     return command + shlex.split(args.extra)
 
 
@@ -186,12 +193,17 @@ def print_report(answers: dict[str, Any], targets: dict[str, dict[str, Any]], se
               f"{'met' if target['met'] else 'MISSED'}")
 
 
-def fill(args: argparse.Namespace, where: Path, gpu: str) -> None:
-    """A first, untimed run: it fills the build cache (and checks the set can be scored at all)."""
-    warm = subprocess.run(score_command(args, where / "build", gpu, remeasure=False), cwd=ROOT, text=True,
-                          env=environment(gpu), capture_output=True)
-    if warm.returncode != 0:
-        sys.exit(f"reproducibility.py: the first run exited {warm.returncode}:\n{(warm.stdout + warm.stderr)[-3000:]}")
+def fill(args: argparse.Namespace, where: Path, gpus: list[str]) -> None:
+    """A first, untimed run: it fills the build cache (and checks the set can be scored at all); with
+    ``--cache-per-gpu``, one run per GPU at once, each filling its GPU's cache."""
+    started = [(gpu, subprocess.Popen(score_command(args, where / f"build-{gpu}", gpu, remeasure=False), cwd=ROOT,
+                                      env=environment(gpu), text=True, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT))
+               for gpu in (gpus if args.cache_per_gpu else gpus[:1])]
+    for gpu, process in started:
+        log, _ = process.communicate()
+        if process.returncode != 0:
+            sys.exit(f"reproducibility.py: the first run on {gpu} exited {process.returncode}:\n{log[-3000:]}")
 
 
 def main() -> None:
@@ -208,6 +220,9 @@ def main() -> None:
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--fill-only", action="store_true", help="only the first, untimed run (fills the cache)")
     parser.add_argument("--filled", action="store_true", help="no first run: the cache was filled before")
+    parser.add_argument("--cache-per-gpu", type=Path, metavar="DIR",
+                        help="each GPU's runs build into DIR/gpu<N> of their own (filled at once): from one shared "
+                             "cache, processes judging the same answer take turns on its build's entry")
     args = parser.parse_args()
     if args.runs < 1:
         parser.error(f"--runs {args.runs}: give at least 1 round")
@@ -218,7 +233,7 @@ def main() -> None:
     if args.filled:
         print("builds: --filled, the cache is taken as filled", flush=True)
     else:
-        fill(args, where, gpus[0])
+        fill(args, where, gpus)
         print(f"builds ready in {time.monotonic() - start:.0f} s", flush=True)
     if args.fill_only:
         return

@@ -77,3 +77,29 @@ def test_the_figures_are_written_after_every_round_so_a_run_cut_short_keeps_its_
     assert written == [None, 1], "the first round's figures were on disk before the second round began"
     assert figures["runs_done"] == 2 and figures["runs"] == 3
     assert figures["answers"]["r/p/s"]["speedups"] == {"0": [2.01, 2.02]}
+
+
+def test_with_a_cache_per_gpu_each_gpus_runs_build_into_their_own_and_each_is_filled(tmp_path, monkeypatch):
+    import argparse
+
+    started = []
+
+    class Run:
+        def __init__(self, command, **kwargs):
+            started.append((kwargs["env"].get("CUDA_VISIBLE_DEVICES"), command))
+            self.returncode = 0
+
+        def communicate(self):
+            return "", None
+
+    monkeypatch.setattr(repro.subprocess, "Popen", Run)
+    args = argparse.Namespace(set="problems", problems="problems", baselines="eager", device="cuda", extra="",
+                              cache_per_gpu=tmp_path / "caches")
+    repro.fill(args, tmp_path, ["0", "2"])
+    assert [gpu for gpu, _ in started] == ["0", "2"], "one first run per GPU"
+    for gpu, command in started:
+        assert command[command.index("--cache-dir") + 1] == str(tmp_path / "caches" / f"gpu{gpu}")
+    shared = argparse.Namespace(**{**vars(args), "cache_per_gpu": None})
+    started.clear()
+    repro.fill(shared, tmp_path, ["0", "2"])
+    assert [gpu for gpu, _ in started] == ["0"] and "--cache-dir" not in started[0][1], "one shared cache: one fill"
