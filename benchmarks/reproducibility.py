@@ -87,14 +87,19 @@ def environment(gpu: str) -> dict[str, str]:
 def run_round(args: argparse.Namespace, where: Path, name: str, gpus: list[str]) -> dict[str, Path]:
     """One round: the set scored once per GPU, all GPUs at once. The report folder of each GPU."""
     outs = {gpu: where / f"{name}-gpu{gpu}" for gpu in gpus}
-    started = [(gpu, subprocess.Popen(score_command(args, outs[gpu], gpu), cwd=ROOT, env=environment(gpu),
-                                      text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-               for gpu in gpus]
+    score_at_once({gpu: score_command(args, outs[gpu], gpu) for gpu in gpus}, name)
+    return outs
+
+
+def score_at_once(commands: dict[str, list[str]], what: str) -> None:
+    """Each GPU's command run at once, in that GPU's environment; exits naming the first that fails."""
+    started = [(gpu, subprocess.Popen(command, cwd=ROOT, env=environment(gpu), text=True, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT))
+               for gpu, command in commands.items()]
     for gpu, process in started:
         log, _ = process.communicate()
         if process.returncode != 0:
-            sys.exit(f"reproducibility.py: {name} on {gpu} exited {process.returncode}:\n{log[-3000:]}")
-    return outs
+            sys.exit(f"reproducibility.py: {what} on {gpu} exited {process.returncode}:\n{log[-3000:]}")
 
 
 def read_rows(out: Path) -> list[dict[str, Any]]:
@@ -196,14 +201,8 @@ def print_report(answers: dict[str, Any], targets: dict[str, dict[str, Any]], se
 def fill(args: argparse.Namespace, where: Path, gpus: list[str]) -> None:
     """A first, untimed run: it fills the build cache (and checks the set can be scored at all); with
     ``--cache-per-gpu``, one run per GPU at once, each filling its GPU's cache."""
-    started = [(gpu, subprocess.Popen(score_command(args, where / f"build-{gpu}", gpu, remeasure=False), cwd=ROOT,
-                                      env=environment(gpu), text=True, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT))
-               for gpu in (gpus if args.cache_per_gpu else gpus[:1])]
-    for gpu, process in started:
-        log, _ = process.communicate()
-        if process.returncode != 0:
-            sys.exit(f"reproducibility.py: the first run on {gpu} exited {process.returncode}:\n{log[-3000:]}")
+    score_at_once({gpu: score_command(args, where / f"build-{gpu}", gpu, remeasure=False)
+                   for gpu in (gpus if args.cache_per_gpu else gpus[:1])}, "the first run")
 
 
 def main() -> None:
