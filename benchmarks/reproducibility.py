@@ -33,8 +33,11 @@ spread, about twice as strict, is printed beside them); each printed "met" or
         [--fill-only | --filled]   # fill the build cache in one call, score in the next
         [--cache-per-gpu DIR]      # a build cache per GPU: no turns between the GPUs' processes
 
-On a CPU machine, `--device cpu --set tests/fixtures/timing_submissions --problems tests/fixtures/timing_problems`
-scores honest answers on tiny problems (one "GPU": the CPU). Run from the repository root.
+On a CPU machine (one "GPU": the CPU), `--device cpu --problems tests/fixtures/judge_problems` with a `--set` of C++
+answers to its linear_relu, such as copies of `tests/fixtures/judge_submissions/fixtures/linear_relu/correct_cpp.py`
+each given a comment line of its own (so each builds an entry of its own): two answers, two rounds, in under a
+minute on 2 cores. The `timing_*` fixtures are GPU-sized (long_chain is 40 chained 4096 x 4096 matmuls: its
+judging had not ended after four minutes on 2 cores). Run from the repository root.
 """
 
 from __future__ import annotations
