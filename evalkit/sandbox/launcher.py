@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from evalkit.sandbox.cgroup import SandboxCgroup
 from evalkit.sandbox.identity import hand_over, scrubbed_env
-from evalkit.sandbox.processes import (MARKER_VARIABLE, ProcessTable, compiling, resident_bytes,
+from evalkit.sandbox.processes import (MARKER_VARIABLE, ProcessTable, compiling, resident_bytes, until_gone,
                                       until_stopped)
 from evalkit.sandbox.protocol import (ARMED_FILE, MAX_REPLY_BYTES, Claim, Op, ProtocolViolation, Request,
                                       SetupRequest, decode_reply, simple_request)
@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 WATCHDOG_PERIOD_S = 0.25
 ENDED_WAIT_S = 2.0  # how long a closed worker's killed processes get to finish exiting
+KILL_SETTLE_S = 2.0  # how long one round of SIGKILLs gets to land before the sandbox is looked at again
 
 
 @dataclass(frozen=True)
@@ -340,6 +341,7 @@ class UntrustedProcess:
             if not targets:
                 self._none_left = True  # nothing of the sandbox was alive to start anything new
                 break
+            until_gone(targets, KILL_SETTLE_S)  # else a loaded machine's next look finds them still dying
         try:
             self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

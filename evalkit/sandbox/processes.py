@@ -104,13 +104,24 @@ def resident_bytes(pid: int) -> int:
 
 
 STOPPED_STATES = ("T", "t", "", "Z", "X")  # stopped, traced, gone, zombie, dead: a SIGSTOP has landed or never will
+GONE_STATES = ("", "Z", "X")  # gone, zombie, dead: a SIGKILL has landed
 
 
 def until_stopped(pids: list[int], within_s: float) -> None:
     """Wait (up to ``within_s``) until every one of ``pids`` is stopped or gone: SIGSTOP lands when the kernel next
     schedules the process, which on a loaded machine is not at once."""
+    _until_in(pids, STOPPED_STATES, within_s)
+
+
+def until_gone(pids: list[int], within_s: float) -> None:
+    """Wait (up to ``within_s``) until every one of ``pids`` is dead or gone: SIGKILL too lands only when the kernel
+    next schedules the process, and one in uninterruptible sleep (reading its imports from disk) only once it wakes."""
+    _until_in(pids, GONE_STATES, within_s)
+
+
+def _until_in(pids: list[int], states: tuple[str, ...], within_s: float) -> None:
     deadline = time.monotonic() + within_s
-    while any(process_state(pid) not in STOPPED_STATES for pid in pids) and time.monotonic() < deadline:
+    while any(process_state(pid) not in states for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.0005)
 
 

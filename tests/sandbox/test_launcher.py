@@ -55,6 +55,36 @@ def test_what_a_judged_worker_adds_to_its_builds_folder_goes_with_it(tmp_path):
     assert sorted(p.name for p in extensions.rglob("*")) == ["answer_ext", "answer_ext.so"]
 
 
+def test_a_kill_that_lands_late_still_leaves_the_sandbox_known_empty(tmp_path, monkeypatch):
+    # SIGKILL lands when the kernel next schedules a process (one reading its imports from disk: once it wakes). On
+    # a loaded machine the sandbox looked alive on every look right after the kill, so closing left what the worker
+    # added in its build's folder behind (seen in a test run in two processes). Closing now lets each round of
+    # kills land before it looks again. Here the sandbox seems alive until that wait has been made.
+    import uuid
+
+    from evalkit.sandbox import launcher
+    from evalkit.sandbox.launcher import Limits, UntrustedProcess
+    from evalkit.sandbox.protocol import setup_request
+
+    extensions = tmp_path / "extensions"
+    (extensions / "answer_ext").mkdir(parents=True)
+    (extensions / "answer_ext" / "answer_ext.so").write_bytes(b"built")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    worker = UntrustedProcess(workdir, Limits(group=f"test-{uuid.uuid4().hex[:8]}"),
+                              {"TORCH_EXTENSIONS_DIR": str(extensions)})
+    worker._hand_over(setup_request("judge", "answer.py", "cpu", {}))
+    (extensions / "answer_ext" / "hoard.bin").write_bytes(b"x" * 4096)
+    landed: list[set[int]] = []
+    members, wait = worker._members, launcher.until_gone
+    still_dying = 2**22 + 12345  # above any pid this machine hands out: a process no signal reaches
+    monkeypatch.setattr(worker, "_members", lambda fresh=False: members(fresh) if landed else {still_dying})
+    monkeypatch.setattr(launcher, "until_gone", lambda pids, within_s: (landed.append(set(pids)), wait(pids, within_s)))
+    worker.close()
+    assert landed and still_dying in landed[0]
+    assert sorted(p.name for p in extensions.rglob("*")) == ["answer_ext", "answer_ext.so"]
+
+
 def test_one_judged_worker_at_a_time_holds_a_build_cache_entry(tmp_path):
     # Two judges (two GPUs, two processes) judging one answer from one cache: each worker is handed the entry (its
     # uid owns it, torch's load_inline writes a lock there), so the second waits until the first is gone; else the
