@@ -32,9 +32,9 @@ def test_every_answer_languages_jit_cache_lies_in_the_sandboxs_own_home(tmp_path
         assert Path(env[name]).is_relative_to(tmp_path), (name, env[name])
 
 
-def test_what_a_judged_worker_adds_to_its_builds_folder_goes_with_it(tmp_path):
-    # The extension folder is the answer's build-cache entry: its build's files stay; whatever the judged worker
-    # wrote there (up to the disk bound) is removed when the worker ends.
+def _judged_worker_with_a_build(tmp_path):
+    """A worker handed a build-cache entry that holds one built extension, as the judging stage hands it; and the
+    entry's folder."""
     import uuid
 
     from evalkit.sandbox.launcher import Limits, UntrustedProcess
@@ -48,6 +48,13 @@ def test_what_a_judged_worker_adds_to_its_builds_folder_goes_with_it(tmp_path):
     worker = UntrustedProcess(workdir, Limits(group=f"test-{uuid.uuid4().hex[:8]}"),
                               {"TORCH_EXTENSIONS_DIR": str(extensions)})
     worker._hand_over(setup_request("judge", "answer.py", "cpu", {}))
+    return worker, extensions
+
+
+def test_what_a_judged_worker_adds_to_its_builds_folder_goes_with_it(tmp_path):
+    # The extension folder is the answer's build-cache entry: its build's files stay; whatever the judged worker
+    # wrote there (up to the disk bound) is removed when the worker ends.
+    worker, extensions = _judged_worker_with_a_build(tmp_path)
     (extensions / "answer_ext" / "hoard.bin").write_bytes(b"x" * 4096)  # what the judged worker wrote
     (extensions / "planted" / "deep").mkdir(parents=True)
     worker.close()
@@ -60,20 +67,9 @@ def test_a_kill_that_lands_late_still_leaves_the_sandbox_known_empty(tmp_path, m
     # a loaded machine the sandbox looked alive on every look right after the kill, so closing left what the worker
     # added in its build's folder behind (seen in a test run in two processes). Closing now lets each round of
     # kills land before it looks again. Here the sandbox seems alive until that wait has been made.
-    import uuid
-
     from evalkit.sandbox import launcher
-    from evalkit.sandbox.launcher import Limits, UntrustedProcess
-    from evalkit.sandbox.protocol import setup_request
 
-    extensions = tmp_path / "extensions"
-    (extensions / "answer_ext").mkdir(parents=True)
-    (extensions / "answer_ext" / "answer_ext.so").write_bytes(b"built")
-    workdir = tmp_path / "work"
-    workdir.mkdir()
-    worker = UntrustedProcess(workdir, Limits(group=f"test-{uuid.uuid4().hex[:8]}"),
-                              {"TORCH_EXTENSIONS_DIR": str(extensions)})
-    worker._hand_over(setup_request("judge", "answer.py", "cpu", {}))
+    worker, extensions = _judged_worker_with_a_build(tmp_path)
     (extensions / "answer_ext" / "hoard.bin").write_bytes(b"x" * 4096)
     landed: list[set[int]] = []
     members, wait = worker._members, launcher.until_gone
