@@ -219,6 +219,15 @@ def test_time_grows_linearly(case: str) -> None:
     assert growth(function, make_input, n) < MAX_GROWTH
 
 
+def test_the_growth_measure_tells_quadratic_code() -> None:
+    def quadratic(text: str) -> None:
+        reversed_chars: list[str] = []
+        for char in text:
+            reversed_chars.insert(0, char)
+
+    assert growth(quadratic, lambda n: "a" * n, 10_000, rounds=1) > MAX_GROWTH  # one round: 16x is slow
+
+
 def test_code_too_large_to_parse_is_a_syntax_problem_without_parsing():
     from evalkit.intake.static_scan import MAX_CODE_BYTES, syntax_problem
 
