@@ -25,12 +25,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session", autouse=True)
-def session_torch_headers(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def session_torch_headers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """torch's extension header precompiled once for the whole session (each test's fresh build cache would
-    otherwise precompile it again): every build, in this process or a child, finds it through the environment."""
-    from evalkit.judge.torch_headers import HEADERS_ENV
+    otherwise precompile it again): every build, in this process or a child, finds it through the environment.
 
-    yield from _session_folder_named_by(HEADERS_ENV, _run_folder(tmp_path_factory, "torch-headers"))
+    Only a session with a ``slow`` test makes it. The fast tier builds little beyond the session's prebuilt
+    answers, and precompiling cost it more than it saved (on 2 cores: 678 CPU-s with it, 573 without), so
+    there the folder says it is unusable, as on a machine that cannot precompile, and builds compile torch's
+    header themselves."""
+    from evalkit.judge.torch_headers import HEADERS_ENV, UNUSABLE, headers_folder
+
+    for folder in _session_folder_named_by(HEADERS_ENV, _run_folder(tmp_path_factory, "torch-headers")):
+        header = headers_folder(folder, "cpu")
+        if header is not None and not any(item.get_closest_marker("slow") for item in request.session.items):
+            (header / UNUSABLE).write_text(f"{FAST_TIER_ONLY}\n")
+        yield folder
+
+
+FAST_TIER_ONLY = "a session without slow tests: builds compile torch's header themselves (tests/conftest.py)"
 
 
 @pytest.fixture(scope="session", autouse=True)

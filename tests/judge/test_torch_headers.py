@@ -46,6 +46,7 @@ def test_a_cpp_answers_build_takes_the_precompiled_header(prebuilt: Path, sessio
         assert used == ([str(precompiled / taken)] if taken else []), (extra, compiled.stderr[:500])
 
 
+@pytest.mark.slow  # needs the session's precompiled header, which only a session with slow tests makes
 def test_the_folder_is_readable_by_every_sandbox_and_writable_by_none(prebuilt: Path):
     folder = torch_headers.ensure(prebuilt, "cpu")
     for path in [folder, *folder.rglob("*")]:
@@ -81,6 +82,7 @@ def test_without_a_shared_place_the_headers_live_in_the_build_cache(tmp_path: Pa
     assert torch_headers.header_env(tmp_path / "builds", "cpu") == {"CPATH": str(folder)}
 
 
+@pytest.mark.slow  # needs the session's precompiled header, which only a session with slow tests makes
 def test_a_hostile_build_cannot_plant_a_header_for_the_next_answers(prebuilt: Path, tmp_path: Path):
     """A precompiled header is code compiled into every later answer: a build that could write one would choose
     what other answers' extensions do."""
