@@ -39,7 +39,8 @@ def test_abandoning_builds_cancels_queued_ones_and_kills_the_running_one(tmp_pat
     backend = engine.backend
     backend._pool = ThreadPoolExecutor(max_workers=1)
     backend._builds = [backend._pool.submit(killed.wait, 60) for _ in range(6)]
-    time.sleep(0.2)  # the first one is running, five are queued
+    while not backend._builds[0].running():  # the first one runs, five queue (a loaded machine starts it late)
+        time.sleep(0.01)
     engine.close(abandon=True)
     # Had it waited for the builds, five queued ones would still have run (each waits until killed).
     assert all(build.cancelled() for build in backend._builds[1:]), "waited for builds instead of cancelling them"
