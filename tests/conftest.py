@@ -30,7 +30,7 @@ def session_torch_headers(request: pytest.FixtureRequest, tmp_path_factory: pyte
     otherwise precompile it again): every build, in this process or a child, finds it through the environment.
 
     Only a session with a ``slow`` test makes it. The fast tier builds little beyond the session's prebuilt
-    answers, and precompiling cost it more than it saved (on 2 cores: 678 CPU-s with it, 573 without), so
+    answers, and precompiling cost it more than it saved (on 2 cores: 678-816 CPU-s with it, 573-629 without), so
     there the folder says it is unusable, as on a machine that cannot precompile, and builds compile torch's
     header themselves."""
     from evalkit.judge.torch_headers import HEADERS_ENV, UNUSABLE, headers_folder

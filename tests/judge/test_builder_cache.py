@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
+from process_helpers import wait_for
 from evalkit.intake.triage import triage
 from evalkit.judge.builder import build, build_key
 from evalkit.schedule.options import default_limits
@@ -100,17 +101,8 @@ def test_a_build_that_hangs_without_compiling_is_stopped_long_before_its_limit(t
     assert "3 s without compiling anything" in outcome.message and "ModelNew" in outcome.message
 
 
-def _named(pid: int, name: str, within_s: float = 30.0) -> bool:
-    """Whether ``pid``'s ``comm`` reads ``name`` within ``within_s``: ``Popen`` returns once the child is in exec
-    (vfork), a moment before the kernel renames it (128 of 300 reads found the parent's name on this machine)."""
-    import time
-
-    deadline = time.monotonic() + within_s
-    while Path(f"/proc/{pid}/comm").read_text().strip() != name:
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.001)
-    return True
+def _comm(pid: int) -> str:
+    return Path(f"/proc/{pid}/comm").read_text().strip()
 
 
 def test_a_compiler_is_told_by_its_process_name(tmp_path: Path):
@@ -123,7 +115,10 @@ def test_a_compiler_is_told_by_its_process_name(tmp_path: Path):
     running = subprocess.Popen([str(ninja), "30"])
     other = subprocess.Popen(["sleep", "30"])
     try:
-        assert _named(running.pid, "ninja") and _named(other.pid, "sleep")
+        # Popen returns once a vforked child is in exec, a moment before the kernel renames it (128 of 300 reads
+        # found the parent's name on this machine): wait for each name first.
+        for process, name in ((running, "ninja"), (other, "sleep")):
+            wait_for(lambda: _comm(process.pid) == name, 30, f"process {process.pid} to be named {name}")
         assert compiling({running.pid}) and not compiling({other.pid})
     finally:
         for process in (running, other):

@@ -14,6 +14,7 @@ from evalkit.schedule.engine import Engine
 from evalkit.schedule.options import JudgeOptions, default_limits
 from evalkit.schedule.placement import plan
 from evalkit.schedule.station import BaselineFiles
+from process_helpers import wait_for
 
 
 def test_default_limits_give_every_run_its_own_group() -> None:
@@ -39,8 +40,7 @@ def test_abandoning_builds_cancels_queued_ones_and_kills_the_running_one(tmp_pat
     backend = engine.backend
     backend._pool = ThreadPoolExecutor(max_workers=1)
     backend._builds = [backend._pool.submit(killed.wait, 60) for _ in range(6)]
-    while not backend._builds[0].running():  # the first one runs, five queue (a loaded machine starts it late)
-        time.sleep(0.01)
+    wait_for(backend._builds[0].running, 30, "the first build to run")  # five queue (a loaded machine starts it late)
     engine.close(abandon=True)
     # Had it waited for the builds, five queued ones would still have run (each waits until killed).
     assert all(build.cancelled() for build in backend._builds[1:]), "waited for builds instead of cancelling them"
