@@ -1,11 +1,11 @@
-"""Helpers for tests that start a judge station (a judge process, or a Ray actor) and kill it mid-request."""
+"""Helpers for tests that start a judge station (a judge process, or a Ray actor) and kill it mid-request (to wait
+for it, `process_helpers.wait_for`)."""
 
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from conftest import FIXTURES
 
@@ -39,8 +39,3 @@ def prepare_in_background(station: Any, problem: str) -> tuple[threading.Thread,
     thread.start()
     return thread, failure
 
-
-def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.01)

@@ -20,7 +20,8 @@ from evalkit.schedule.options import JudgeOptions, default_limits
 from evalkit.schedule.placement import JudgeSlot
 from evalkit.schedule.station import BaselineFiles
 from evalkit.sources.problems import discover_problems
-from station_helpers import cpu_station_spec, prepare_in_background, wait_until
+from process_helpers import wait_for
+from station_helpers import cpu_station_spec, prepare_in_background
 
 PROBLEMS = FIXTURES / "judge_problems"
 CHOSEN = {("linear_relu", "correct_cpp"): "correct", ("linear_relu", "correct_python"): "correct",
@@ -59,7 +60,7 @@ def test_two_cpu_judges_give_one_judges_verdicts_and_share_the_work(tmp_path: Pa
 def test_a_judge_process_that_dies_fails_its_request_and_is_started_again(tmp_path: Path):
     station = ProcessStation(JudgeSlot("cpu:0", "cpu", None, ()), cpu_station_spec(tmp_path), freezer=None)
     thread, failure = prepare_in_background(station, "linear_relu")
-    wait_until(lambda: station._proc is not None)
+    wait_for(lambda: station._proc is not None, 30, "the judge process to start")
     os.kill(station._proc.pid, signal.SIGKILL)
     thread.join(60)
     try:

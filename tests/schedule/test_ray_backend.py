@@ -17,7 +17,8 @@ from click.testing import CliRunner
 from conftest import FIXTURES
 from evalkit.cli.main import main
 from evalkit.schedule.options import JudgeOptions, ScoreError
-from station_helpers import cpu_station_spec, prepare_in_background, wait_until
+from process_helpers import wait_for
+from station_helpers import cpu_station_spec, prepare_in_background
 
 # A local Ray cluster, and the build stage run as Ray tasks (a cold build).
 pytestmark = pytest.mark.slow
@@ -134,7 +135,7 @@ def test_a_judge_actor_that_dies_fails_its_request_and_a_new_one_serves_the_next
     spec = cpu_station_spec(cache, timing_trials=10)
     station = backend.station(JudgeSlot("ray-cpu:0", "cpu", None, ()), spec, 1, None, lambda text: None)
     thread, failure = prepare_in_background(station, "linear_relu")
-    wait_until(lambda: station._actor is not None)
+    wait_for(lambda: station._actor is not None, 30, "the judge actor to start")
     time.sleep(0.5)
     cluster.kill(station._actor)
     thread.join(60)

@@ -28,7 +28,8 @@ from evalkit.schedule.judge_process import ProcessStation
 from evalkit.schedule.options import default_limits
 from evalkit.schedule.placement import JudgeSlot
 from shared_builds import ANSWERS, BUILD_LIMIT_S, LINEAR_RELU
-from station_helpers import cpu_station_spec, wait_until
+from process_helpers import wait_for
+from station_helpers import cpu_station_spec
 
 needs_ray = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="Ray is not installed")
 KINDS = ["in_process", "process", pytest.param("ray", marks=[pytest.mark.slow, needs_ray])]
@@ -162,8 +163,7 @@ def test_a_cancelled_answer_in_hand_ends_at_once_and_the_judge_goes_on(station: 
             came_back.append(failed)
     judging = threading.Thread(target=judge_the_hang)
     judging.start()
-    wait_until(lambda: station._judging == hang[0].key, timeout_s=HANG_LIMIT_S / 4)
-    assert station._judging == hang[0].key, "the station never sent the hanging answer"
+    wait_for(lambda: station._judging == hang[0].key, HANG_LIMIT_S / 4, "the station to send the hanging answer")
     time.sleep(1.0)  # its worker runs the hang by now (a cancel that came before it would be kept for it all the same)
     cancelled = time.monotonic()
     station.cancel(hang[0].key)  # from another thread than the one the station judges in, as the engine does
@@ -186,8 +186,7 @@ def test_closing_leaves_no_process(station: MessageStation, warm_cache: Path):
     station.close()
     assert not _judge_alive(station)
     marker = f"{MARKER_VARIABLE}={station.spec.limits.group}."
-    wait_until(lambda: not sandbox_members(-1, marker), timeout_s=15)
-    assert not sandbox_members(-1, marker), "a sandbox worker of the judge outlived it"
+    wait_for(lambda: not sandbox_members(-1, marker), 15, "the judge's sandbox workers to end with it")
     if proc is not None:
         assert proc.poll() is not None, "the judge process outlived its close"
     if actor is not None:
