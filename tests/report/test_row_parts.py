@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.records import FLAG_INFO, ResultRow, migrate
+from evalkit.records import FLAG_INFO, ResultRow, Verdict, migrate
 from evalkit.row_parts import (LEGACY_KEYS, PARTS, BaselineEntry, TimingRecord, baseline_entry, check_parts, declared,
                                part)
 
@@ -182,6 +182,18 @@ def test_every_verdict_is_documented_coloured_and_exported():
         assert (metadata.get(info.kernelbench) == "why") if info.kernelbench else metadata == {}
     assert _error_metadata({"verdict": "compile_error", "reason": ""})["compilation_error_name"] == "CompilationError"
     assert _error_metadata({"verdict": "no_code", "reason": ""})["compilation_error_name"] == "NoCode"
+
+
+def test_the_readme_and_the_judge_page_name_every_verdict():
+    """The two other pages that list verdicts (``docs/changes.md``, A new verdict, item 3, names them)."""
+    readme = (ROOT / "README.md").read_text()
+    sentence = readme[readme.index("Each row has a `verdict`, in pipeline order:"):]
+    sentence = sentence[:sentence.index(".")]
+    assert re.findall(r"`([a-z_]+)`", sentence)[1:] == [v.value for v in Verdict], "README's list of verdicts"
+    judge_page = (ROOT / "docs" / "judge.md").read_text()
+    stage_rows = [line for line in judge_page.splitlines() if line.startswith("| ") and line.count("|") == 5]
+    in_table = {word for line in stage_rows for word in re.findall(r"`([a-z_]+)`", line.split("|")[4])}
+    assert in_table == {v.value for v in Verdict}, "docs/judge.md's table of stages and their verdicts"
 
 
 def test_the_places_a_new_verdict_touches_are_at_most_three():
