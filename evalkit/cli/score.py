@@ -147,7 +147,7 @@ def score_command(ctx: click.Context, submissions: Path, problems_dir: Path, out
             outcome = score(opts, progress=shown.on_progress, total_hook=shown.on_total)
         except Interrupted as stop:
             interrupted = stop
-        except (EvalkitError, FileExistsError) as err:  # what the user can fix; anything else is a bug: shown whole
+        except EvalkitError as err:  # what the user can fix; anything else is a bug: shown whole
             raise click.ClickException(str(err)) from err
     if interrupted is not None:
         _finish_interrupted(ctx, interrupted, out_dir, as_json)

@@ -37,7 +37,8 @@ from evalkit.schedule.gpu_busy import GpuBusySampler, device_ids
 from evalkit.schedule.interrupt import Interrupted, interruptible
 from evalkit.schedule.engine import Machines
 from evalkit.schedule.machines import machines_and_limits, resolve_device
-from evalkit.schedule.options import ScoreOptions, ScoreOutcome, default_cache_dir, default_limits
+from evalkit.schedule.options import (ResultsExist, ScoreOptions, ScoreOutcome, default_cache_dir,
+                                      default_limits)
 from evalkit.schedule.station import BaselineFiles
 from evalkit.sources.problems import Problem, discover_problems
 from evalkit.sources.submissions import Discovered, discover
@@ -55,7 +56,7 @@ def score(options: ScoreOptions, progress: Progress | None = None,
           total_hook: Callable[[int], None] | None = None) -> ScoreOutcome:
     """Judge every submission under ``options.submissions`` not yet in the report; rows go to ``results.jsonl``.
 
-    A bad input raises before anything is built: ``ProblemError``, ``SubmissionError``, ``FileExistsError``
+    A bad input raises before anything is built: ``ProblemError``, ``SubmissionError``, ``ResultsExist``
     (results there without ``--resume``) or ``ScoreError`` (``--out`` is a file; a resume with other
     settings). Called from the main thread, SIGINT, SIGTERM and SIGHUP kill every sandbox of the run and
     raise ``Interrupted``, whose ``outcome`` is what was judged (``None`` when judging had not begun).
@@ -88,7 +89,7 @@ def _read_inputs(options: ScoreOptions) -> _Inputs:
     results_path = options.out_dir / RESULTS_FILE
     holds_results = results_path.exists() and results_path.stat().st_size > 0
     if not options.resume and holds_results:
-        raise FileExistsError(f"{results_path} already holds results; pass --resume to continue it, "
+        raise ResultsExist(f"{results_path} already holds results; pass --resume to continue it, "
                               f"or choose another --out")
     return _Inputs(problems, found, holds_results)
 

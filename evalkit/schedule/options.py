@@ -26,6 +26,11 @@ class ScoreError(EvalkitError):
     there); the message names the file, the problem and what to do."""
 
 
+class ResultsExist(ScoreError, FileExistsError):
+    """The report folder already holds results and the run was not asked to resume them (still a
+    ``FileExistsError``, as it was before it became one of evalkit's errors)."""
+
+
 logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, kw_only=True)

@@ -87,6 +87,16 @@ def test_a_missing_problems_folder_names_the_option_score_accepts(prose: Path, t
 
 # --- score's output ------------------------------------------------------------------------------------
 
+def test_a_report_that_holds_results_is_continued_only_with_resume(prose: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.jsonl").write_text('{"kept": true}\n')
+    result = score(prose, out)
+    assert result.exit_code == 1, result.output
+    assert f"Error: {out / 'results.jsonl'} already holds results; pass --resume to continue it" in result.stderr
+    assert (out / "results.jsonl").read_text() == '{"kept": true}\n'
+
+
 def test_score_json_prints_the_summary_alone_on_stdout(prose: Path, tmp_path: Path) -> None:
     result = score(prose, tmp_path / "out", "--json")
     assert result.exit_code == 0, result.output

@@ -13,14 +13,14 @@ def test_every_error_a_user_can_fix_is_an_evalkit_error():
     from evalkit.report.kernelbench_export import ExportError
     from evalkit.sandbox.uid_pool import NoSandboxUid
     from evalkit.schedule.engine import JudgesStopped
-    from evalkit.schedule.options import ScoreError, SettingError
+    from evalkit.schedule.options import ResultsExist, ScoreError, SettingError
     from evalkit.schedule.placement import PlacementError
     from evalkit.sources.problems import ProblemError
     from evalkit.sources.submissions import SubmissionError
     from evalkit.sources.textio import UnreadableText
 
-    for error in (SchemaError, ExportError, NoSandboxUid, JudgesStopped, ScoreError, SettingError, PlacementError,
-                  ProblemError, SubmissionError, UnreadableText):
+    for error in (SchemaError, ExportError, NoSandboxUid, JudgesStopped, ScoreError, ResultsExist, SettingError,
+                  PlacementError, ProblemError, SubmissionError, UnreadableText):
         assert issubclass(error, EvalkitError), error
 
 
