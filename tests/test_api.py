@@ -215,9 +215,15 @@ def test_the_api_import_is_silent_and_keeps_the_callers_warning_filters():
 
 @pytest.mark.parametrize(("settings", "message"), [
     ({"timeout": 10}, "unknown setting(s) 'timeout' (did you mean 'run_timeout_s'?)"),
-    ({"timing_trials": "5"}, "'timing_trials' must be a number"),
+    ({"timing_trials": "5"}, "'timing_trials' must be an integer, got '5'"),
+    ({"correctness_trials": 0}, "'correctness_trials' must be a finite number >= 1, got 0"),
+    ({"atol": -1}, "'atol' must be a finite number >= 0, got -1"),
+    ({"timing_budget_s": 0}, "'timing_budget_s' must be a finite number > 0, got 0"),
+    ({"judges": 0}, "'judges' must be at least 1, got 0"),
+    ({"memory_gib": 0.01}, "'memory_gib' must be at least 0.5, got 0.01"),
+    ({"seed": "3"}, "'seed' must be a number (int), got '3'"),
     ({"baselines": ["eager", "eagre"]}, "unknown kind(s) ['eagre']"),
-    ({"precision": "fp8"}, "'precision' must be one of fp32, fp16, bf16, got 'fp8'"),
+    ({"precision": "fp8"}, """'precision' must be one of "fp32", "fp16", "bf16", got 'fp8'"""),
 ])
 def test_a_wrong_keyword_setting_is_refused_with_what_would_do(settings, message):
     from evalkit.schedule.options import SettingError

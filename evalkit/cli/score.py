@@ -15,7 +15,7 @@ from click.core import ParameterSource
 from evalkit.cli.console import is_quiet, say, verbosity_options
 from evalkit.cli.progress import Progress, display_mode
 from evalkit.records import BASELINE_KINDS
-from evalkit.sources.settings import PER_RUN, SETTINGS, default_text
+from evalkit.sources.settings import PER_RUN, RUN_MINIMUMS, SETTINGS, default_text
 
 logger = logging.getLogger(__name__)
 
@@ -68,10 +68,10 @@ def setting_options(command: Any) -> Any:
 
 def machine_options(command: Any) -> Any:
     """Where answers are judged and built: --device, --gpus, --judges, --jobs (``evalkit score``, ``evalkit serve``)."""
-    command = click.option("--jobs", type=click.IntRange(min=0), default=0,
+    command = click.option("--jobs", type=click.IntRange(min=RUN_MINIMUMS["jobs"]), default=0,
                            help="Parallel builds [default: one per core left by the judges, as far as free memory "
                                 "holds a build's peak for each: 1.5 GiB for C++, 4.25 GiB for CUDA].")(command)
-    command = click.option("--judges", type=click.IntRange(min=1), default=1, show_default=True,
+    command = click.option("--judges", type=click.IntRange(min=RUN_MINIMUMS["judges"]), default=1, show_default=True,
                            help="CPU judges at once (--device cpu; on a GPU, one judge per GPU of --gpus).")(command)
     command = click.option("--gpus", default="all", show_default=True,
                            help="GPUs to judge on, one judge each: all, a count (2), or indices (0,2; 1, for GPU 1 "
@@ -103,7 +103,8 @@ def machine_options(command: Any) -> Any:
                    "options: a resume with other settings (recorded in run.json) is refused.")
 @click.option("--cache-dir", type=click.Path(path_type=Path), default=None, envvar="EVALKIT_CACHE",
               help="Where builds are cached [~/.cache/evalkit].")
-@click.option("--memory-gib", type=click.FloatRange(min=0.5), default=None, help="Host memory limit per submission.")
+@click.option("--memory-gib", type=click.FloatRange(min=RUN_MINIMUMS["memory_gib"]), default=None,
+              help="Host memory limit per submission.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the final summary (summary.json) as JSON on stdout; other lines go to stderr.")
 @click.option("--progress/--no-progress", default=None,

@@ -18,7 +18,7 @@ from evalkit.records import BASELINE_KINDS, EvalkitError
 from evalkit.sandbox.identity import unprivileged_identity
 from evalkit.sandbox.launcher import Limits
 from evalkit.sources.problems import Problem
-from evalkit.sources.settings import OLD_NAMES, PER_RUN, SETTINGS, default_cache_dir
+from evalkit.sources.settings import OLD_NAMES, PER_RUN, RUN_MINIMUMS, SETTINGS, checked_value, default_cache_dir
 
 
 class ScoreError(EvalkitError):
@@ -128,8 +128,9 @@ _NUMBERS = {"int": (int,), "float": (int, float)}
 def judge_options(device: str, settings: dict[str, Any]) -> JudgeOptions:
     """``JudgeOptions`` from the Python API's keywords, each checked: an unknown name is refused with the valid
     ones and the nearest (``timeout`` -> ``run_timeout_s``), an older name (``trials``, ``warmup``, ``timeout_s``) is
-    read as today's; ``baselines`` takes ``"eager,compile"``, ``"none"`` or a
-    list; a number must be a number (``timing_trials="5"`` is refused, not read as text); None means unset."""
+    read as today's; ``baselines`` takes ``"eager,compile"``, ``"none"`` or a list; a problem setting is checked
+    against its declaration as problem.toml's are (``timing_trials="5"`` or ``correctness_trials=0`` is refused),
+    and a run's own number against its least (``RUN_MINIMUMS``); None means unset."""
     known = {f.name: f for f in dataclasses.fields(JudgeOptions) if f.name != "device"}
     settings = {OLD_NAMES.get(name, name): value for name, value in settings.items()}  # ``trials`` still works
     unknown = sorted(set(settings) - set(known))
@@ -146,10 +147,15 @@ def judge_options(device: str, settings: dict[str, Any]) -> JudgeOptions:
             value = _baseline_kinds(value)
         elif name == "cache_dir":
             value = Path(value)
+        elif name in SETTINGS:
+            try:
+                value = checked_value(name, value)
+            except ValueError as wrong:
+                raise SettingError(f"setting {wrong}") from None
         elif kind in _NUMBERS and (isinstance(value, bool) or not isinstance(value, _NUMBERS[kind])):
             raise SettingError(f"setting {name!r} must be a number ({kind}), got {value!r}")
-        elif name in SETTINGS and SETTINGS[name].choices and value not in SETTINGS[name].choices:
-            raise SettingError(f"setting {name!r} must be one of {', '.join(SETTINGS[name].choices)}, got {value!r}")
+        elif name in RUN_MINIMUMS and value < RUN_MINIMUMS[name]:
+            raise SettingError(f"setting {name!r} must be at least {RUN_MINIMUMS[name]:g}, got {value!r}")
         values[name] = value
     return JudgeOptions(device=device, **values)
 

@@ -140,6 +140,8 @@ SETTING_KEYS = tuple(SETTINGS)
 PER_RUN = tuple(key for key, setting in SETTINGS.items() if setting.per_run)  # what a run may override
 OLD_NAMES = {old: key for key, setting in SETTINGS.items() for old in setting.old_names}  # older name -> name
 TIMING_KEYS = tuple(key for key, setting in SETTINGS.items() if setting.shapes_timing)
+# The least each of a run's own numbers (no problem's setting) may be: its option's bound and the Python API's.
+RUN_MINIMUMS: dict[str, float] = {"judges": 1, "jobs": 0, "memory_gib": 0.5}
 
 
 # ------------------------------------------------------------------------------------------- showing
@@ -201,20 +203,30 @@ def commented_toml(keys: Iterable[str] = SETTING_KEYS) -> list[str]:
 # ------------------------------------------------------------------------------------------- parsing
 
 
-def _parse_setting(key: str, value: Any, path: Path) -> int | float | str:
+def checked_value(key: str, value: Any) -> int | float | str:
+    """``value`` for setting ``key``, checked against its declaration (its choices, or its kind and bounds), wherever
+    it comes from (problem.toml, the Python API; click checks the command line's from the same declaration);
+    ``ValueError`` saying what the setting must be."""
     setting = SETTINGS[key]
-    example = f" (e.g. `{key} = {format_number(setting.shown)}`; see docs/problems.md)"
     if setting.choices:
         if value not in setting.choices:
-            raise ProblemError(f"{path}: {key!r} must be {type_text(key)}, got {value!r}{example}")
+            raise ValueError(f"{key!r} must be {type_text(key)}, got {value!r}")
         return value
     if setting.kind is int and (not isinstance(value, int) or isinstance(value, bool)):
-        raise ProblemError(f"{path}: {key!r} must be an integer, got {value!r}{example}")
+        raise ValueError(f"{key!r} must be an integer, got {value!r}")
     if setting.kind is float and (not isinstance(value, (int, float)) or isinstance(value, bool)):
-        raise ProblemError(f"{path}: {key!r} must be a number, got {value!r}{example}")
+        raise ValueError(f"{key!r} must be a number, got {value!r}")
     if not math.isfinite(value) or value < setting.low or (value == setting.low and not setting.inclusive):
-        raise ProblemError(f"{path}: {key!r} must be a finite number {_bound_text(setting)}, got {value!r}{example}")
+        raise ValueError(f"{key!r} must be a finite number {_bound_text(setting)}, got {value!r}")
     return value if setting.kind is int else float(value)
+
+
+def _parse_setting(key: str, value: Any, path: Path) -> int | float | str:
+    try:
+        return checked_value(key, value)
+    except ValueError as wrong:
+        example = f" (e.g. `{key} = {format_number(SETTINGS[key].shown)}`; see docs/problems.md)"
+        raise ProblemError(f"{path}: {wrong}{example}") from None
 
 
 def parse_settings(data: dict[str, Any], path: Path) -> ProblemSettings:
