@@ -25,6 +25,9 @@ SUMMARY_FILE = "summary.json"
 BASELINES_FILE = "baselines.json"  # the judge's cache of PyTorch baseline timings
 ENVIRONMENT_FILE = "environment.json"  # the judging machine's torch/CUDA/GPU/driver facts, from the scoring run
 RUN_SETTINGS_FILE = "run.json"  # settings that change verdicts or times, recorded at a run's start (--resume checks)
+INDEX_FILE = "index.html"  # the report's page
+DETAIL_DIR = "submissions"  # a page per scored answer
+EVAL_RESULTS_FILE = "eval_results.json"  # ``evalkit report --format kernelbench``: KernelBench's results file
 
 
 def write_file(path: Path, text: str) -> None:

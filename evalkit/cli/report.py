@@ -20,7 +20,7 @@ from click.core import ParameterSource
 
 from evalkit.cli.console import say, verbosity_options
 from evalkit.records import SchemaError
-from evalkit.results_file import RESULTS_FILE
+from evalkit.results_file import RESULTS_FILE, SUMMARY_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def _rebuild(folder: Path, as_json: bool) -> None:
     from evalkit.report.text import format_leaderboard
 
     index = write_reports(folder)
-    summary = json.loads((index.parent / "summary.json").read_text(encoding="utf-8"))
+    summary = json.loads((index.parent / SUMMARY_FILE).read_text(encoding="utf-8"))
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     else:

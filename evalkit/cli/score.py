@@ -15,6 +15,7 @@ from click.core import ParameterSource
 from evalkit.cli.console import is_quiet, say, verbosity_options
 from evalkit.cli.progress import Progress, display_mode
 from evalkit.records import BASELINE_KINDS
+from evalkit.results_file import SUMMARY_FILE
 from evalkit.sources.settings import PER_RUN, RUN_MINIMUMS, SETTINGS, default_text
 
 logger = logging.getLogger(__name__)
@@ -219,7 +220,7 @@ def _write_report(outcome: Any) -> tuple[Path, dict[str, Any]]:
     from evalkit.report.summary import write_reports
 
     html = write_reports(outcome.out_dir, problems=outcome.problems)
-    return html, json.loads((outcome.out_dir / "summary.json").read_text())
+    return html, json.loads((outcome.out_dir / SUMMARY_FILE).read_text())
 
 
 def _judged_line(outcome: Any) -> str:

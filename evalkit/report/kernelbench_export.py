@@ -29,12 +29,11 @@ from typing import Any, Mapping
 
 from evalkit.records import CURATED_RUN, VERDICT_INFO, EvalkitError, Flag, Verdict
 from evalkit.report.scoring import dedupe, is_compiled, is_correct
-from evalkit.results_file import RESULTS_FILE, read_rows, write_file
+from evalkit.results_file import EVAL_RESULTS_FILE, RESULTS_FILE, read_rows, write_file
 from evalkit.row_parts import part
 
 logger = logging.getLogger(__name__)
 
-EVAL_RESULTS_FILE = "eval_results.json"
 _KERNEL_NAME = re.compile(r"level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")
 _STABLE_ID = re.compile(r"^l(\d+)_(\d+)_")
 _ERROR_NAMES = {"compile_error": "CompilationError"}  # KernelBench's own name; else the verdict's (NoCode)

@@ -21,14 +21,12 @@ from evalkit.report import scoring
 from evalkit.report.answer_text import answer_of
 from evalkit.report.html.detail_page import render_detail
 from evalkit.report.html.index_page import page_names, render_index
-from evalkit.results_file import (BASELINES_FILE, ENVIRONMENT_FILE, RESULTS_FILE, RUN_SETTINGS_FILE, SUMMARY_FILE,
-                                  read_rows, write_file)
+from evalkit.results_file import (BASELINES_FILE, DETAIL_DIR, ENVIRONMENT_FILE, INDEX_FILE, RESULTS_FILE,
+                                  RUN_SETTINGS_FILE, SUMMARY_FILE, read_rows, write_file)
 
 logger = logging.getLogger(__name__)
 
 SUMMARY_SCHEMA_VERSION = 2
-INDEX_FILE = "index.html"
-DETAIL_DIR = "submissions"
 
 Row = dict[str, Any]
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from evalkit.report.kernelbench_export import EVAL_RESULTS_FILE, ExportError, eval_results, write_eval_results
+from evalkit.report.kernelbench_export import ExportError, eval_results, write_eval_results
+from evalkit.results_file import EVAL_RESULTS_FILE
 
 FIELDS = {"sample_id", "compiled", "correctness", "metadata", "runtime", "runtime_stats"}
 ROWS = [json.loads(line) for line in (FIXTURES / "reports" / "results.jsonl").read_text().splitlines()]

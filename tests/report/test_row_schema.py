@@ -98,6 +98,16 @@ def test_the_documented_row_fields_are_the_records_fields():
     assert documented - {"answer"} == fields, (sorted(documented - fields), sorted(fields - documented))
 
 
+def test_the_documented_files_are_the_ones_results_file_names():
+    import evalkit.results_file as files
+
+    names = {value for name, value in vars(files).items() if name.endswith(("_FILE", "_DIR"))}
+    text = (ROOT / "docs" / "report-schema.md").read_text()
+    table = text[:text.index("\n\n", text.index("| file | what it is |"))]
+    documented = {re.split(r"[/<]", cell)[0].rstrip("/") for cell in re.findall(r"^\| `([^`]+)`", table, re.M)}
+    assert documented == names, "docs/report-schema.md's table of files and evalkit/results_file.py's names differ"
+
+
 def test_every_file_of_a_report_folder_is_written_whole_with_one_mode(tmp_path):
     import stat
 

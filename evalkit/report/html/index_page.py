@@ -14,6 +14,7 @@ from collections import Counter
 from typing import Any
 
 from evalkit.records import CURATED_RUN, EXCLUDED_FLAGS, VERDICT_ORDER
+from evalkit.results_file import RESULTS_FILE, SUMMARY_FILE
 from evalkit.row_parts import part
 from evalkit.report import scoring
 from evalkit.report.html import svg
@@ -268,7 +269,7 @@ def _header(summary: dict[str, Any]) -> str:
     return (f"<h1>evalkit report: {esc(summary.get('report', ''))}</h1><p class=\"muted small\">{items}</p>"
             '<p class="small"><a href="#leaderboard-h">leaderboard</a> &middot; <a href="#charts-h">charts</a> '
             '&middot; <a href="#problems-h">per problem</a> &middot; <a href="#submissions-h">submissions</a> '
-            '&middot; <a href="summary.json">summary.json</a> &middot; <a href="results.jsonl">results.jsonl</a></p>')
+            f'&middot; <a href="{SUMMARY_FILE}">{SUMMARY_FILE}</a> &middot; <a href="{RESULTS_FILE}">{RESULTS_FILE}</a></p>')
 
 
 def skipped_note(rows: list[Row]) -> str:
