@@ -9,6 +9,10 @@ handles or shared memory), each carrying ``REQUEST_VERSION``; the worker reads t
 returns a claim: what the worker *says*. A worker runs the submission's code in its own interpreter, so
 any claim may be a lie; the judge decides nothing from a claim that it can observe itself.
 
+Only requests carry the version. A worker of another evalkit refuses the judge's first request, naming both
+versions, and exits: that error is the one reply the judge reads from it. A version in every reply would be one
+more field the submission's code could forge, checking nothing.
+
 Standard library only (and ``typed_fields``, itself so): the worker imports this before any submission code runs.
 """
 

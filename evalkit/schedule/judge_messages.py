@@ -13,9 +13,12 @@ whichever way a judge is reached: in the scheduler's own process, a judge proces
                          JudgeAnswer) | Failed (any request the judge could not serve, or a message it does not
                          take there) | Hold / Release (a measurement begins / ends: the scheduler freezes the builds
                          meanwhile; a judge process only) | Progress
-    scheduler -> build:  Build (a Ray build task's one argument, with the version; ``ray_judge.build_task``)
-    build -> scheduler:  BuildOutcome (``evalkit.judge.builder``'s, as a local build gives it) | Refused (a Build of
-                         another protocol version) | Failed (a message that is no Build, or a build that raised)
+    scheduler -> node:   a Ray task's one argument, with the version: Build (``ray_judge.build_task``) | Probe
+                         (``ray_judge.node_facts``) | Sweep (``ray_judge.kill_sandboxes``); and ActorStart, a Ray
+                         judge actor's one argument at its creation (the version comes with its Start)
+    node -> scheduler:   the task's answer (``REPLIES``): BuildOutcome (``evalkit.judge.builder``'s, as a local
+                         build gives it) | NodeFacts | Done (how many sandboxes a Sweep killed); or Refused (a request
+                         of another protocol version) | Failed (a message of another kind, or a task that raised)
 
 ``judge_server.JudgeServer`` is the judge's end, ``judge_client.MessageStation`` the scheduler's; the transports
 (``judge_client`` in-process, ``judge_process`` pickled over a socket pair, ``ray_backend`` as the arguments and
@@ -42,9 +45,10 @@ from evalkit.schedule.options import JudgeOptions
 from evalkit.schedule.station import BaselineFiles
 from evalkit.sources.problems import Problem
 
-PROTOCOL_VERSION = 5  # bump when a message changes; a judge refuses a Start (a build task a Build) of another version
+PROTOCOL_VERSION = 6  # bump when a message changes; a judge refuses a Start (a Ray task its request) of another version
 # 2: AddProblem. 3: Started, Judged, Prepare.report_entries (one vocabulary for judge processes and Ray actors).
-# 4: Cancel. 5: Build (a Ray build task's request, which took positional arguments before).
+# 4: Cancel. 5: Build (a Ray build task's request, which took positional arguments before). 6: Probe, NodeFacts,
+# Sweep, ActorStart (the Ray probe and sweep tasks and the judge actor took positional arguments before).
 
 
 @dataclass(frozen=True)
@@ -133,6 +137,35 @@ class Build:
 
 
 @dataclass(frozen=True)
+class Probe:
+    """Describe a Ray node (``ray_judge.node_facts``, a task on the device the run judges on): answered with its
+    ``NodeFacts``, ``Refused`` when the task speaks another version, else ``Failed``. ``marker``: a file the driver
+    wrote in its cache folder, which the node sees only where it shares that folder."""
+
+    marker: str
+    version: int = PROTOCOL_VERSION
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """SIGKILL every sandbox of the run's ``group`` on one Ray node (``ray_judge.kill_sandboxes``): answered with
+    ``Done`` (how many it killed), ``Refused`` or ``Failed``."""
+
+    group: str
+    version: int = PROTOCOL_VERSION
+
+
+@dataclass(frozen=True)
+class ActorStart:
+    """A Ray judge actor's one argument at its creation (``ray_judge.JudgeActor``): each problem's files as the
+    driver holds them (file name -> bytes, per problem id), and the CUDA arch the run builds for. Its version is
+    checked by the Start that follows; an actor created with anything else fails, naming both types."""
+
+    files: dict[str, dict[str, bytes]]
+    arch: str
+
+
+@dataclass(frozen=True)
 class Held:
     pass
 
@@ -171,7 +204,9 @@ class Failed:
 
 @dataclass(frozen=True)
 class Done:
-    value: Any
+    """A request served: Prepare's baselines (kind -> its figures), how many sandboxes a Sweep killed, or nothing."""
+
+    value: dict[str, Any] | int | None
 
 
 @dataclass(frozen=True)
@@ -185,9 +220,19 @@ class Judged:
 
 
 @dataclass(frozen=True)
+class NodeFacts:
+    """A Probe's answer: the node's ``environment()`` with its sandbox user and cgroups, whether it sees the
+    Probe's marker, and the node's name."""
+
+    facts: dict[str, Any]
+    sees_marker: bool
+    node: str
+
+
+@dataclass(frozen=True)
 class Refused:
-    """The judge (or build task) speaks another protocol version (``version``) than the scheduler's Start (or
-    Build) asked for (``asked``): two versions of evalkit."""
+    """The judge (or Ray task) speaks another protocol version (``version``) than the scheduler's Start (or the
+    task's request) asked for (``asked``): two versions of evalkit."""
 
     version: int
     asked: int
@@ -195,9 +240,12 @@ class Refused:
 
 TO_JUDGE = (Start, AddProblem, Prepare, JudgeAnswer, Exit, Held, Released, Cancel)
 TO_SCHEDULER = (Started, Hold, Release, Progress, Failed, Done, Judged, Refused)
-TO_BUILDER = (Build,)
-FROM_BUILDER = (BuildOutcome, Refused, Failed)
-VERSIONED = (Start, Build)  # the messages whose receiver refuses another version, naming both
+# A Ray task's request -> the answers it may give.
+REPLIES: dict[type, tuple[type, ...]] = {Build: (BuildOutcome, Refused, Failed), Probe: (NodeFacts, Refused, Failed),
+                                         Sweep: (Done, Refused, Failed)}
+TO_NODE = (*REPLIES, ActorStart)
+FROM_NODE = tuple(dict.fromkeys(kind for kinds in REPLIES.values() for kind in kinds))
+VERSIONED = (Start, *REPLIES)  # the messages whose receiver refuses another version, naming both
 
 M = TypeVar("M")
 
@@ -209,8 +257,8 @@ class WrongMessage(RuntimeError):
 
 def expect(message: Any, *kinds: type[M]) -> M:
     """``message`` if it is one of ``kinds`` with every field of its declared type; ``WrongMessage`` naming both
-    types otherwise. A Start or Build of another protocol version is let through unchecked, for its receiver to
-    refuse it naming both versions (its fields may be another evalkit's)."""
+    types otherwise. A Start or a Ray task's request of another protocol version is let through unchecked, for its
+    receiver to refuse it naming both versions (its fields may be another evalkit's)."""
     if not isinstance(message, kinds):
         raise WrongMessage(f"judge protocol {PROTOCOL_VERSION}: got {type(message).__name__}, expected "
                            f"{' or '.join(kind.__name__ for kind in kinds)}")

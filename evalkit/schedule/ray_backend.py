@@ -151,9 +151,9 @@ def _probe(ray: Any, options: JudgeOptions, device: str) -> dict[str, Any]:
     marker = options.cache_dir / f".ray-check-{uuid.uuid4().hex}"
     marker.write_text("evalkit: do the Ray nodes share this cache?\n")
     claim = {"num_gpus": 1, "num_cpus": 0} if device == "cuda" else {"num_cpus": 1}
-    ref = ray.remote(**claim, max_calls=1, max_retries=0)(node_facts).remote(str(marker))
+    ref = ray.remote(**claim, max_calls=1, max_retries=0)(node_facts).remote(m.Probe(str(marker)))
     try:
-        facts, seen, node = ray.get(ref, timeout=PROBE_WAIT_S)
+        facts, seen, node = probed(ray.get(ref, timeout=PROBE_WAIT_S))
     except ray.exceptions.GetTimeoutError:
         ray.cancel(ref, force=True)
         raise ScoreError(f"no {device.upper()} of the Ray cluster became free within {PROBE_WAIT_S:g} s "
@@ -258,6 +258,27 @@ class RayStation(MessageStation):
         return JudgeActorDied(f"judge {self.slot.name} (a Ray actor) ended: {why}")
 
 
+def task_answer(reply: Any, request: type) -> Any:
+    """A Ray task's ``reply`` to its ``request`` (a message type), checked with ``expect`` against the answers that
+    request may have (``judge_messages.REPLIES``); ``ScoreError`` for a task of another protocol version, naming
+    both. A ``Failed`` is returned: what it means is the caller's."""
+    answer = m.expect(reply, *m.REPLIES[request])
+    if isinstance(answer, m.Refused):
+        raise ScoreError(f"a Ray {request.__name__.lower()} task speaks judge protocol {answer.version} and refused a "
+                         f"{request.__name__} of judge protocol {answer.asked}: two versions of evalkit; install the "
+                         f"driver's evalkit on every node")
+    return answer
+
+
+def probed(reply: Any) -> tuple[dict[str, Any], bool, str]:
+    """The probe task's ``reply``: the node's facts, whether it sees the driver's marker, and its name;
+    ``ScoreError`` where the probe was refused or failed (the run cannot start on that cluster)."""
+    answer = task_answer(reply, m.Probe)
+    if isinstance(answer, m.Failed):
+        raise ScoreError(f"the Ray probe task failed on its node: {answer.message}")
+    return answer.facts, answer.sees_marker, answer.node
+
+
 def build_outcome(reply: Future[Any]) -> Future[BuildOutcome]:
     """The engine's future of a build task whose reply ``reply`` will hold: its ``BuildOutcome``, checked with
     ``expect``; else raised (``ScoreError`` for a task of another protocol version, ``BuildTaskFailed``), so that
@@ -266,11 +287,7 @@ def build_outcome(reply: Future[Any]) -> Future[BuildOutcome]:
 
     def arrived(done: Future[Any]) -> None:
         try:
-            answer = m.expect(done.result(), *m.FROM_BUILDER)
-            if isinstance(answer, m.Refused):
-                raise ScoreError(f"a Ray build task speaks judge protocol {answer.version} and refused a Build of "
-                                 f"judge protocol {answer.asked}: two versions of evalkit; install the driver's "
-                                 f"evalkit on every node")
+            answer = task_answer(done.result(), m.Build)
             if isinstance(answer, m.Failed):
                 raise BuildTaskFailed(f"a Ray build task failed: {answer.message}")
         except BaseException as err:  # noqa: BLE001 - the task's own failure, or Ray's (its worker died)
@@ -326,7 +343,7 @@ class RayBackend:
         claim = {"num_gpus": 1, "num_cpus": 0} if slot.device == "cuda" else {"num_cpus": 1}
         files = {pid: {name: (p.path / name).read_bytes() for name in (REFERENCE_FILE, TOML_FILE)
                        if (p.path / name).is_file()} for pid, p in spec.problems.items()}
-        return self._judge_cls.options(**claim, max_restarts=0).remote(files, self.arch)
+        return self._judge_cls.options(**claim, max_restarts=0).remote(m.ActorStart(files, self.arch))
 
     def abandon_builds(self, kill: Callable[[], object]) -> None:
         """Cancel every unfinished build (a running one's worker is killed) and kill the run's sandboxes."""
@@ -367,7 +384,11 @@ class RayBackend:
         try:
             sweep = ray.remote(num_cpus=0, max_retries=0)(kill_sandboxes)
             refs = [sweep.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
-                    .remote(group) for node in ray.nodes() if node.get("Alive") for group in self._groups]
-            ray.get(refs, timeout=STOP_WAIT_S)
+                    .remote(m.Sweep(group)) for node in ray.nodes() if node.get("Alive") for group in self._groups]
+            failed = [a for a in (task_answer(reply, m.Sweep) for reply in ray.get(refs, timeout=STOP_WAIT_S))
+                      if isinstance(a, m.Failed)]
         except Exception:  # noqa: BLE001 - a node gone meanwhile; the others were swept
             logger.warning("could not kill the run's sandboxes on every Ray node", exc_info=True)
+        else:
+            for answer in failed:
+                logger.warning("a Ray sweep task failed: %s", answer.message)

@@ -9,8 +9,9 @@ files copied from the driver where the node does not hold them at the same path,
 a file of its own (the driver sends the report's entries with each Prepare, and records what the judge returns),
 and a check that the node sees an answer's build before judging it.
 
-A build task takes one ``judge_messages.Build`` and answers its ``BuildOutcome``, or ``Refused`` / ``Failed``: the
-same declared, versioned messages as every other boundary, never positional arguments read by position.
+Each task takes one declared, versioned message and answers one (``judge_messages.REPLIES``), or ``Refused`` /
+``Failed``: a build task a ``Build``, the probe a ``Probe``, the sweep a ``Sweep``; the actor is created with an
+``ActorStart``. The same messages as every other boundary, never positional arguments read by position.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from evalkit.judge import builder
 from evalkit.judge.baselines import merge_entry
@@ -40,11 +41,31 @@ from evalkit.sources.problems import Problem
 
 logger = logging.getLogger(__name__)
 
+M = TypeVar("M")
 
-def node_facts(marker: str) -> tuple[dict[str, Any], bool, str]:
-    """(a task) this node's ``environment()`` and sandbox user, whether it sees ``marker``, and its name."""
+
+def _task_request(request: Any, kind: type[M]) -> M | m.Refused | m.Failed:
+    """``request`` when it is a ``kind`` of this protocol version with every field of its type; else the task's
+    answer: ``Refused`` for another version (its fields unread: they may be another version's), else ``Failed``."""
+    try:
+        message = m.expect(request, kind)  # its fields checked before the task reads any of them
+    except m.WrongMessage as err:
+        return m.Failed(f"WrongMessage: {err}")
+    if message.version != m.PROTOCOL_VERSION:  # type: ignore[attr-defined]
+        logger.error("%s task: refused a %s of judge protocol %s (this node speaks %s)", kind.__name__.lower(),
+                     kind.__name__, message.version, m.PROTOCOL_VERSION)  # type: ignore[attr-defined]
+        return m.Refused(m.PROTOCOL_VERSION, message.version)  # type: ignore[attr-defined]
+    return message
+
+
+def node_facts(request: Any) -> m.NodeFacts | m.Refused | m.Failed:
+    """(a task) the ``Probe`` ``request``: this node's ``environment()`` and sandbox user, whether it sees the
+    marker, and its name."""
+    probe = _task_request(request, m.Probe)
+    if not isinstance(probe, m.Probe):
+        return probe
     facts = {**environment(), "sandbox_user": sandbox_user(node_identity()), "sandbox_cgroups": sandbox_cgroups()}
-    return facts, Path(marker).exists(), platform.node()
+    return m.NodeFacts(facts, Path(probe.marker).exists(), platform.node())
 
 
 @functools.lru_cache(maxsize=None)
@@ -57,14 +78,9 @@ def build_task(request: Any) -> BuildOutcome | m.Refused | m.Failed:
     """(a task) the ``Build`` ``request``, frozen by nothing; for the CUDA arch of the cluster's judges (a build task
     holds no GPU: torch must not be asked for one's capability). ``Refused`` for a Build of another protocol
     version, ``Failed`` for anything but a Build (or a field of the wrong type) and for a build that raised."""
-    try:
-        build = m.expect(request, m.Build)  # its fields checked before this task reads any of them
-    except m.WrongMessage as err:
-        return m.Failed(f"WrongMessage: {err}")
-    if build.version != m.PROTOCOL_VERSION:
-        logger.error("build task: refused a Build of judge protocol %s (this node speaks %s)", build.version,
-                     m.PROTOCOL_VERSION)
-        return m.Refused(m.PROTOCOL_VERSION, build.version)
+    build = _task_request(request, m.Build)
+    if not isinstance(build, m.Build):
+        return build
     try:
         return builder.build(build.code, build.cache_root, build.device, build.timeout_s,
                              replace(build.limits, run_as=node_identity()), build.init_inputs, None,
@@ -74,18 +90,23 @@ def build_task(request: Any) -> BuildOutcome | m.Refused | m.Failed:
         return m.Failed(f"{type(err).__name__}: {err}")
 
 
-def kill_sandboxes(group: str) -> int:
-    """(a task) SIGKILL every sandbox of the run's ``group`` on this node."""
-    return kill_group(group)
+def kill_sandboxes(request: Any) -> m.Done | m.Refused | m.Failed:
+    """(a task) the ``Sweep`` ``request``: SIGKILL every sandbox of the run's group on this node; ``Done`` says how
+    many."""
+    sweep = _task_request(request, m.Sweep)
+    if not isinstance(sweep, m.Sweep):
+        return sweep
+    return m.Done(kill_group(sweep.group))
 
 
 class JudgeActor:
     """(an actor: a worker process per judge) a judge on this node's GPU, or a CPU, answering ``handle`` one call at
     a time, and ``cancel`` beside it (another concurrency group: another thread). ``files``: each problem's files
-    as the driver holds them; ``arch``: the CUDA arch the run builds for."""
+    as the driver holds them; ``arch``: the CUDA arch the run builds for (its ``ActorStart``)."""
 
-    def __init__(self, files: dict[str, dict[str, bytes]], arch: str) -> None:
-        self.files, self.arch = files, arch
+    def __init__(self, start: Any) -> None:
+        start = m.expect(start, m.ActorStart)  # anything else: the actor fails at once, naming both types
+        self.files, self.arch = start.files, start.arch
         self.workdir = Path(tempfile.mkdtemp(prefix="evalkit-ray-judge-"))
         self.report = self.workdir / "baselines.json"  # the report's entries, as the driver sends them
         self.server = JudgeServer(self._open)

@@ -161,7 +161,9 @@ def _one_of_each_message(cache: Path) -> list[object]:
             m.Exit(), m.Held(), m.Released(), m.Cancel("run/p/s@abc"), m.Started(), m.Hold(), m.Release(),
             m.Progress("x"), m.Failed("why"), m.Done(None), m.Done({"eager": {"median_ms": 1.0}}),
             m.Judged(row, "linear_relu", {}), m.Judged(row, None, {"eager": {}}), m.Refused(4, 5),
-            _build_request(cache), replace(_build_request(cache), init_inputs=None, timeout_s=60), built]
+            _build_request(cache), replace(_build_request(cache), init_inputs=None, timeout_s=60), built,
+            m.Probe(str(cache / "marker")), m.Sweep("group"), m.ActorStart({"p": {"reference.py": b"x"}}, "8.0"),
+            m.NodeFacts({"torch": "2.13"}, True, "node"), m.Done(3)]
 
 
 def _build_request(cache: Path, code: str = "import torch\n") -> object:
@@ -177,8 +179,8 @@ def test_every_declared_message_round_trips_with_its_fields_checked(tmp_path: Pa
     from evalkit.schedule import judge_messages as m
 
     messages = _one_of_each_message(tmp_path)
-    assert {type(message) for message in messages} == {*m.TO_JUDGE, *m.TO_SCHEDULER, *m.TO_BUILDER,
-                                                        *m.FROM_BUILDER}, "a message kind untested"
+    assert {type(message) for message in messages} == {*m.TO_JUDGE, *m.TO_SCHEDULER, *m.TO_NODE,
+                                                        *m.FROM_NODE}, "a message kind untested"
     for message in messages:
         arrived = pickle.loads(pickle.dumps(message))  # as a judge process or a Ray actor carries it
         assert m.expect(arrived, type(message)) == message
@@ -216,6 +218,12 @@ def _wrong_fields(cache: Path) -> list[tuple[object, str]]:
         (replace(messages[m.Build], init_inputs=(3,)), "Build.init_inputs: expected list[Any] | None, got tuple"),
         (replace(messages[m.Build], limits=replace(messages[m.Build].limits, memory_bytes=2.0**30)),
          "Build.limits.memory_bytes: expected int, got float"),
+        (m.Probe(Path("marker")), "Probe.marker: expected str, got PosixPath"),  # type: ignore[arg-type]
+        (m.Sweep(None), "Sweep.group: expected str, got NoneType"),  # type: ignore[arg-type]
+        (m.ActorStart({"p": {"reference.py": "text"}}, ""),  # type: ignore[dict-item]
+         "ActorStart.files['p']['reference.py']: expected bytes, got str"),
+        (m.NodeFacts({}, 1, "node"), "NodeFacts.sees_marker: expected bool, got int"),  # type: ignore[arg-type]
+        (m.Done("baselines"), "Done.value: expected dict[str, Any] | int | None, got str"),  # type: ignore[arg-type]
     ]
 
 
@@ -226,7 +234,7 @@ def test_a_field_of_the_wrong_type_is_refused_naming_the_message_the_field_and_b
 
     for message, why in _wrong_fields(tmp_path):
         with pytest.raises(m.WrongMessage, match=re.escape(f"judge protocol {m.PROTOCOL_VERSION}: {why}")):
-            m.expect(pickle.loads(pickle.dumps(message)), *m.TO_JUDGE, *m.TO_SCHEDULER, *m.TO_BUILDER)
+            m.expect(pickle.loads(pickle.dumps(message)), *m.TO_JUDGE, *m.TO_SCHEDULER, *m.TO_NODE, *m.FROM_NODE)
     with pytest.raises(m.WrongMessage, match="Cancel.key: expected str, got int"):
         m.Cancel.from_text('{"cancel": 3, "version": %d}' % m.PROTOCOL_VERSION)
 
@@ -292,6 +300,46 @@ def test_a_build_task_names_a_field_of_the_wrong_type_either_way(tmp_path: Path)
                               f"float, got str: a bug in the sender (evalkit), or two versions of evalkit")
     with pytest.raises(m.WrongMessage, match="BuildOutcome.seconds: expected float, got str"):
         _outcome_of(BuildOutcome("ok", "1.0"))  # type: ignore[arg-type]
+
+
+def test_the_probe_and_sweep_tasks_answer_their_message_and_refuse_any_other(tmp_path: Path):
+    from dataclasses import replace
+
+    from evalkit.schedule import judge_messages as m
+    from evalkit.schedule.options import ScoreError
+    from evalkit.schedule.ray_backend import probed, task_answer
+    from evalkit.schedule.ray_judge import kill_sandboxes, node_facts
+
+    v, marker = m.PROTOCOL_VERSION, tmp_path / "marker"
+    marker.write_text("shared?\n")
+    facts, seen, node = probed(node_facts(m.Probe(str(marker))))
+    assert seen and node and facts["evalkit_version"] and "sandbox_user" in facts
+    assert probed(node_facts(m.Probe(str(tmp_path / "elsewhere"))))[1] is False
+    assert task_answer(kill_sandboxes(m.Sweep("evalkit-no-such-run")), m.Sweep) == m.Done(0)
+    for task, request in ((node_facts, m.Probe(str(marker))), (kill_sandboxes, m.Sweep("g"))):
+        kind = type(request).__name__
+        assert task(replace(request, version=v + 1)) == m.Refused(v, v + 1)  # its fields unread
+        with pytest.raises(ScoreError, match=f"speaks judge protocol {v} and refused a {kind} of judge protocol "
+                                             f"{v + 1}: two versions of evalkit"):
+            task_answer(m.Refused(v, v + 1), type(request))
+        for wrong, named in ((str(marker), "str"), (m.Cancel("k"), "Cancel")):  # the positional argument of before
+            failed = task(wrong)
+            assert isinstance(failed, m.Failed) and f"got {named}, expected {kind}" in failed.message, failed
+    with pytest.raises(ScoreError, match="the Ray probe task failed on its node: WrongMessage"):
+        probed(node_facts("a marker"))
+    with pytest.raises(m.WrongMessage, match="got Done, expected NodeFacts or Refused or Failed"):
+        probed(m.Done(None))
+
+
+def test_a_judge_actor_is_created_with_an_actor_start_alone():
+    from evalkit.schedule import judge_messages as m
+    from evalkit.schedule.ray_judge import JudgeActor
+
+    actor = JudgeActor(m.ActorStart({"p": {"reference.py": b"x"}}, "9.0"))
+    assert (actor.files, actor.arch) == ({"p": {"reference.py": b"x"}}, "9.0")
+    shutil.rmtree(actor.workdir)
+    with pytest.raises(m.WrongMessage, match="got tuple, expected ActorStart"):
+        JudgeActor(({}, "9.0"))  # the positional arguments of before
 
 
 def test_a_build_task_builds_the_build_it_is_sent(warm_cache: Path):
