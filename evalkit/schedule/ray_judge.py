@@ -51,10 +51,11 @@ def _task_request(request: Any, kind: type[M]) -> M | m.Refused | m.Failed:
         message = m.expect(request, kind)  # its fields checked before the task reads any of them
     except m.WrongMessage as err:
         return m.Failed(f"WrongMessage: {err}")
-    if message.version != m.PROTOCOL_VERSION:  # type: ignore[attr-defined]
+    version = getattr(message, "version")  # every request in ``judge_messages.REPLIES`` has one
+    if version != m.PROTOCOL_VERSION:
         logger.error("%s task: refused a %s of judge protocol %s (this node speaks %s)", kind.__name__.lower(),
-                     kind.__name__, message.version, m.PROTOCOL_VERSION)  # type: ignore[attr-defined]
-        return m.Refused(m.PROTOCOL_VERSION, message.version)  # type: ignore[attr-defined]
+                     kind.__name__, version, m.PROTOCOL_VERSION)
+        return m.Refused(m.PROTOCOL_VERSION, version)
     return message
 
 
