@@ -18,8 +18,8 @@ from evalkit.report.html.compare_page import ComparedReport, render_comparison
 from evalkit.report.html.parts import PageNames, page_names
 from evalkit.report.run_diff import diff_many
 from evalkit.report.summary import baselines_asked, known_problems, read_judge_host
-from evalkit.results_file import (DETAIL_DIR, ENVIRONMENT_FILE, INDEX_FILE, RESULTS_FILE, RUN_SETTINGS_FILE, SUMMARY_FILE,
-                                  read_rows, write_file)
+from evalkit.results_file import (DETAIL_DIR, ENVIRONMENT_FILE, INDEX_FILE, RESULTS_FILE, RUN_SETTINGS_FILE,
+                                  SUMMARY_FILE, read_rows, write_file)
 
 logger = logging.getLogger(__name__)
 

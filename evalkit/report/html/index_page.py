@@ -269,7 +269,8 @@ def _header(summary: dict[str, Any]) -> str:
     return (f"<h1>evalkit report: {esc(summary.get('report', ''))}</h1><p class=\"muted small\">{items}</p>"
             '<p class="small"><a href="#leaderboard-h">leaderboard</a> &middot; <a href="#charts-h">charts</a> '
             '&middot; <a href="#problems-h">per problem</a> &middot; <a href="#submissions-h">submissions</a> '
-            f'&middot; <a href="{SUMMARY_FILE}">{SUMMARY_FILE}</a> &middot; <a href="{RESULTS_FILE}">{RESULTS_FILE}</a></p>')
+            f'&middot; <a href="{SUMMARY_FILE}">{SUMMARY_FILE}</a> '
+            f'&middot; <a href="{RESULTS_FILE}">{RESULTS_FILE}</a></p>')
 
 
 def skipped_note(rows: list[Row]) -> str:
