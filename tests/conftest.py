@@ -15,13 +15,34 @@ FIXTURES = ROOT / "tests" / "fixtures"
 SEEDS = ROOT / "submissions" / "seeds"
 
 
+SLOW_TIER_SKIPPED = "the slow tier: add --slow to run it (docs/testing.md)"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--slow", action="store_true",
+                     help="run the slow tier too (docs/testing.md); without it or a -m, the fast tier alone")
+
+
+def runs_slow_tier(config: pytest.Config) -> bool:
+    """Whether ``slow`` tests run: asked with ``--slow``, or chosen by a ``-m`` (``-m slow``, ``-m cuda``)."""
+    return bool(config.getoption("--slow") or config.option.markexpr)
+
+
+def _to_run(session: pytest.Session) -> list[pytest.Item]:
+    """The session's tests that no ``skip`` mark keeps from running (a tier's, a missing GPU's)."""
+    return [item for item in session.items if item.get_closest_marker("skip") is None]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (run these on a GPU machine: see docs/gpu-runs/README.md)")
+    """The fast tier by default: a ``slow`` test is skipped, saying how to run it, unless ``runs_slow_tier``; and a
+    ``cuda`` test is skipped where torch sees no GPU."""
+    slow_skipped, no_gpu = not runs_slow_tier(config), not torch.cuda.is_available()
     for item in items:
-        if "cuda" in item.keywords:
-            item.add_marker(skip)
+        if slow_skipped and item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.skip(reason=SLOW_TIER_SKIPPED))
+        if no_gpu and "cuda" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU (run these on a GPU machine: see "
+                                                    "docs/gpu-runs/README.md)"))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -37,7 +58,7 @@ def session_torch_headers(request: pytest.FixtureRequest, tmp_path_factory: pyte
 
     for folder in _session_folder_named_by(HEADERS_ENV, _run_folder(tmp_path_factory, "torch-headers")):
         header = headers_folder(folder, "cpu")
-        if header is not None and not any(item.get_closest_marker("slow") for item in request.session.items):
+        if header is not None and not any(item.get_closest_marker("slow") for item in _to_run(request.session)):
             (header / UNUSABLE).write_text(f"{FAST_TIER_ONLY}\n")
         yield folder
 
@@ -79,10 +100,10 @@ def _session_folder_named_by(variable: str, folder: Path) -> Iterator[Path]:
 @pytest.fixture(scope="session", autouse=True)
 def prebuild_ahead(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
                    session_torch_headers: Path, session_timing_registry: Path) -> Iterator[None]:
-    """When a selected test will need ``prebuilt``, its builds start at the session's first test, in a thread,
-    while the tests that need none run (with pytest-xdist, a worker would otherwise wait a minute or more for
-    the other worker's builds)."""
-    if not any("prebuilt" in item.fixturenames for item in request.session.items):
+    """When a test that will run (not skipped) needs ``prebuilt``, its builds start at the session's first test, in
+    a thread, while the tests that need none run (with pytest-xdist, a worker would otherwise wait a minute or more
+    for the other worker's builds)."""
+    if not any("prebuilt" in item.fixturenames for item in _to_run(request.session)):
         yield
         return
     folder = _run_folder(tmp_path_factory, "prebuilt")
