@@ -7,7 +7,7 @@ import json
 import logging
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import click
 from click.core import ParameterSource
@@ -81,6 +81,22 @@ def machine_options(command: Any) -> Any:
                         show_default=True)(command)
 
 
+def judging_options(baselines: str) -> Callable[[Any], Any]:
+    """The run's own settings that ``evalkit score`` and ``evalkit serve`` share: --seed, --baselines (by default
+    ``baselines``), --cache-dir and --memory-gib, declared here once for both."""
+    def add(command: Any) -> Any:
+        command = click.option("--memory-gib", type=click.FloatRange(min=RUN_MINIMUMS["memory_gib"]), default=None,
+                               help="Host memory limit per submission [GiB].")(command)
+        command = click.option("--cache-dir", type=click.Path(path_type=Path), default=None, envvar="EVALKIT_CACHE",
+                               help="Builds, baselines and problems given as text [or $EVALKIT_CACHE; "
+                                    "~/.cache/evalkit].")(command)
+        command = click.option("--baselines", default=baselines, show_default=True, callback=parse_baselines,
+                               help="PyTorch baselines to time: any of eager,compile, or 'none' alone.")(command)
+        return click.option("--seed", type=int, default=None,
+                            help="Base seed for inputs and weights [random; a report records it].")(command)
+    return add
+
+
 @click.command("score")
 @click.argument("submissions", type=click.Path(path_type=Path))
 @click.option("--problems", "--problems-dir", "problems_dir", type=click.Path(path_type=Path), default=Path("problems"),
@@ -93,19 +109,13 @@ def machine_options(command: Any) -> Any:
 @click.option("--ray-address", default=None, envvar="RAY_ADDRESS",
               help="The Ray cluster to join (--backend ray) [or $RAY_ADDRESS; unset: start a local one].")
 @setting_options
-@click.option("--seed", type=int, default=None, help="Base seed for inputs and weights [random, recorded].")
-@click.option("--baselines", default="eager,compile", show_default=True, callback=parse_baselines,
-              help="PyTorch baselines to time: any of eager,compile, or 'none' alone.")
+@judging_options(baselines="eager,compile")
 @click.option("--remeasure-baselines", is_flag=True,
               help="Time the baselines again, even where the build cache holds them from an earlier report "
                    "on this machine (same GPU, driver, torch, evalkit, problem and timing settings).")
 @click.option("--resume", is_flag=True,
               help="Continue the report folder: skip submissions already judged there. Repeat the first run's "
                    "options: a resume with other settings (recorded in run.json) is refused.")
-@click.option("--cache-dir", type=click.Path(path_type=Path), default=None, envvar="EVALKIT_CACHE",
-              help="Where builds are cached [~/.cache/evalkit].")
-@click.option("--memory-gib", type=click.FloatRange(min=RUN_MINIMUMS["memory_gib"]), default=None,
-              help="Host memory limit per submission.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the final summary (summary.json) as JSON on stdout; other lines go to stderr.")
 @click.option("--progress/--no-progress", default=None,

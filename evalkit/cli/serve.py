@@ -10,7 +10,7 @@ from typing import Any, Iterator
 import click
 
 from evalkit.cli.console import verbosity_options
-from evalkit.cli.score import machine_options, parse_baselines, setting_options
+from evalkit.cli.score import judging_options, machine_options, setting_options
 
 
 @click.command("serve")
@@ -21,11 +21,7 @@ from evalkit.cli.score import machine_options, parse_baselines, setting_options
               default=Path("problems"), show_default=True, help="Problem folders a request may name by id.")
 @machine_options
 @setting_options
-@click.option("--seed", type=int, default=None, help="Base seed for inputs and weights [random].")
-@click.option("--baselines", default="eager", show_default=True, callback=parse_baselines,
-              help="PyTorch baselines to time: any of eager,compile, or 'none' alone.")
-@click.option("--cache-dir", type=click.Path(path_type=Path), default=None, envvar="EVALKIT_CACHE",
-              help="Builds, baselines and problems given as text [~/.cache/evalkit].")
+@judging_options(baselines="eager")
 @verbosity_options
 def serve_command(host: str, port: int, problems_dir: Path, device: str, **settings: object) -> None:
     """Serve the judge over HTTP: POST /v1/judge, POST /v1/batch, GET /v1/batch/ID, GET /v1/health (docs/rl.md).

@@ -191,3 +191,14 @@ def test_no_command_prints_torchs_numpy_warning(tmp_path: Path):
                              "--device", "cpu", "--out", str(tmp_path / "report"), "-q"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "NumPy" not in result.stderr and result.stderr == ""
+
+
+def test_score_and_serve_take_the_runs_own_settings_alike() -> None:
+    from evalkit.cli.score import score_command
+    from evalkit.cli.serve import serve_command
+
+    score, serve = ({param.name: param for param in command.params} for command in (score_command, serve_command))
+    for name in ("seed", "baselines", "cache_dir", "memory_gib", "device", "gpus", "judges", "jobs", "timing_trials"):
+        assert (score[name].opts, score[name].help, score[name].type.to_info_dict()) == \
+               (serve[name].opts, serve[name].help, serve[name].type.to_info_dict()), name
+    assert (score["baselines"].default, serve["baselines"].default) == ("eager,compile", "eager")  # serve: RL steps
