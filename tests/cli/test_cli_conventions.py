@@ -199,6 +199,6 @@ def test_score_and_serve_take_the_runs_own_settings_alike() -> None:
 
     score, serve = ({param.name: param for param in command.params} for command in (score_command, serve_command))
     for name in ("seed", "baselines", "cache_dir", "memory_gib", "device", "gpus", "judges", "jobs", "timing_trials"):
-        assert (score[name].opts, score[name].help, score[name].type.to_info_dict()) == \
-               (serve[name].opts, serve[name].help, serve[name].type.to_info_dict()), name
+        alike = [(c[name].opts, c[name].help, c[name].type.to_info_dict()) for c in (score, serve)]
+        assert alike[0] == alike[1], name
     assert (score["baselines"].default, serve["baselines"].default) == ("eager,compile", "eager")  # serve: RL steps
