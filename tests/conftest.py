@@ -50,7 +50,7 @@ def session_torch_headers(request: pytest.FixtureRequest, tmp_path_factory: pyte
     """torch's extension header precompiled once for the whole session (each test's fresh build cache would
     otherwise precompile it again): every build, in this process or a child, finds it through the environment.
 
-    Only a session with a ``slow`` test makes it. The fast tier builds little beyond the session's prebuilt
+    Only a session that runs a ``slow`` test makes it. The fast tier builds little beyond the session's prebuilt
     answers, and precompiling cost it more than it saved (on 2 cores: 678-816 CPU-s with it, 573-629 without), so
     there the folder says it is unusable, as on a machine that cannot precompile, and builds compile torch's
     header themselves."""
