@@ -24,9 +24,10 @@ from typing import Any
 from evalkit.row_parts import (BaselinesRecord, BuildRecord, CorrectnessRecord, ErrorRecord, ExtractionRecord,
                                TimingRecord, check_parts)
 
-SCHEMA_VERSION = 4  # 2: timing is the judge's own clock (observed/reported_median_ms gone); 3: speedups from one
+SCHEMA_VERSION = 5  # 2: timing is the judge's own clock (observed/reported_median_ms gone); 3: speedups from one
 # window, answer and baseline interleaved, with their intervals (speedup_vs_*_ci), the output's delivery charged;
-# 4: a precision per row (``precision``), and PyTorch's own error in it (``correctness.pytorch_own``)
+# 4: a precision per row (``precision``), and PyTorch's own error in it (``correctness.pytorch_own``); 5: outputs read
+# where the worker keeps them, and everything but the calls' own events subtracted (``timing.overhead_requests``)
 CURATED_RUN = "curated"  # the run name of the curated solutions shipped in problems/<id>/solutions/
 BASELINE_KINDS: tuple[str, ...] = ("eager", "compile")
 
@@ -272,7 +273,22 @@ def _from_3(row: dict[str, Any]) -> dict[str, Any]:
     return {"precision": "fp32", **row}
 
 
-MIGRATIONS = {1: _from_1, 2: _from_2, 3: _from_3}  # version -> the step to the next; one per version ever written
+def _from_4(row: dict[str, Any]) -> dict[str, Any]:
+    """Schema 4 -> 5: a call's time held its output's delivery into the judge's buffers and the harness's own part
+    of each call, and the part subtracted was measured by pings through the baseline's worker (``overhead_pings``,
+    their count): its figures stay, the count under the new name."""
+    def renamed(record: Any) -> Any:
+        if not isinstance(record, dict) or "overhead_pings" not in record:
+            return record
+        return {("overhead_requests" if k == "overhead_pings" else k): v for k, v in record.items()}
+
+    baselines = row.get("baselines")
+    if isinstance(baselines, dict):
+        row = {**row, "baselines": {kind: renamed(record) for kind, record in baselines.items()}}
+    return {**row, "timing": renamed(row.get("timing"))} if "timing" in row else row
+
+
+MIGRATIONS = {1: _from_1, 2: _from_2, 3: _from_3, 4: _from_4}  # version -> the step to the next; one per version ever written
 
 
 def migrate(row: dict[str, Any]) -> dict[str, Any]:

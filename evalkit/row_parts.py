@@ -213,8 +213,8 @@ class TimingRecord(TimingStats, total=False):
     requests: int
     stopped_by: str  # "precision" | "budget" | "max_trials"
     verified_calls: list[int]
-    overhead_pings: int | None
-    claimed_median_ms: float | None  # the worker's own time: a claim
+    overhead_requests: int | None  # the trusted requests the part subtracted was measured on (a window's)
+    claimed_median_ms: float | None  # the worker's own time of a forward: a claim
     floor_ms: float  # the plausibility floor (``evalkit.judge.plausibility``), where one is known
     speedup: WindowSpeedupRecord
     partner: PartnerRecord

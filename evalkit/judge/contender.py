@@ -20,8 +20,8 @@ import torch
 
 from evalkit.judge.plausibility import half_storage, precision_class, reduced_precision
 from evalkit.judge.reference import input_seed
-from evalkit.judge.session import Session, unwritten
-from evalkit.judge.tensor_check import Comparison, compare_at, compare_outputs
+from evalkit.judge.session import Session
+from evalkit.judge.tensor_check import Comparison, compare_outputs, compare_sampled
 from evalkit.judge.timing import CALIBRATION_PINGS, CALIBRATION_WARMUP, Overhead, collector_paused
 from evalkit.judge.verdicts import Finding, Judgement, Stop, confinement_warnings
 from evalkit.records import Flag, to_jsonable
@@ -37,9 +37,11 @@ class Contender:
         self.timing_secret = secrets.randbits(62)  # the key of every timed call's input seed: never sent
         self.rng = random.Random(secrets.randbits(64))  # which timed calls are checked, and the window's order
         self.calls_drawn = 0
-        self.overhead = Overhead(0.0, 0.0)  # the judge's own part of a request (``window`` may measure it anew)
+        self.calibrated = Overhead(0.0, 0.0)  # the part of a request subtracted, by pings before the code loaded
+        self.overhead = self.calibrated  # the figure in use (a window measures it anew: ``window.window_overhead``)
         self.zeros: list[list[Any]] = []
-        self.last_claim_ms: float | None = None
+        self.last_claim_ms: float | None = None  # the worker's own time of its last request's calls, per call
+        self.last_events_ms: float | None = None  # and of all of them: what its request took by its own events
         self.failed = False  # set once a request of it failed: a kept baseline is then started anew
         self.stage_seconds: dict[str, float] = {}
         self.flags: list[str] = []
@@ -90,13 +92,16 @@ class Contender:
         self.session.start(judge.setup_fields(code_path), judge.specs, judge.input_templates)
         self.zeros = [judge.zero_inputs() for _ in range(self.batch)]  # a ping moves as much as a call, tells nothing
         with judge.quiet(), collector_paused():  # a measurement like any timing: builds frozen meanwhile
-            warmup = self.session.calibrate(self.zeros, CALIBRATION_WARMUP.enough)
+            start = time.monotonic()
+            self.session.calibrate(self.zeros, lambda made: bool(made))
+            first_s = time.monotonic() - start
+            self.session.calibrate(self.zeros, CALIBRATION_WARMUP.enough)
             pings = self.session.calibrate(self.zeros, CALIBRATION_PINGS.enough)
-        self.overhead = Overhead.from_pings(pings)
-        return warmup[0] / 1e3
+        self.calibrated = self.overhead = Overhead.from_pings(pings)
+        return first_s
 
-    def _call(self, originals: list[list[Any]], sampled: bool = False) -> tuple[float, protocol.CalledClaim]:
-        wall_ms, claim = self.session.observe(originals, sampled=sampled)
+    def _call(self, originals: list[list[Any]]) -> tuple[float, protocol.CalledClaim]:
+        wall_ms, claim = self.session.observe(originals)
         self.session.check_delivery(claim, self.judge.specs)
         return wall_ms, claim
 
@@ -114,7 +119,7 @@ class Contender:
             for k, (number, inputs) in enumerate(zip(numbers, originals)):
                 expected = judge.expected(number, inputs)
                 comparisons = self._compare(k, expected)
-                stored_as = stored_as or half_storage(self.session.held[k], expected)
+                stored_as = stored_as or half_storage(self.session.outputs(k), expected)
                 for index, result in enumerate(comparisons):
                     if not result.ok:
                         trial = number // batch + 1
@@ -133,40 +138,36 @@ class Contender:
                 "seed": settings.seed, "inputs_seed": judge.correctness_inputs_seed,
                 "timing_inputs_seed": self.timing_secret, "stored_as": stored_as}
 
-    def _compare(self, k: int, expected: list[torch.Tensor]) -> list[Comparison]:
-        """What the judge took of call ``k``'s outputs in the last request against ``expected``, the float64
-        reference: whole, or at the positions it sampled."""
+    def _compare(self, k: int, expected: list[torch.Tensor], sampled: bool = False) -> list[Comparison]:
+        """Call ``k``'s outputs in the last request, read where the worker keeps them, against ``expected``, the
+        float64 reference: whole, or (``sampled``) at positions drawn from the judge's secret now, once the worker
+        is frozen, when an output is larger than a sample (``tensor_check.SAMPLED_ELEMENTS``)."""
         tolerance = {"atol": self.settings.atol, "rtol": self.settings.rtol}
-        return [compare_outputs(taken.values, exp, **tolerance, expected_dtype=spec.dtype) if taken.positions is None
-                else compare_at(taken.values, exp, taken.positions, **tolerance, expected_dtype=spec.dtype)
-                for taken, exp, spec in zip(self.session.taken[k], expected, self.judge.specs)]
-
-    def ping(self) -> float:
-        """One calibration ping now (a baseline's worker, within a window): the judge's milliseconds."""
-        return self.session.observe(self.zeros, protocol.Op.PING, sampled=True)[0]
+        return [compare_sampled(out, exp, **tolerance, seed=secrets.randbits(62), expected_dtype=spec.dtype)
+                if sampled else compare_outputs(out, exp, **tolerance, expected_dtype=spec.dtype)
+                for out, exp, spec in zip(self.session.outputs(k), expected, self.judge.specs)]
 
     def timed_request(self) -> tuple[float, list[list[Any]]]:
-        """One timed request on fresh inputs (each call's from a seed of its own) after an L2 flush; its outputs
-        taken at secret positions. (The judge's milliseconds, the inputs.)"""
+        """One timed request on fresh inputs (each call's from a seed of its own) after an L2 flush. (The judge's
+        milliseconds, the inputs.)"""
         first, self.calls_drawn = self.calls_drawn, self.calls_drawn + self.batch
         originals = [self.ref.make_inputs(input_seed(self.timing_secret, first + k)) for k in range(self.batch)]
         self.judge.flusher.flush()
-        wall_ms, claim = self._call(originals, sampled=True)
-        self.last_claim_ms = claim.ms
+        wall_ms, claim = self._call(originals)
+        self.last_events_ms = sum(claim.call_ms) if len(claim.call_ms) == len(originals) else None
+        self.last_claim_ms = self.last_events_ms / len(originals) if self.last_events_ms is not None else None
         return wall_ms, originals
 
     def check_timed(self, originals: list[list[Any]], request: int, drawn: bool) -> bool:
-        """Check timed request ``request`` against the reference: one call the secret generator picks when
-        ``drawn``, and any call whose outputs still held poison where the judge took them. Whether it checked."""
-        if not self.verify:
+        """Check timed request ``request`` against the reference when ``drawn``: one of its calls, picked by the
+        secret generator, at positions drawn now (the worker is frozen, its outputs where its calls left them).
+        Whether it checked."""
+        if not (self.verify and drawn):
             return False
-        batch = self.batch
-        poisoned = {k for k in range(batch) if unwritten(self.session.taken[k])}
-        picked = {self.rng.randrange(batch)} if drawn else set()
-        for k in sorted(poisoned | picked):
-            for result in self._compare(k, self.ref.expected(originals[k])):
-                if not result.ok:
-                    raise Stop(Finding.WRONG_DURING_TIMING,
-                               f"an output produced during timing (request {request + 1}, call {k + 1}) is wrong: "
-                               f"{result.reason}")
-        return bool(poisoned or picked)
+        k = self.rng.randrange(self.batch)
+        for result in self._compare(k, self.ref.expected(originals[k]), sampled=True):
+            if not result.ok:
+                raise Stop(Finding.WRONG_DURING_TIMING,
+                           f"an output produced during timing (request {request + 1}, call {k + 1}) is wrong: "
+                           f"{result.reason}")
+        return True

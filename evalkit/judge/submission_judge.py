@@ -1,11 +1,10 @@
 """Trusted side: judging one submission's worker: load, correctness trials, timing, then its kernels.
 
-The judge owns the inputs, the output buffers, the reference and the comparison. The worker only
-ever receives copies of inputs and writes into buffers the judge poisons before every call; every call's
-time is the judge's own (``session.Session.observe``) minus the judge's own part of a request, calibrated
-before the submission was loaded, and every check is made on the judge's private copy of the outputs. An
-answer is timed in one window with its baseline (``window``), so its speedup compares requests made moments
-apart. What the judge concludes comes from what it observes itself, reported as a ``verdicts.Judgement``.
+The judge owns the inputs, the reference and the comparison. The worker only ever receives copies of inputs,
+and keeps its outputs where the judge reads them itself while it is frozen; every call's time is the judge's own
+(``session.Session.observe``) minus the part of a request that is not the calls' own work, measured on a worker
+that runs no submission code (``window``), and every check is made on what the judge read. An answer is timed in
+one window with its baseline (``window``), so its speedup compares requests made moments apart. What the judge concludes comes from what it observes itself, reported as a ``verdicts.Judgement``.
 The baselines are the reference judged here exactly like a submission (``start_baseline``).
 """
 
@@ -27,7 +26,7 @@ from evalkit.judge.contender import Contender
 from evalkit.judge.kernel_profile import ProfilingWorker, observe_kernels
 from evalkit.judge.reference import OutputSpec, ReferenceProblem, input_seed, values_bytes
 from evalkit.judge.repetitions import RepetitionRule
-from evalkit.judge.session import Session, WorkerChannel, held_copies
+from evalkit.judge.session import Session, WorkerChannel
 from evalkit.judge.tensor_check import compare_outputs
 from evalkit.judge.time_limits import TimeLimits, reference_ms, time_limits
 from evalkit.judge.timing import GpuIdle, L2Flusher, batch_size, collector_paused, is_noisy, net_stats
@@ -106,7 +105,6 @@ class Judge:
         self.correctness_inputs_seed = secrets.randbelow(2**62)
         self._expected: dict[int, list[torch.Tensor]] = {}
         self._expected_room = EXPECTED_CACHE_BYTES.get(ref.device, EXPECTED_CACHE_BYTES["cpu"])
-        self._held: list[list[torch.Tensor]] | None = None  # the judge's whole copies, one set for all sessions
 
     def _first_trial_facts(self) -> tuple[list[OutputSpec], list[Any], dict[str, Any]]:
         """The outputs' form, the inputs' form and PyTorch's own float32 error, from the first trial's inputs."""
@@ -142,11 +140,8 @@ class Judge:
         return expected
 
     def session(self, worker: WorkerChannel, limits: TimeLimits, batch: int | None = None) -> Session:
-        """A session with ``worker`` that copies into the judge's one set of whole copies."""
-        batch = batch or self.batch
-        if self._held is None:
-            self._held = held_copies(self.specs, self.batch, self.ref.device)
-        return Session(worker, self.ref, limits, batch, held=self._held[:batch], idle=self.idle)
+        """A session with ``worker``, sharing the judge's idle probe."""
+        return Session(worker, self.ref, limits, batch or self.batch, idle=self.idle)
 
     def judge(self, worker: WorkerChannel, code_path: Path, compiles_on_first_call: bool = True,
               profiler: ProfilingWorker | None = None, partner: Partner | None = None) -> Judgement:
@@ -306,7 +301,7 @@ def _timed(contender: Contender, partner: Contender | None, flags: list[str]) ->
               "jitter_ms": per_call.jitter_ms, "wall_median_ms": statistics.median(last.answer.walls) / contender.batch,
               "claimed_median_ms": statistics.median(last.answer.claimed) if last.answer.claimed else None,
               "requests": last.count.requests, "stopped_by": last.count.stopped_by, "verified_calls": last.checked,
-              "overhead_pings": len(last.pings) or None,  # pings in the window through the baseline's worker
+              "overhead_requests": len(last.beyond_events) or None,  # the trusted requests the overhead came from
               "samples_ms": last.answer.per_call(contender)}
     if partner is None or last.partner is None:
         return record, None

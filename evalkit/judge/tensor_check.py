@@ -156,8 +156,16 @@ def compare_sampled(actual: torch.Tensor, expected: torch.Tensor, *, atol: float
     positions = sample_positions(expected.numel(), seed, expected.device)
     if _shape_problem(actual, expected, expected_dtype) or positions is None:
         return compare_outputs(actual, expected, atol=atol, rtol=rtol, expected_dtype=expected_dtype)
-    return compare_at(actual.reshape(-1)[positions], expected, positions, atol=atol, rtol=rtol,
+    return compare_at(values_at(actual, positions), expected, positions, atol=atol, rtol=rtol,
                       expected_dtype=expected_dtype, actual_dtype=actual.dtype)
+
+
+def values_at(tensor: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """``tensor``'s elements at the flat ``positions`` (row-major), gathered without copying the whole of a
+    tensor that is not contiguous (an output in a worker's memory may have any strides)."""
+    if tensor.is_contiguous():
+        return tensor.reshape(-1)[positions]
+    return tensor[torch.unravel_index(positions, tensor.shape)]
 
 
 def compare_at(values: torch.Tensor, expected: torch.Tensor, positions: torch.Tensor, *, atol: float, rtol: float,

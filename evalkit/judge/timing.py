@@ -20,6 +20,7 @@ from typing import Callable, Iterator
 
 import torch
 
+from evalkit.judge.repetitions import median_interval
 from evalkit.row_parts import TimingStats
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
@@ -122,19 +123,19 @@ NOISE_FLOOR_MS = {"cuda": 0.5, "cpu": 1.0}
 
 @dataclass(frozen=True)
 class Overhead:
-    """What the judge's own part of a request costs, calibrated before any submission ran: pings along a timed
-    request's path on the judge's side (its copies in and out, the round trip, the freeze, the idle probe), which
-    the worker echoes after one tiny kernel (the GPU's hand-over between the processes, which every call pays).
-    Everything else the worker does, delivering its outputs included, is charged to the call:
-    to an answer and a baseline alike."""
+    """The part of a request that is not its calls' own work, subtracted from it: the judge's copies in, the round
+    trip, the hand-over of the GPU between processes, the freeze and the idle probe, and the harness's own part of
+    each call (its synchronize, its loop). Measured as what a request took on the judge's clock beyond the events a
+    trusted worker recorded around its calls: pings (the harness's stand-in model, before any submission code has
+    run) or a baseline's calls (``window.window_overhead``). Nothing an answer's own code does is subtracted."""
 
-    total_ms: float  # the pings' median
-    jitter_ms: float  # their interquartile range: the resolution of one call's time
+    total_ms: float  # their median
+    jitter_ms: float  # their interquartile range: the resolution of one request's time
 
     @classmethod
-    def from_pings(cls, pings_ms: list[float]) -> "Overhead":
-        stats = timing_stats(pings_ms)
-        return cls(total_ms=stats["median_ms"], jitter_ms=stats["iqr_ms"])
+    def from_pings(cls, beyond_ms: list[float]) -> "Overhead":
+        stats = timing_stats(beyond_ms)
+        return cls(total_ms=max(stats["median_ms"], 0.0), jitter_ms=stats["iqr_ms"])
 
 
 @dataclass(frozen=True)
@@ -160,29 +161,38 @@ CALIBRATION_WARMUP = PingBudget(least_pings=5, most_pings=30, budget_ms=250.0)
 CALIBRATION_PINGS = PingBudget(least_pings=30, most_pings=100, budget_ms=500.0)
 
 
-# How far the judge's own part of one request may be off, beyond its pings' spread: on an H200 the part calls pay
-# and pings do not moved by about +-0.25 ms from one run to the next
-# (docs/gpu-runs/2026-11-27-speedups-that-reproduce-h200/); on a 2-core CPU the request overhead is about 0.1 ms.
-REQUEST_RESOLUTION_MS = {"cuda": 0.25, "cpu": 0.1}
+# How far the part of a request subtracted may be off for an answer beyond the uncertainty of its measured median:
+# the answer's request path is the baseline's (the same harness, judge and sizes), so what is left is what the two
+# workers' paths differ by, measured on the curated solutions (docs/gpu-runs/).
+REQUEST_RESOLUTION_MS = {"cuda": 0.02, "cpu": 0.02}
 
 
-def request_resolution_ms(overhead: "Overhead", device: str) -> float:
-    """What the judge cannot resolve of one request: the device's floor, or its pings' spread (IQR) when larger."""
-    return max(REQUEST_RESOLUTION_MS.get(device, REQUEST_RESOLUTION_MS["cpu"]), overhead.jitter_ms)
+def request_resolution_ms(overhead: "Overhead", device: str, beyond_ms: list[float] | None = None) -> float:
+    """What the judge cannot resolve of the part of one request it subtracts: the device's floor, or when larger,
+    half the 95% interval of the median of the trusted requests' figures it was taken from (``beyond_ms``), or
+    without them the pings' spread (IQR)."""
+    floor = REQUEST_RESOLUTION_MS.get(device, REQUEST_RESOLUTION_MS["cpu"])
+    if beyond_ms and len(beyond_ms) >= 2:
+        low, high = median_interval(beyond_ms)
+        return max(floor, (high - low) / 2)
+    return max(floor, overhead.jitter_ms)
 
 
 BATCH_TARGET_MS = 20.0  # a request runs forward this long (by the reference's time), in calls of one each
-MAX_BATCH = 32
+# At most this many calls a request: on a GPU enough that a microsecond kernel's request spreads its fixed part
+# (two hand-overs of the GPU, ~0.3 ms) thin; on a CPU a request's fixed part is a tenth of that.
+MAX_BATCH = {"cuda": 256, "cpu": 32}
 BATCH_MEMORY_BYTES = {"cuda": 8 * 2**30, "cpu": 2**30}
 
 
 def batch_size(reference_ms: float, bytes_per_call: int, device: str) -> int:
     """How many forward calls one request makes: enough that the judge's per-request overhead and its jitter
     weigh little on each call (the request lasts about ``BATCH_TARGET_MS`` of the reference's time), no more
-    than ``MAX_BATCH``, and within ``BATCH_MEMORY_BYTES`` for the shared, held and original tensors."""
+    than ``MAX_BATCH``, and within ``BATCH_MEMORY_BYTES`` for the shared inputs, the judge's originals and the
+    worker's outputs."""
     by_time = math.ceil(BATCH_TARGET_MS / max(reference_ms, 1e-3))
     by_memory = BATCH_MEMORY_BYTES.get(device, BATCH_MEMORY_BYTES["cpu"]) // max(3 * bytes_per_call, 1)
-    return int(max(1, min(MAX_BATCH, by_time, by_memory)))
+    return int(max(1, min(MAX_BATCH.get(device, MAX_BATCH["cpu"]), by_time, by_memory)))
 
 
 def net_stats(walls_ms: list[float], overhead: Overhead) -> tuple[TimingStats, bool]:

@@ -4,22 +4,22 @@ The window runs pairs of requests, one of the answer's and one of the baseline's
 judge's secret generator draws for each pair, each on fresh inputs after an L2 flush, after ``warmup_trials``
 pairs of warm-ups. Whatever drifts on the machine between two requests of a pair (clocks, temperature, a
 neighbour's load) is in both, and cancels in the pair's ratio: a speedup is the median of the pairs' ratios
-(``speedups.paired_speedup``), never a ratio of two medians taken minutes apart. Each pair also holds a
-calibration ping through the baseline's worker, at a place the judge draws (the answer's worker is never
-pinged once loaded, and cannot tell): once there are ``MIN_WINDOW_PINGS``, their median is the judge's own part
-of a request for both sides, measured in the window's conditions rather than before either worker loaded, and
-one figure for both, so neither side's calibration error moves the ratio. Calls also pay a part pings do not
-(0.2-0.45 ms a request on an H200, answers and baselines alike, cause unknown); the baseline's worker runs no
-submission code, so its own CUDA events are trusted to measure it: the median of what its requests took beyond
-their events, within ``RESIDUAL_BOUND_MS`` above the pings, is the overhead (``window_overhead``); a baseline timed
-alone measures it the same way on itself, an answer timed alone never; on a GPU only (``RESIDUAL_DEVICES``). The
-window stops by the repetition rule (``repetitions``), its precision asked of the pairs' ratios when there is a
-partner; its
-budget counts both sides' requests. With no partner (no baseline asked for, or timing a baseline alone) the
-answer's requests run alone, as before.
+(``speedups.paired_speedup``), never a ratio of two medians taken minutes apart.
+
+What is subtracted from a request is everything in it but the calls' own work: the judge's copies in, the round
+trip, the hand-over of the GPU between processes, the freeze and the idle probe, and the harness's own part of
+each call (its synchronize after a call, its loop). The baseline's worker runs only the problem's reference, never
+submission code, so its own device events, recorded around each forward exactly as the field times a kernel in one
+process, are trusted for this one figure: in each pair the judge takes what the baseline's request took beyond
+its events, and once there are ``MIN_BEYOND`` of these their median is the part subtracted from both sides, one
+figure for both (``window_overhead``), kept within ``OVERHEAD_BOUND_MS`` of the same figure measured by pings
+before either worker loaded. A baseline timed alone measures it the same way on itself; an answer timed alone
+keeps its own pings' figure, made before its code was loaded. An answer's own clock is never used. The window stops
+by the repetition rule (``repetitions``), its precision asked of the pairs' ratios when there is a partner; its
+budget counts both sides' requests.
 
 Which of the answer's requests are checked against the reference is drawn once the pair's replies are in
-(``Repetitions``), and checked on what the judge took of it: each session keeps its own copies.
+(``Repetitions``), and checked on what the judge reads of the answer's outputs, its worker frozen meanwhile.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 from evalkit.judge.contender import Contender
 from evalkit.judge.repetitions import Repetitions, RepetitionRule
 from evalkit.judge.speedups import Speedup, paired_ratios, paired_speedup
-from evalkit.judge.timing import Overhead, request_resolution_ms
+from evalkit.judge.timing import Overhead, request_resolution_ms, timing_stats
 from evalkit.judge.verdicts import Stop
 from evalkit.sandbox.launcher import WorkerGone
 
@@ -45,7 +45,7 @@ class Side:
     """One side's timed requests in a window: the judge's milliseconds per request, the worker's claims per call."""
 
     walls: list[float] = field(default_factory=list)
-    claimed: list[float] = field(default_factory=list)
+    claimed: list[float] = field(default_factory=list)  # the worker's own events, per call of each request
 
     def per_call(self, contender: Contender) -> list[float]:
         return [contender.per_call_ms(wall) for wall in self.walls]
@@ -59,54 +59,40 @@ class Window:
     answer: Side
     partner: Side | None = None
     checked: list[int] = field(default_factory=list)
-    pings: list[float] = field(default_factory=list)  # made through the partner's worker within the window
-    beyond_events: list[float] = field(default_factory=list)  # each partner request's span minus its own events
+    beyond_events: list[float] = field(default_factory=list)  # each trusted request's span minus its own events
 
     def speedup(self, answer: Contender, partner: Contender) -> Speedup | None:
         """The answer's speedup over the partner from this window's pairs, its interval holding what the judge
         cannot resolve of a request (``timing.request_resolution_ms``) as well as the pairs' spread."""
         if self.partner is None:
             return None
-        resolution = request_resolution_ms(answer.overhead, answer.ref.device) / answer.batch
+        resolution = request_resolution_ms(answer.overhead, answer.ref.device, self.beyond_events) / answer.batch
         return paired_speedup(self.partner.per_call(partner), self.answer.per_call(answer), resolution)
 
 
-MIN_WINDOW_PINGS = 5  # the window's own pings replace the calibration made before loading once there are this many
-# How far above the pings the baseline's own events may put the judge's part of a request: the most the part calls
-# pay and pings do not was measured at 0.45 ms a request on an H200 (docs/gpu-runs/2026-11-27-trusted-residual-h200/).
-# Were the baseline's worker's clock ever made to lie (it runs only the problem's reference), an answer would gain at
-# most this much of each request.
-RESIDUAL_BOUND_MS = 1.0
-# Where that part is measured: on a GPU (the hand-over between processes' contexts, 0.2-0.45 ms a request). On a
-# CPU a worker's host clock around a request of microseconds adds its own noise to the figure and gains nothing:
-# tiny answers then read over-subtracted, and their intervals missed other judgings of the same answer.
-RESIDUAL_DEVICES = ("cuda",)
-PING = "ping"
+MIN_BEYOND = 5  # the trusted requests' own figure replaces the pings' made before loading once there are this many
+# How far from the pings' figure the baseline's own events may put the part of a request subtracted: were the
+# baseline's worker's clock ever made to lie (it runs only the problem's reference), an answer would gain at most
+# this much of each request (plus a share per call of it, for the harness's own part of each call).
+OVERHEAD_BOUND_MS = 1.0
+OVERHEAD_BOUND_PER_CALL_MS = 0.02
 
 
 def time_window(answer: Contender, partner: Contender | None, rule: RepetitionRule, warmup: int) -> Window:
     """Warm-up pairs, then timed pairs until ``rule`` stops them (``Repetitions``): see the module's docstring."""
     window = Window(Repetitions(rule, answer.rng, floor_ms=answer.per_call.jitter_ms), Side(),
                     Side() if partner is not None else None)
-    # Whose own events may measure what calls pay beyond the pings: a worker that runs the reference only.
+    # Whose own events may measure the part of a request subtracted: a worker that runs the reference only.
     trusted = partner if partner is not None else (None if answer.verify else answer)
-    trusted = trusted if answer.ref.device in RESIDUAL_DEVICES else None
-    calibrated = answer.overhead  # a side timed alone keeps the pings made before it loaded
+    calibrated = (trusted or answer).calibrated  # its pings, made before it loaded
     request = 0
     while request < warmup or not window.count.done:
-        order: list[Any] = [answer] if partner is None else [answer, partner, PING]
+        order: list[Any] = [answer] if partner is None else [answer, partner]
         answer.rng.shuffle(order)  # the judge's secret: no worker knows whether it goes first or second
-        done = {}
-        for step in order:
-            if step is PING:
-                window.pings.append(_ping(partner))
-            else:
-                done[id(step)] = _request(step, step is partner)
-        if trusted is not None and trusted.last_claim_ms is not None:
-            window.beyond_events.append(done[id(trusted)][0] - trusted.batch * trusted.last_claim_ms)
-        if len(window.pings) >= MIN_WINDOW_PINGS or (partner is None and trusted is not None):
-            by_pings = Overhead.from_pings(window.pings) if partner is not None else calibrated
-            _share(window_overhead(by_pings, window.beyond_events), answer, partner)
+        done = {id(step): _request(step, step is partner) for step in order}
+        if trusted is not None and trusted.last_events_ms is not None:
+            window.beyond_events.append(done[id(trusted)][0] - trusted.last_events_ms)
+            _share(window_overhead(calibrated, window.beyond_events, trusted.batch), answer, partner)
         wall_ms, originals = done[id(answer)]
         drawn = False
         if request >= warmup:
@@ -118,28 +104,23 @@ def time_window(answer: Contender, partner: Contender | None, rule: RepetitionRu
 
 
 def _share(overhead: Overhead, *contenders: Contender | None) -> None:
-    """One figure for the judge's own part of a request, for both sides, taken in the window's own conditions, so
+    """One figure for the part of a request subtracted, for both sides, taken in the window's own conditions, so
     neither side's calibration error is the other's."""
     for contender in contenders:
         if contender is not None:
             contender.overhead = overhead
 
 
-def window_overhead(by_pings: Overhead, beyond_events: list[float]) -> Overhead:
-    """The pings' figure, raised to the median of what the reference's requests took beyond its worker's own
-    events once there are ``MIN_WINDOW_PINGS`` of those, by ``RESIDUAL_BOUND_MS`` at most."""
-    if len(beyond_events) < MIN_WINDOW_PINGS:
-        return by_pings
-    residual = min(max(statistics.median(beyond_events) - by_pings.total_ms, 0.0), RESIDUAL_BOUND_MS)
-    return Overhead(by_pings.total_ms + residual, by_pings.jitter_ms)
-
-
-def _ping(partner: Contender) -> float:
-    try:
-        return partner.ping()
-    except (Stop, WorkerGone) as failure:
-        partner.failed = True
-        raise PartnerFailed(f"the baseline's worker failed a ping during the window: {failure}") from failure
+def window_overhead(calibrated: Overhead, beyond_events: list[float], calls: int) -> Overhead:
+    """The median of what trusted requests took beyond their own events, once there are ``MIN_BEYOND`` of them,
+    within ``OVERHEAD_BOUND_MS`` (plus ``OVERHEAD_BOUND_PER_CALL_MS`` a call) of ``calibrated``, the pings'
+    figure; before that, ``calibrated``."""
+    if len(beyond_events) < MIN_BEYOND:
+        return calibrated
+    bound = OVERHEAD_BOUND_MS + OVERHEAD_BOUND_PER_CALL_MS * calls
+    stats = timing_stats(beyond_events)
+    total = min(max(stats["median_ms"], calibrated.total_ms - bound, 0.0), calibrated.total_ms + bound)
+    return Overhead(total, stats["iqr_ms"])
 
 
 def _request(contender: Contender, is_partner: bool) -> tuple[float, list]:

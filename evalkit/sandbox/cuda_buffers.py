@@ -1,5 +1,7 @@
-"""Both sides: GPU memory the judge owns and lends to one worker by a CUDA IPC handle, through the CUDA
-driver API (``libcuda``), not torch's CUDA tensor sharing.
+"""Both sides: GPU memory shared between the judge and one worker by CUDA IPC handles, through the CUDA
+driver API (``libcuda``), not torch's CUDA tensor sharing. The judge lends a worker its input buffers
+(``LentMemory``, ``open_lent``); a worker names the allocations its outputs lie in (``export_segment``), which the
+judge maps to read them (``MappedSegment``).
 
 torch's sharing (``torch.multiprocessing``) counts a shared block's users across processes and keeps it
 allocated in the sender until every receiver has released it. A worker that exits with ``os._exit``, crashes
@@ -57,6 +59,43 @@ class _Driver:
             raise CudaDriverError(f"{what} failed: {(name.value or b'').decode() or result}")
 
 
+def export_segment(address: int) -> tuple[int, int, bytes]:
+    """The worker's side: the allocation holding device address ``address``: (its start, its size in bytes, its
+    CUDA IPC handle). Raises ``CudaDriverError`` for memory no handle can name (torch's expandable segments, or
+    memory the worker itself mapped from another process)."""
+    driver = _Driver()
+    base, size = ctypes.c_uint64(), ctypes.c_size_t()
+    driver.call("cuMemGetAddressRange_v2", ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(address))
+    handle = _IpcHandle()
+    driver.call("cuIpcGetMemHandle", ctypes.byref(handle), base)
+    return base.value, size.value, bytes(handle)
+
+
+class MappedSegment:
+    """The judge's side: one allocation of a worker's, mapped into the judge's own address space from its IPC
+    handle; ``nbytes`` is the size the driver gives the mapping, whatever the worker said."""
+
+    def __init__(self, handle: bytes) -> None:
+        self._driver = _Driver()
+        self.address = ctypes.c_uint64()
+        raw = _IpcHandle.from_buffer_copy(handle)
+        self._driver.call("cuIpcOpenMemHandle_v2", ctypes.byref(self.address), raw,
+                          ctypes.c_uint(LAZY_ENABLE_PEER_ACCESS))
+        base, size = ctypes.c_uint64(), ctypes.c_size_t()
+        self._driver.call("cuMemGetAddressRange_v2", ctypes.byref(base), ctypes.byref(size), self.address)
+        self.nbytes = size.value - (self.address.value - base.value)
+
+    def tensor(self, offset: int, nbytes: int) -> torch.Tensor:
+        """``nbytes`` bytes from ``offset``, as a flat uint8 tensor (the caller checked the range)."""
+        return _flat(self.address.value + offset, nbytes)
+
+    def close(self) -> None:
+        if self.address.value:
+            torch.cuda.synchronize()  # no read of it is still running
+            self._driver.call("cuIpcCloseMemHandle", self.address)
+            self.address = ctypes.c_uint64()
+
+
 class _ArrayInterface:
     """Lets ``torch.as_tensor`` view device memory it does not own (``__cuda_array_interface__``)."""
 
@@ -65,8 +104,12 @@ class _ArrayInterface:
                                          "version": 2}
 
 
+def _flat(address: int, nbytes: int) -> torch.Tensor:
+    return torch.as_tensor(_ArrayInterface(address, nbytes), device="cuda")
+
+
 def _tensor_over(address: int, nbytes: int, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    flat = torch.as_tensor(_ArrayInterface(address, nbytes), device="cuda")
+    flat = _flat(address, nbytes)
     used = torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
     return flat[:used].view(dtype).reshape(shape)
 

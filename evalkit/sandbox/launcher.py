@@ -27,13 +27,14 @@ from typing import Any, Callable
 
 from evalkit.sandbox.cgroup import SandboxCgroup
 from evalkit.sandbox.identity import hand_over, scrubbed_env
-from evalkit.sandbox.processes import (MARKER_VARIABLE, ProcessTable, compiling, resident_bytes, until_gone,
-                                      until_stopped)
+from evalkit.sandbox.processes import (MARKER_VARIABLE, ProcessTable, compiling, pin, resident_bytes,
+                                      until_gone, until_stopped)
 from evalkit.sandbox.protocol import (ARMED_FILE, MAX_REPLY_BYTES, Claim, Op, ProtocolViolation, Request,
-                                      SetupRequest, decode_reply, simple_request)
+                                      SetupRequest, simple_request)
 from evalkit.sandbox.capture import BoundedCapture
+from evalkit.sandbox.reply_reading import decode_reply
 from evalkit.sandbox.remains import entry_lock, files_under, folder_usage, remove_added, remove_shared_memory
-from evalkit.sandbox.shared_buffers import send_fds
+from evalkit.sandbox.shared_buffers import receive_fds, send_fds
 from evalkit.sandbox.uid_pool import UidLease
 
 logger = logging.getLogger(__name__)
@@ -69,17 +70,6 @@ class WorkerGone(Exception):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind  # "crash" or "timeout"
-
-
-def _pin(pid: int, cpus: tuple[int, ...] | None) -> None:
-    """Start the sandbox on ``cpus``: keeps it off a judge's cores. Advisory only, since a process may change its
-    own affinity: what enforces isolation while a judge times is the build cgroup's cpuset or the freeze
-    (``freezer``), and SIGSTOP."""
-    if cpus:
-        try:
-            os.sched_setaffinity(pid, cpus)
-        except OSError as err:  # already gone, or cores this machine does not have
-            logger.debug("could not pin sandbox %d to cores %s: %s", pid, cpus, err)
 
 
 class UntrustedProcess:
@@ -119,7 +109,7 @@ class UntrustedProcess:
                                            limits.max_processes, freezer.cgroup_parent() if freezer else None,
                                            cpu_cores=len(limits.cpus) if limits.cpus else None)
         self._join_cgroup()
-        _pin(self._proc.pid, limits.cpus)
+        pin(self._proc.pid, limits.cpus)
         self._stdout = BoundedCapture(self._proc.stdout, limits.output_bytes)
         self._stderr = BoundedCapture(self._proc.stderr, limits.output_bytes)
         self.killed_because = ""
@@ -197,15 +187,28 @@ class UntrustedProcess:
         except OSError as err:
             raise self._gone(f"could not send to the worker ({err})") from err
 
-    def receive(self, timeout_s: float, stage: str, spin: bool = False) -> Claim:
+    def receive_fds(self, count: int, timeout_s: float) -> list[int]:
+        """``count`` file descriptors the worker hands over (a CPU worker's own memory, after its setup)."""
+        try:
+            if self._ready(timeout_s, spin=False):
+                return receive_fds(self._conn.fileno(), count)
+        except (OSError, ValueError) as err:
+            raise self._gone(f"the worker's descriptors did not arrive ({err})") from err
+        raise self._gone(self.killed_because or f"the worker handed over no descriptor within {timeout_s:g} s")
+
+    def receive(self, timeout_s: float, stage: str, spin: bool = False,
+                arrived: Callable[[], None] | None = None) -> Claim:
         """The worker's next reply; ``WorkerGone`` on death, timeout or watchdog kill, ``ProtocolViolation``
         (the worker killed) when the reply breaks the protocol. With ``spin``, wait without sleeping (a timed
         request on a GPU: a core that slept through a request of milliseconds takes longer to wake than one that
-        waited through a calibration ping, and the difference would land in every call's time)."""
+        waited through a calibration ping, and the difference would land in every call's time). ``arrived`` is
+        called the moment the reply is in, before it is read (a timed request's clock stops there)."""
         deadline = time.monotonic() + timeout_s - self._paused_s()  # pushed back by any time spent frozen
         while True:
             remaining = deadline + self._paused_s() - time.monotonic()
             if self._ready(max(min(remaining, WATCHDOG_PERIOD_S), 0), spin):
+                if arrived is not None:
+                    arrived()
                 return self._read_message(stage)  # no watchdog here: it would land inside timed calls
             self._hold()
             self._watchdog(force=True)

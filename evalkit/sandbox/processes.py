@@ -5,15 +5,19 @@ descendant inherits, so a process that left the session with ``setsid`` is still
 process's ``environ`` costs milliseconds of Python per scan, and a run's judge process watches one sandbox
 per running build: scanned separately, fifteen builds held the interpreter lock for most of each second and
 slowed the judge beside them. A ``ProcessTable`` is one reading shared by every watcher that holds it, taken
-at most once per ``max_age_s``; a kill or an end-of-sandbox check asks for a fresh one.
+at most once per ``max_age_s``; a kill or an end-of-sandbox check asks for a fresh one. Also: waiting for a
+sandbox's processes to stop or end, and pinning its first process to cores.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from pathlib import Path
+
+logger = logging.getLogger(__name__)
 
 MARKER_VARIABLE = "EVALKIT_SANDBOX_ID"
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
@@ -119,10 +123,19 @@ def until_gone(pids: list[int], within_s: float) -> None:
     _until_in(pids, GONE_STATES, within_s)
 
 
+SPIN_S = 0.005  # a signal usually lands within this: until then look again after yielding the core, not sleeping
+
+
 def _until_in(pids: list[int], states: tuple[str, ...], within_s: float) -> None:
-    deadline = time.monotonic() + within_s
+    """Wait until each of ``pids`` is in one of ``states``: a timed request waits so for its worker's stop, so the
+    first few milliseconds only yield the core (the process to be stopped may need it) rather than sleep."""
+    began = time.monotonic()
+    deadline = began + within_s
     while any(process_state(pid) not in states for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.0005)
+        if time.monotonic() - began > SPIN_S:
+            time.sleep(0.0005)
+        else:
+            os.sched_yield()
 
 
 # What a build runs while it compiles (torch's extension builder: ninja, the host compiler, nvcc and its stages).
@@ -139,3 +152,14 @@ def compiling(pids: set[int] | list[int]) -> bool:
         except OSError:
             continue
     return False
+
+
+def pin(pid: int, cpus: tuple[int, ...] | None) -> None:
+    """Start the sandbox on ``cpus``: keeps it off a judge's cores. Advisory only, since a process may change its
+    own affinity: what enforces isolation while a judge times is the build cgroup's cpuset or the freeze
+    (``freezer``), and SIGSTOP."""
+    if cpus:
+        try:
+            os.sched_setaffinity(pid, cpus)
+        except OSError as err:  # already gone, or cores this machine does not have
+            logger.debug("could not pin sandbox %d to cores %s: %s", pid, cpus, err)

@@ -5,7 +5,7 @@ handles or shared memory), each carrying ``REQUEST_VERSION``; the worker reads t
 ``read_request``, which refuses any other type or version, or a field of another type than declared
 (``typed_fields``), before any submission code has run. Worker -> judge: one JSON object per message, at most
 ``MAX_REPLY_BYTES``, each one of the ``*Claim`` classes below. The judge reads a reply only through
-``decode_reply``, which checks every field's type, range and size before anything else sees it, and
+``reply_reading.decode_reply``, which checks every field's type, range and size before anything else sees it, and
 returns a claim: what the worker *says*. A worker runs the submission's code in its own interpreter, so
 any claim may be a lie; the judge decides nothing from a claim that it can observe itself.
 
@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import pickle
-import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -34,6 +32,9 @@ MAX_TEXT = 64 * 1024
 MAX_NAME = 400
 MAX_ITEMS = 200
 MAX_FRAMES = 12
+MAX_CALLS = 1024  # calls one request may make (``timing.MAX_BATCH`` is lower)
+MAX_SEGMENTS = 64  # GPU allocations one reply may name
+IPC_HANDLE_HEX = 128  # a CUDA IPC handle (64 bytes) as hex
 # Created in the worker's folder once it has armed its parent-death signal, before it reads any request: from
 # then on the judge may stop it (SIGSTOP) without risking a stopped orphan should the judge die.
 ARMED_FILE = ".evalkit-armed"
@@ -48,12 +49,12 @@ class Op:
     SETUP = "setup"      # mode "build": import the submission, reply, end. Mode "judge": take the judge-owned
                          # input and output buffers, then answer pings until "load"
     LOAD = "load"        # import the submission and construct ModelNew
-    CALL = "call"        # run forward on the first "calls" sets of bound inputs, copy each result into its
-                         # output buffers
+    CALL = "call"        # run forward on the first "calls" sets of bound inputs, one call after another, each
+                         # timed by the worker's own events; keep every result where it is and say where
     PROFILE = "profile"  # run forward once under the profiler, name the kernels that ran
-    PING = "ping"        # an echo (on a GPU, after one tiny kernel): sent before "load", so the judge calibrates
-                         # its own part of a request while nothing but the harness runs in the worker; and to a
-                         # baseline's worker within a timing window, never to an answer's once loaded
+    PING = "ping"        # a call of the harness's own stand-in model (on a GPU, one tiny kernel a call) along the
+                         # same path: sent before "load", so the judge measures its own and the harness's part of a
+                         # request while nothing but the harness runs in the worker
     EXIT = "exit"        # stop
 
 
@@ -63,7 +64,8 @@ class ProtocolViolation(Exception):
 
 # ---- judge -> worker -------------------------------------------------------------------------------
 
-REQUEST_VERSION = 2  # bump when a request's fields change: a worker refuses any other version (2: ``dtype``)
+REQUEST_VERSION = 3  # bump when a request's fields change: a worker refuses any other version (2: ``dtype``; 3: the
+# outputs stay in the worker's memory, ``outputs`` describes them, and a CPU worker hands the judge its memory)
 MODES = ("build", "judge")
 DTYPES = ("float32", "float16", "bfloat16")  # what a setup's ``dtype`` may name
 NONCE_OPS = (Op.CALL, Op.PING)
@@ -77,9 +79,13 @@ class RequestRefused(Exception):
 @dataclass(frozen=True)
 class SetupRequest:
     """The first request. ``init_inputs`` and ``state_dict`` travel pickled by value, never as shared memory;
-    ``inputs``/``outputs`` are the judge's buffers (``shared_buffers``), ``batch`` sets of each one after the
-    other, whose ``fd_count`` file descriptors follow the request on the socket. Each ``call`` runs forward once
-    on each of its first ``calls`` sets, in order, and copies each result into its set's output buffers.
+    ``inputs`` are the judge's buffers (``shared_buffers``), one per input, each holding the ``batch`` calls' values
+    stacked along a first dimension (an input that is no tensor comes by value), whose ``fd_count`` file descriptors
+    follow the request on the socket; ``outputs`` the form of one call's outputs, one
+    ``{"shape": [...], "dtype": "float32"}`` each. Each ``call`` runs forward once on each of its first ``calls``
+    sets, in order, and keeps each result in the worker's own memory, where the judge reads it once the worker is
+    frozen (``CalledClaim.places``). A judged worker on a CPU hands the judge a descriptor of its own memory
+    (``/proc/self/mem``, opened before any submission code runs) right after this request.
     ``extensions_dir`` and ``limits["run_as"]`` are the launcher's to fill (``completed``)."""
 
     op: ClassVar[str] = Op.SETUP
@@ -217,17 +223,57 @@ class BuiltClaim(Claim):
 
 
 @dataclass(frozen=True)
+class PlaceClaim:
+    """Where one output of one call lies in the worker's memory: on a GPU, ``offset`` bytes into the allocation
+    ``segment`` (an index into the reply's ``segments``); on a CPU (``segment`` -1), at the address ``offset``.
+    ``strides`` in elements, as torch gives them. On the wire, ``[segment, offset, strides]``: a reply names one a
+    call, hundreds of them, and encoding each as an object cost the worker 44 us a call."""
+
+    segment: int
+    offset: int
+    strides: list[int]
+
+    def wire(self) -> list[Any]:
+        return [self.segment, self.offset, self.strides]
+
+
+@dataclass(frozen=True)
+class SegmentClaim:
+    """One GPU allocation of the worker's that outputs lie in: its CUDA IPC handle (hex) and its size in bytes."""
+
+    handle: str
+    nbytes: int
+
+
+@dataclass(frozen=True)
 class CalledClaim(Claim):
-    """One forward call: the form of what it returned, whether it was copied, and the worker's own time
-    (recorded as a claim, never used for a time: the judge times calls with its own clock)."""
+    """A request's calls: whether every output had the setup's form (``formed``; ``types``, ``shapes`` and
+    ``dtypes`` describe the first call's that did not, else the last's), where each call's outputs lie
+    (``places``, one list per call; the worker keeps them there until its next request), and the worker's own
+    time of each forward alone (``call_ms``: recorded as a claim; only a worker that runs no submission code, a
+    baseline's, is believed, for the judge's own part of a request: ``window``)."""
 
     OP: ClassVar[str] = "called"
     nonce: int
-    delivered: bool
+    formed: bool
     types: list[str]
     shapes: list[list[int] | None]
     dtypes: list[str | None]
-    ms: float | None = None
+    call_ms: list[float] = field(default_factory=list)
+    places: list[list[PlaceClaim]] = field(default_factory=list)
+    segments: list[SegmentClaim] = field(default_factory=list)
+
+    def encode(self) -> bytes:
+        return encode_called(self.nonce, self.formed, {"types": self.types, "shapes": self.shapes,
+                                                       "dtypes": self.dtypes}, self.call_ms,
+                             [[p.wire() for p in call] for call in self.places], self.segments)
+
+
+def encode_called(nonce: int, formed: bool, form: dict[str, Any], call_ms: list[float], places: list[list[Any]],
+                  segments: list[SegmentClaim]) -> bytes:
+    """A ``called`` reply as the worker sends it, its places already in their wire form (``PlaceClaim.wire``)."""
+    return json.dumps({"op": CalledClaim.OP, "nonce": nonce, "formed": formed, **form, "call_ms": call_ms,
+                       "places": places, "segments": [vars(s) for s in segments]}).encode()
 
 
 @dataclass(frozen=True)
@@ -242,145 +288,12 @@ class ProfiledClaim(Claim):
 
 @dataclass(frozen=True)
 class PongClaim(Claim):
+    """A ping's calls of the harness's stand-in model, each timed by the worker's own clock (``call_ms``)."""
+
     OP: ClassVar[str] = "pong"
     nonce: int
+    call_ms: list[float] = field(default_factory=list)
 
 
 CLAIMS: dict[str, type[Claim]] = {c.OP: c for c in (ErrorClaim, ReadyClaim, BuiltClaim, CalledClaim,
                                                      ProfiledClaim, PongClaim)}
-
-
-def decode_reply(raw: bytes) -> Claim:
-    """The claim in one reply, or ``ProtocolViolation`` saying what is wrong with it."""
-    if len(raw) > MAX_REPLY_BYTES:
-        raise ProtocolViolation(f"a reply of {len(raw)} bytes is over the {MAX_REPLY_BYTES}-byte limit")
-    try:
-        message = json.loads(raw)
-    except RecursionError:
-        raise ProtocolViolation("a reply nested too deeply to read") from None
-    except ValueError as err:
-        raise ProtocolViolation(f"a reply that is not JSON ({str(err)[:100]})") from None
-    if not isinstance(message, dict):
-        raise ProtocolViolation(f"a reply that is a JSON {type(message).__name__}, not an object")
-    op = message.get("op")
-    if not isinstance(op, str) or op not in CLAIMS:
-        raise ProtocolViolation(f"a reply with an unknown op {_show(op)}")
-    return _READERS[op](message)
-
-
-def _show(value: Any) -> str:
-    return repr(value)[:60]
-
-
-def _get(message: dict[str, Any], key: str, kind: type | tuple[type, ...], default: Any = dataclasses.MISSING) -> Any:
-    if key not in message:
-        if default is dataclasses.MISSING:
-            raise ProtocolViolation(f"'{message['op']}' reply without '{key}'")
-        return default
-    value = message[key]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ProtocolViolation(f"'{message['op']}' reply with '{key}' = {_show(value)}")
-    return value
-
-
-_UNSAFE = re.compile("[\ud800-\udfff\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-def safe_text(text: str, limit: int = MAX_TEXT) -> str:
-    """``text`` as the judge may store and print it: at most ``limit`` characters, lone surrogates (which no UTF-8
-    file can hold: one in a reply stopped the results writer) and control characters other than tab and newline
-    each replaced by U+FFFD."""
-    return _UNSAFE.sub("\ufffd", text[:limit])
-
-
-def _text(message: dict[str, Any], key: str, limit: int = MAX_TEXT, default: Any = dataclasses.MISSING) -> str:
-    return safe_text(str(_get(message, key, str, default)), limit)
-
-
-def _choice(message: dict[str, Any], key: str, choices: tuple[str, ...]) -> str:
-    value = _get(message, key, str)
-    if value not in choices:
-        raise ProtocolViolation(f"'{message['op']}' reply with '{key}' = {_show(value)}, not one of {choices}")
-    return value
-
-
-def _small_int(value: Any, what: str, low: int = 0, high: int = 2**62) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ProtocolViolation(f"{what} = {_show(value)}")
-    return value
-
-
-def _items(message: dict[str, Any], key: str) -> list[Any]:
-    value = _get(message, key, list)
-    if len(value) > MAX_ITEMS:
-        raise ProtocolViolation(f"'{message['op']}' reply with {len(value)} '{key}' (at most {MAX_ITEMS})")
-    return value
-
-
-def _names(message: dict[str, Any], key: str, nullable: bool = False) -> list[Any]:
-    names = _items(message, key)
-    for name in names:
-        if not (isinstance(name, str) or (nullable and name is None)):
-            raise ProtocolViolation(f"'{message['op']}' reply with a '{key}' entry {_show(name)}")
-    return [safe_text(n, MAX_NAME) if isinstance(n, str) else None for n in names]
-
-
-def _shape(value: Any) -> list[int] | None:
-    if value is None:
-        return None
-    if not isinstance(value, list) or len(value) > MAX_DIMS:
-        raise ProtocolViolation(f"a shape {_show(value)}")
-    return [_small_int(n, "a shape dimension") for n in value]
-
-
-def _frame(value: Any) -> FrameClaim:
-    if not isinstance(value, dict):
-        raise ProtocolViolation(f"a traceback frame {_show(value)}")
-    line = value.get("line")
-    return FrameClaim(file=safe_text(str(value.get("file", "")), MAX_NAME),
-                      line=_small_int(line, "a traceback line", high=10**7) if line is not None else 0,
-                      function=safe_text(str(value.get("function", "")), MAX_NAME),
-                      in_submission=value.get("in_submission") is True,
-                      text=safe_text(str(value.get("text", "")), MAX_NAME))
-
-
-def _error(m: dict[str, Any]) -> ErrorClaim:
-    kind = m.get("kind")
-    return ErrorClaim(kind=kind if kind in ErrorClaim.KINDS else "runtime_error", stage=_text(m, "stage", MAX_NAME),
-                      message=_text(m, "message"), type=_text(m, "type", MAX_NAME, ""),
-                      traceback=[_frame(f) for f in _items(m, "traceback")[-MAX_FRAMES:]] if "traceback" in m else [])
-
-
-def _called(m: dict[str, Any]) -> CalledClaim:
-    ms = _get(m, "ms", (int, float, type(None)), None)
-    if ms is not None and (isinstance(ms, bool) or not math.isfinite(ms) or ms < 0):
-        raise ProtocolViolation(f"'called' reply with a time of {_show(ms)} ms")
-    shapes = [_shape(s) for s in _items(m, "shapes")]
-    return CalledClaim(nonce=_nonce(m), delivered=_get(m, "delivered", bool), types=_names(m, "types"), shapes=shapes,
-                       dtypes=_names(m, "dtypes", nullable=True), ms=None if ms is None else float(ms))
-
-
-def _nonce(m: dict[str, Any]) -> int:
-    return _small_int(m.get("nonce"), f"'{m['op']}' reply's nonce", high=2**64)
-
-
-def _profiled(m: dict[str, Any]) -> ProfiledClaim:
-    kernels = _names(m, "kernels")
-    times = _items(m, "kernel_us") if "kernel_us" in m else []
-    if times and (len(times) != len(kernels) or not all(
-            isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t >= 0 for t in times)):
-        raise ProtocolViolation(f"'profiled' reply with kernel times {_show(times)}")
-    return ProfiledClaim(kernels=kernels, aten_ops=_names(m, "aten_ops"), kernel_us=[float(t) for t in times])
-
-
-_READERS: dict[str, Any] = {
-    "error": _error,
-    "ready": lambda m: ReadyClaim(weights=_choice(m, "weights", ReadyClaim.WEIGHTS),
-                                  landlock=_small_int(m.get("landlock"), "the Landlock ABI", high=1000),
-                                  privileges=_text(m, "privileges", MAX_NAME, "")),
-    "built": lambda m: BuiltClaim(landlock=_small_int(m.get("landlock"), "the Landlock ABI", high=1000),
-                                  privileges=_text(m, "privileges", MAX_NAME, "")),
-    "called": _called,
-    "profiled": _profiled,
-    "pong": lambda m: PongClaim(nonce=_nonce(m)),
-}

@@ -23,22 +23,28 @@ from evalkit.judge.verdicts import VERDICT_OF, Finding
 from evalkit.records import Verdict
 from evalkit.sandbox import protocol, shared_buffers
 from evalkit.sandbox.launcher import Limits, WorkerGone
-from evalkit.sandbox.protocol import Op, ProtocolViolation, decode_reply
+from evalkit.sandbox.protocol import Op, ProtocolViolation
+from evalkit.sandbox.reply_reading import decode_reply
+from evalkit.sandbox.untrusted.worker import sets_of
 from evalkit.sources.problems import load_problem
 
 Script = Callable[["FakeWorker", protocol.Request], Any]
 
 
 class FakeWorker:
-    """Answers each request with what ``script(self, request)`` returns (a claim), or raises what it raises."""
+    """Answers each request with what ``script(self, request)`` returns (a claim), or raises what it raises. Like a
+    real worker it keeps each call's outputs (``results``) in its own memory, here the test's process, whose memory
+    the judge reads through ``/proc/self/mem``, as it reads a real CPU worker's."""
 
     def __init__(self, ref: ReferenceProblem, script: Script | None = None) -> None:
         self.ref, self.script = ref, script or honest
         self.requests: list[protocol.Request] = []
         self.waits_s: list[tuple[str, float]] = []  # each request's op and the limit the judge gave its reply
         self.inputs: list[Any] = []
-        self.outputs: list[torch.Tensor] = []
+        self.specs: list[dict[str, Any]] = []
+        self.results: list[list[torch.Tensor]] = []  # each call's outputs in the last request
         self.closed = False
+        self.frozen = False
         self._pending: Any = None
         self._last_call: protocol.Request | None = None
         self._mappings: list[Any] = []
@@ -50,17 +56,21 @@ class FakeWorker:
     def send_fds(self, fds: list[int]) -> None:  # what the worker does with the judge's buffers
         setup = self._pending
         fds = [os.dup(fd) for fd in fds]
-        batch = setup.batch
-        inputs = shared_buffers.map_entries(setup.inputs, fds, self._mappings)
-        outputs = shared_buffers.map_entries(setup.outputs, fds, self._mappings)
-        self.inputs = [inputs[k * len(inputs) // batch:(k + 1) * len(inputs) // batch] for k in range(batch)]
-        self.outputs = [outputs[k * len(outputs) // batch:(k + 1) * len(outputs) // batch] for k in range(batch)]
+        self.inputs = sets_of(shared_buffers.map_entries(setup.inputs, fds, self._mappings), setup.batch)
+        self.specs = setup.outputs
 
-    def receive(self, timeout_s: float, stage: str, spin: bool = False) -> protocol.Claim:
+    def receive_fds(self, count: int, timeout_s: float) -> list[int]:
+        return [os.open("/proc/self/mem", os.O_RDONLY)]  # a CPU worker hands over its memory
+
+    def receive(self, timeout_s: float, stage: str, spin: bool = False,
+                arrived: Callable[[], None] | None = None) -> protocol.Claim:
         request, self._pending = self._pending, None
         self.waits_s.append((request.op, timeout_s))
         self._last_call = request if request.op == Op.CALL else None
-        return self.script(self, request)
+        claim = self.script(self, request)
+        if arrived is not None:
+            arrived()
+        return claim
 
     def close(self) -> tuple[str, str]:
         self.closed = True
@@ -69,7 +79,7 @@ class FakeWorker:
     def ended(self) -> bool:
         return self.closed
 
-    def freeze(self) -> None:
+    def freeze(self, settle_s: float = 0.0) -> None:
         self.frozen = True
 
     def thaw(self) -> None:
@@ -78,11 +88,11 @@ class FakeWorker:
     def watch(self) -> None:
         pass
 
-    def forward_into_outputs(self) -> None:
+    def forward(self) -> None:
+        """The calls of the last request, their outputs kept in ``results``."""
         calls = (self._last_call.calls if self._last_call else None) or len(self.inputs)
         with torch.no_grad():
-            for inputs, outputs in list(zip(self.inputs, self.outputs))[:calls]:
-                outputs[0].copy_(self.ref.model(*inputs))
+            self.results = [[self.ref.model(*inputs).clone()] for inputs in self.inputs[:calls]]
 
 
 def honest(worker: FakeWorker, request: protocol.Request) -> protocol.Claim:
@@ -90,17 +100,23 @@ def honest(worker: FakeWorker, request: protocol.Request) -> protocol.Claim:
     if op == Op.LOAD:
         return protocol.ReadyClaim(weights="state_dict", landlock=7)
     if op == Op.PING:
-        return protocol.PongClaim(nonce=request.nonce)
+        return protocol.PongClaim(nonce=request.nonce, call_ms=[0.0] * (request.calls or 1))
     if op == Op.CALL:
-        worker.forward_into_outputs()
+        worker.forward()
         return called(worker, request)
     raise AssertionError(f"unexpected request {op}")
 
 
-def called(worker: FakeWorker, request: protocol.Request, ms: float | None = 0.05) -> protocol.CalledClaim:
-    shape = list(worker.outputs[0][0].shape)
-    return protocol.CalledClaim(nonce=request.nonce, delivered=True, types=["torch.Tensor"], shapes=[shape],
-                                dtypes=["torch.float32"], ms=ms)
+def place(output: torch.Tensor) -> protocol.PlaceClaim:
+    """Where ``output`` lies in this (the fake worker's) process, as a CPU worker says it."""
+    return protocol.PlaceClaim(segment=-1, offset=output.data_ptr(), strides=list(output.stride()))
+
+
+def called(worker: FakeWorker, request: protocol.Request, ms: float = 0.05) -> protocol.CalledClaim:
+    shape = list(worker.results[0][0].shape)
+    return protocol.CalledClaim(nonce=request.nonce, formed=True, types=["torch.Tensor"], shapes=[shape],
+                                dtypes=["torch.float32"], call_ms=[ms] * len(worker.results),
+                                places=[[place(out) for out in outputs] for outputs in worker.results])
 
 
 def on_call(number: int, misbehave: Callable[[FakeWorker], Any]) -> Script:
@@ -148,7 +164,7 @@ def test_an_honest_worker_is_correct_and_timed(judge):
     assert pings >= 10
     batch = worker.requests[0].batch
     assert batch == 32  # a tiny problem: the most calls per request, so the judge's overhead weighs little
-    assert worker.requests[0].fd_count == 2 * batch  # an anonymous buffer per input and output, per call
+    assert worker.requests[0].fd_count == 1  # one anonymous buffer per input, every call's stacked; outputs stay the worker's
     assert judgement.timing["calls_per_request"] == batch
     assert judgement.timing["clock"] == "judge" and judgement.timing["overhead_ms"] > 0
     # where the judge's time went, stage by stage (a CPU judge observes no kernels: no profile_s)
@@ -193,7 +209,7 @@ def test_a_hang_costs_the_first_calls_limit_not_a_whole_batchs(judge):
 def test_a_reply_with_another_calls_nonce_is_a_protocol_violation(judge):
     # A worker that answers ahead: its reply cannot echo a nonce it has not been sent yet.
     def ahead(worker: FakeWorker) -> protocol.CalledClaim:
-        worker.forward_into_outputs()
+        worker.forward()
         return protocol.CalledClaim(**{**vars(called(worker, worker.request)), "nonce": worker.request.nonce + 1})
     verdict, judgement, _ = _verdict(judge, on_call(4, ahead))
     assert verdict is Verdict.RUNTIME_ERROR
@@ -205,7 +221,7 @@ def test_the_workers_own_time_is_a_claim_and_never_the_time(judge):
         if request.op != Op.CALL:
             return honest(worker, request)
         time.sleep(0.02 * len(worker.inputs))  # 20 ms for each call of the request
-        worker.forward_into_outputs()
+        worker.forward()
         return called(worker, request, ms=0.001)
     verdict, judgement, _ = _verdict(judge, slow_but_claims_a_microsecond)
     assert verdict is Verdict.CORRECT
@@ -213,55 +229,109 @@ def test_the_workers_own_time_is_a_claim_and_never_the_time(judge):
     assert judgement.timing["claimed_median_ms"] == pytest.approx(0.001)
 
 
-def test_an_output_not_written_when_the_reply_comes_is_caught_on_any_timed_call(judge):
-    # Call 5 of 7, the first timed one, replies before writing (a deferred fill): the judge's copy still holds its
-    # poison, so the call is checked whether or not the secret draw chose it.
-    def deferred(worker: FakeWorker) -> protocol.CalledClaim:
-        return called(worker, worker.request)
+def _timed_calls(worker: FakeWorker) -> bool:
+    """Whether the request the worker answers now is a timed one (after the first call and the 2 trials)."""
+    return sum(r.op == Op.CALL for r in worker.requests) > 3
+
+
+def every_timed_call(change: Callable[[torch.Tensor], Any]) -> Script:
+    """Honest, except that on every timed request each call's output is changed by ``change`` before the reply."""
+    def script(worker: FakeWorker, request: protocol.Request) -> Any:
+        claim = honest(worker, request)
+        if request.op == Op.CALL and _timed_calls(worker):
+            for outputs in worker.results:
+                change(outputs[0])
+        return claim
+    return script
+
+
+def test_an_output_not_finished_when_the_worker_is_frozen_is_caught_when_checked(judge):
+    # Work left to finish after the reply (here: none of it done) is frozen with the worker; what the judge reads is
+    # unfinished, and the checked requests (never fewer than MIN_VERIFIED) find it.
     for _ in range(3):
-        verdict, judgement, _ = _verdict(judge, on_call(5, deferred))
+        _, judgement, _ = _verdict(judge, every_timed_call(lambda out: out.fill_(float("nan"))))
         assert judgement.finding is Finding.WRONG_DURING_TIMING, judgement.reason
 
 
-def test_a_timed_call_with_poison_left_in_one_element_of_an_output_taken_whole_is_caught(judge):
-    # An output of at most SAMPLED_ELEMENTS elements is taken whole: a single unwritten element is seen.
-    def one_left(worker: FakeWorker) -> protocol.CalledClaim:
-        worker.forward_into_outputs()
-        worker.outputs[0][0].view(-1)[77] = float("nan")
-        return called(worker, worker.request)
+def test_one_element_left_unwritten_in_an_output_read_whole_is_caught(judge):
+    # An output of at most SAMPLED_ELEMENTS elements is compared whole: a single wrong element is seen.
     for _ in range(3):
-        _, judgement, _ = _verdict(judge, on_call(5, one_left))
+        _, judgement, _ = _verdict(judge, every_timed_call(lambda out: out.view(-1).__setitem__(77, float("nan"))))
         assert judgement.finding is Finding.WRONG_DURING_TIMING, judgement.reason
         assert "1 of 128 elements" in judgement.reason
 
 
-def test_a_large_output_half_unwritten_at_the_stop_is_caught_at_the_secret_positions_the_judge_took(judge, monkeypatch):
-    # A large output is taken at SAMPLED_ELEMENTS secret positions (here 64 of 128): work left to finish after the
-    # reply (here half the output) leaves poison at some of them with probability 1 - 2**-64.
+def test_a_large_output_half_unwritten_is_caught_at_positions_drawn_once_the_worker_is_frozen(judge, monkeypatch):
+    # A large output is compared at SAMPLED_ELEMENTS positions (here 64 of 128) drawn from the judge's secret after
+    # the reply, the worker frozen: half an output left unwritten is missed with probability 2**-64.
     monkeypatch.setattr(tensor_check, "SAMPLED_ELEMENTS", 64)
-
-    def half_left(worker: FakeWorker) -> protocol.CalledClaim:
-        worker.forward_into_outputs()
-        worker.outputs[0][0].view(-1)[::2] = float("nan")
-        return called(worker, worker.request)
     for _ in range(3):
-        _, judgement, _ = _verdict(judge, on_call(5, half_left))
+        _, judgement, _ = _verdict(judge, every_timed_call(lambda out: out.view(-1)[::2].fill_(float("nan"))))
         assert judgement.finding is Finding.WRONG_DURING_TIMING, judgement.reason
         assert "of 64 sampled elements" in judgement.reason
 
 
 def test_timed_calls_wrong_everywhere_are_caught_by_the_sampled_checks(judge, monkeypatch):
     monkeypatch.setattr(tensor_check, "SAMPLED_ELEMENTS", 4)
-
-    def honest_then_wrong(worker: FakeWorker, request: protocol.Request) -> Any:
-        claim = honest(worker, request)
-        if request.op == Op.CALL and sum(r.op == Op.CALL for r in worker.requests) > 4:  # timed calls
-            for outputs in worker.outputs:
-                outputs[0].fill_(5.0)
-        return claim
-    _, judgement, _ = _verdict(judge, honest_then_wrong)
+    _, judgement, _ = _verdict(judge, every_timed_call(lambda out: out.fill_(5.0)))
     assert judgement.finding is Finding.WRONG_DURING_TIMING, judgement.reason
     assert "4 of 4 sampled elements" in judgement.reason
+
+
+def test_one_output_for_every_call_of_a_request_is_caught(judge):
+    # Output aliasing: every call of a request claims the same tensor (the last call's result), so all calls but
+    # the last read another call's output; a checked request picks its call in secret.
+    def one_tensor(worker: FakeWorker, request: protocol.Request) -> Any:
+        claim = honest(worker, request)
+        if request.op == Op.CALL and _timed_calls(worker):
+            last = worker.results[-1]
+            return dataclasses.replace(claim, places=[[place(last[0])] for _ in worker.results])
+        return claim
+    for _ in range(3):
+        _, judgement, _ = _verdict(judge, one_tensor)
+        assert judgement.finding is Finding.WRONG_DURING_TIMING, judgement.reason
+
+
+@pytest.mark.parametrize("where, says", [
+    (lambda out: protocol.PlaceClaim(segment=-1, offset=8, strides=[16, 1]), "does not hold"),
+    (lambda out: protocol.PlaceClaim(segment=0, offset=out.data_ptr(), strides=[16, 1]), "GPU allocation"),
+    (lambda out: protocol.PlaceClaim(segment=-1, offset=out.data_ptr(), strides=[2**40, 1]), "spread over"),
+    (lambda out: protocol.PlaceClaim(segment=-1, offset=out.data_ptr() + 1, strides=[16, 1]), "not a multiple"),
+    (lambda out: protocol.PlaceClaim(segment=-1, offset=out.data_ptr(), strides=[1]), "1 strides for its 2"),
+])
+def test_a_place_the_workers_memory_cannot_back_is_a_protocol_violation(judge, where, says):
+    def misplaced(worker: FakeWorker) -> protocol.CalledClaim:
+        worker.forward()
+        claim = called(worker, worker.request)
+        return dataclasses.replace(claim, places=[[where(outputs[0])] for outputs in worker.results])
+    verdict, judgement, _ = _verdict(judge, on_call(1, misplaced))
+    assert judgement.finding is Finding.PROTOCOL_VIOLATION and verdict is Verdict.RUNTIME_ERROR, judgement.reason
+    assert says in judgement.reason
+
+
+def test_places_for_fewer_calls_than_the_request_made_are_a_protocol_violation(judge):
+    def short(worker: FakeWorker) -> protocol.CalledClaim:
+        worker.forward()
+        claim = called(worker, worker.request)
+        return dataclasses.replace(claim, places=claim.places[:-1])
+    verdict, judgement, _ = _verdict(judge, on_call(2, short))
+    assert judgement.finding is Finding.PROTOCOL_VIOLATION, judgement.reason
+
+
+def test_outputs_are_read_only_while_the_worker_is_frozen(judge, monkeypatch):
+    from evalkit.sandbox.worker_memory import WorkerMemory
+
+    frozen_when_read: list[bool] = []
+    worker = FakeWorker(judge.ref)
+    real_view = WorkerMemory.view
+
+    def view(self: WorkerMemory, *args: Any, **kwargs: Any) -> torch.Tensor:
+        frozen_when_read.append(worker.frozen)
+        return real_view(self, *args, **kwargs)
+    monkeypatch.setattr(WorkerMemory, "view", view)
+    judgement = judge.judge_with(worker, Path("submission.py"))
+    assert VERDICT_OF[judgement.finding] is Verdict.CORRECT, judgement.reason
+    assert frozen_when_read and all(frozen_when_read)
 
 
 def test_a_reply_of_the_wrong_op_is_a_protocol_violation(judge):
@@ -297,8 +367,9 @@ def test_a_claimed_error_is_a_runtime_error_with_its_frames(judge):
     assert judgement.error["traceback"][0]["line"] == 4
 
 
-def test_a_claimed_delivery_the_judge_cannot_see_is_incorrect(judge):
-    def lie(worker: FakeWorker) -> protocol.CalledClaim:  # says it delivered, wrote nothing: NaN stays
+def test_outputs_claimed_but_never_computed_are_incorrect(judge):
+    def lie(worker: FakeWorker) -> protocol.CalledClaim:  # says where its outputs are: tensors it never wrote
+        worker.results = [[torch.full((8, 16), float("nan"))] for _ in worker.inputs[:worker.request.calls]]
         return called(worker, worker.request)
     verdict, judgement, _ = _verdict(judge, on_call(1, lie))
     assert verdict is Verdict.INCORRECT
@@ -309,14 +380,26 @@ def test_a_claimed_delivery_the_judge_cannot_see_is_incorrect(judge):
     (b"not json", "not JSON"),
     (b"[1, 2]", "not an object"),
     (b'{"op": "hello"}', "unknown op"),
-    (b'{"op": "called", "nonce": 1, "delivered": true, "types": 7, "shapes": [], "dtypes": []}', "'types' = 7"),
-    (b'{"op": "called", "nonce": 1, "delivered": true, "types": [], "shapes": [], "dtypes": [], "ms": 1e400}',
+    (b'{"op": "called", "nonce": 1, "formed": true, "types": 7, "shapes": [], "dtypes": []}', "'types' = 7"),
+    (b'{"op": "called", "nonce": 1, "formed": true, "types": [], "shapes": [], "dtypes": [], "call_ms": [1e400]}',
      "time of inf"),
-    (b'{"op": "called", "nonce": 1, "delivered": true, "types": [], "shapes": [], "dtypes": [], "ms": -1}',
+    (b'{"op": "called", "nonce": 1, "formed": true, "types": [], "shapes": [], "dtypes": [], "call_ms": [-1]}',
      "time of -1"),
-    (b'{"op": "called", "nonce": 1, "delivered": true, "types": [], "shapes": [[-1]], "dtypes": []}',
+    (b'{"op": "called", "nonce": 1, "formed": true, "types": [], "shapes": [[-1]], "dtypes": []}',
      "shape dimension"),
-    (b'{"op": "called", "delivered": true, "types": [], "shapes": [], "dtypes": []}', "nonce"),
+    (b'{"op": "called", "formed": true, "types": [], "shapes": [], "dtypes": []}', "nonce"),
+    (b'{"op": "called", "nonce": 1, "formed": true, "types": [], "shapes": [], "dtypes": [], "places": [[7]]}',
+     "place 7"),
+    (b'{"op": "called", "nonce": 1, "formed": true, "types": [], "shapes": [], "dtypes": [], '
+     b'"places": [[[0, 0, []]]]}', "segment = 0"),
+    (b'{"op": "called", "nonce": 1, "formed": true, "types": [], "shapes": [], "dtypes": [], '
+     b'"places": [[[-1, -5, []]]]}', "offset = -5"),
+    (b'{"op": "called", "nonce": 1, "formed": true, "types": [], "shapes": [], "dtypes": [], '
+     b'"places": [[[-1, 8, [1.5]]]]}', "stride = 1.5"),
+    (b'{"op": "called", "nonce": 1, "formed": true, "types": [], "shapes": [], "dtypes": [], '
+     b'"segments": [{"handle": "zz", "nbytes": 4}]}', "a segment"),
+    (b'{"op": "called", "nonce": 1, "formed": true, "types": [], "shapes": [], "dtypes": [], '
+     b'"call_ms": [' + b"1," * 1024 + b'1]}', "at most 1024"),
     (b'{"op": "pong", "nonce": "x"}', "nonce"),
     (b'{"op": "profiled", "kernels": ["a"], "aten_ops": [], "kernel_us": [1, 2]}', "kernel times"),
     (b'{"op": "ready", "weights": "mine", "landlock": 1}', "not one of"),
@@ -341,9 +424,13 @@ def test_decode_reply_bounds_and_coerces_what_it_accepts():
 
 def test_every_claim_round_trips_through_the_wire():
     claims = [protocol.ReadyClaim(weights="seeded", landlock=0), protocol.BuiltClaim(landlock=7),
-              protocol.PongClaim(nonce=3), protocol.ProfiledClaim(kernels=["k"], aten_ops=[], kernel_us=[2.5]),
-              protocol.CalledClaim(nonce=2**62, delivered=False, types=["builtins.int"], shapes=[None], dtypes=[None],
-                                   ms=1.5),
+              protocol.PongClaim(nonce=3, call_ms=[0.5, 1.0]),
+              protocol.ProfiledClaim(kernels=["k"], aten_ops=[], kernel_us=[2.5]),
+              protocol.CalledClaim(nonce=2**62, formed=False, types=["builtins.int"], shapes=[None], dtypes=[None],
+                                   call_ms=[1.5]),
+              protocol.CalledClaim(nonce=1, formed=True, types=["torch.Tensor"], shapes=[[2, 3]], dtypes=["f"],
+                                   call_ms=[1.5], places=[[protocol.PlaceClaim(segment=0, offset=64, strides=[3, 1])]],
+                                   segments=[protocol.SegmentClaim(handle="ab" * 64, nbytes=4096)]),
               protocol.ErrorClaim(kind="interface_error", stage="interface", message="m", type="T",
                                   traceback=[protocol.FrameClaim("f", 1, "g", False, "t")])]
     assert [decode_reply(c.encode()) for c in claims] == claims
@@ -353,7 +440,7 @@ def test_every_claim_round_trips_through_the_wire():
 def test_a_request_runs_enough_calls_to_outweigh_the_overhead_within_memory():
     from evalkit.judge.timing import MAX_BATCH, batch_size
 
-    assert batch_size(0.01, 1024, "cuda") == MAX_BATCH
+    assert batch_size(0.01, 1024, "cuda") == MAX_BATCH["cuda"] > batch_size(0.01, 1024, "cpu") == MAX_BATCH["cpu"]
     assert batch_size(2.0, 1024, "cuda") == 10  # about 20 ms of calls per request
     assert batch_size(100.0, 1024, "cuda") == 1
     assert batch_size(0.01, 2 * 2**30, "cuda") == 1  # 3 copies of 2 GiB per call: no room for a second
@@ -498,7 +585,7 @@ def test_the_buffers_lent_to_a_worker_are_freed_only_once_it_has_ended(judge, ca
         session._lent.append(lent)
         session.release()
         assert lent.freed is ended
-        assert session.inputs == session.outputs == []
+        assert session.inputs == [] and session.claim is None
     assert "still alive" in caplog.text
 
 

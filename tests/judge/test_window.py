@@ -32,20 +32,15 @@ class FakeClock:
 
 
 def scripted(clock: FakeClock, name: str, ms: float, log: list[str], slower_after: int = 10**9,
-             fail_after: int | None = None, wobble: float = 0.0, loaded_ping_ms: float = 0.0,
-             beyond_pings_ms: float = 0.0, claim_share: float = 1.0) -> Any:
-    """A worker whose calls each take ``ms`` of the judge's clock (3x once ``slower_after`` calls were made by
-    anyone: a machine that drifts; each within +-``wobble`` of that, by a fixed pattern), logging its name per
-    call; it dies after its ``fail_after``-th call. Once loaded, a ping takes ``loaded_ping_ms``, and a call request
-    that much plus ``beyond_pings_ms`` of the judge's part on top of its work; its claim is ``claim_share`` of its
-    work (1: the truth), per call."""
-    made = {"n": 0, "loaded": False}
+             fail_after: int | None = None, wobble: float = 0.0, part_ms: float = 0.0, claim_share: float = 1.0) -> Any:
+    """A worker whose call requests each take ``ms`` of the judge's clock (3x once ``slower_after`` calls were made
+    by anyone: a machine that drifts; each within +-``wobble`` of that, by a fixed pattern), logging its name per
+    call; it dies after its ``fail_after``-th call. ``part_ms`` of each request is not its calls' work (the judge's
+    and the harness's part); its claim is ``claim_share`` of its work (1: the truth), per call. Pings, made before it
+    loads, take no time."""
+    made = {"n": 0}
 
     def script(worker: FakeWorker, request: dict[str, Any]) -> Any:
-        made["loaded"] = made["loaded"] or request.op == Op.LOAD
-        if request.op == Op.PING and made["loaded"]:
-            clock.now_s += loaded_ping_ms / 1e3
-            log.append(f"{name} ping")
         if request.op == Op.CALL:
             made["n"] += 1
             if fail_after is not None and made["n"] > fail_after:
@@ -55,8 +50,8 @@ def scripted(clock: FakeClock, name: str, ms: float, log: list[str], slower_afte
             request_ms = ms * spread * (3.0 if clock.calls > slower_after else 1.0)
             clock.now_s += request_ms / 1e3
             log.append(name)
-            worker.forward_into_outputs()
-            work_ms = max(request_ms - loaded_ping_ms - beyond_pings_ms, 0.0)
+            worker.forward()
+            work_ms = max(request_ms - part_ms, 0.0)
             return called(worker, request, ms=claim_share * work_ms / (request.calls or len(worker.inputs)))
         return honest(worker, request)
     return script
@@ -117,7 +112,7 @@ def test_each_pair_runs_in_an_order_the_judge_draws_and_only_the_answer_is_check
     partner = FakeWorker(judge.ref, scripted(clock, "baseline", 4.0, log, wobble=0.2))
     answer = FakeWorker(judge.ref, scripted(clock, "answer", 2.0, log, wobble=0.2))
     judgement = judge.judge_with(answer, Path("submission.py"), partner=_partner(judge, partner))
-    window = [entry for entry in log if not entry.endswith("ping")][PREPARE_CALLS + WARMUP_CALLS:]
+    window = log[PREPARE_CALLS + WARMUP_CALLS:]
     pairs = [tuple(window[i:i + 2]) for i in range(0, len(window), 2)]
     assert all(sorted(pair) == ["answer", "baseline"] for pair in pairs)
     orders = {pair for pair in pairs}
@@ -159,89 +154,64 @@ def test_a_baseline_that_fails_during_the_window_is_never_the_answers_verdict(ju
     assert kept[0].failed, "the station starts a new live baseline for the next answer"
 
 
-def test_the_judges_own_part_is_measured_in_the_window_through_the_baselines_worker_alone(judge, clock):
-    # Pings before loading take no time here; in the window the judge's own part of a request is 1 ms. Calls take
-    # 6 ms (answer) and 11 ms (baseline), that 1 ms included: 5 and 10 ms of work, a 2x speedup, which only the
-    # window's own pings reveal (the calibration before loading would read 11/6). The answer's worker is never
-    # pinged once loaded.
-    judge = _judge(judge, timing_trials=30, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-9)
-    log: list[str] = []
-    partner = FakeWorker(judge.ref, scripted(clock, "baseline", 11.0, log, loaded_ping_ms=1.0))
-    answer = FakeWorker(judge.ref, scripted(clock, "answer", 6.0, log, loaded_ping_ms=1.0))
-    judgement = judge.judge_with(answer, Path("submission.py"), partner=_partner(judge, partner))
-    timing = judgement.timing
-    assert "answer ping" not in log and log.count("baseline ping") >= timing["requests"]
-    assert timing["overhead_pings"] >= timing["requests"]
-    assert timing["overhead_ms"] == pytest.approx(1.0 / judge.batch)
-    assert timing["speedup"]["value"] == pytest.approx(2.0)
-
-
-@pytest.fixture()
-def residual_here(monkeypatch) -> None:
-    """Measure the part calls pay beyond the pings on this (fake, CPU) judge, as the judge does on a GPU."""
-    from evalkit.judge import window
-
-    monkeypatch.setattr(window, "RESIDUAL_DEVICES", ("cuda", "cpu"))
-
-
 def _paired(judge: Judge, clock: FakeClock, baseline: dict[str, Any], answer: dict[str, Any]) -> tuple[Judge, dict]:
-    """An answer timed beside its baseline, both scripted (``scripted``'s keywords), pings in the window 1 ms."""
+    """An answer timed beside its baseline, both scripted (``scripted``'s keywords)."""
     judge = _judge(judge, timing_trials=30, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-9)
-    partner = FakeWorker(judge.ref, scripted(clock, "baseline", log=[], loaded_ping_ms=1.0, **baseline))
-    worker = FakeWorker(judge.ref, scripted(clock, "answer", log=[], loaded_ping_ms=1.0, **answer))
+    partner = FakeWorker(judge.ref, scripted(clock, "baseline", log=[], **baseline))
+    worker = FakeWorker(judge.ref, scripted(clock, "answer", log=[], **answer))
     return judge, judge.judge_with(worker, Path("submission.py"), partner=_partner(judge, partner)).timing
 
 
-def test_what_calls_pay_beyond_the_pings_is_measured_by_the_baselines_own_events(judge, clock, residual_here):
-    # Pings in the window take 1 ms; every call request pays 0.75 ms more that pings do not. Work: 10 ms (baseline)
-    # against 2.5 ms (answer), a 4x speedup; pings alone would leave 0.75 ms in each side (10.75 / 3.25 = 3.3x). The
-    # baseline's worker runs no submission code: what its requests took beyond its own events is the judge's part.
-    judge, timing = _paired(judge, clock, {"ms": 11.75, "beyond_pings_ms": 0.75},
-                            {"ms": 4.25, "beyond_pings_ms": 0.75, "claim_share": 0.01})  # the answer's claim: unused
-    assert timing["overhead_ms"] == pytest.approx(1.75 / judge.batch)
+def test_the_part_subtracted_is_measured_in_the_window_on_the_baselines_own_events(judge, clock):
+    # Pings before loading take no time; in the window every request pays 1.5 ms that is not its calls' work (the
+    # judge's and the harness's part). Work: 10 ms (baseline) against 2.5 ms (answer), a 4x speedup; with nothing
+    # subtracted it would read 11.5 / 4 = 2.9x. The baseline's worker runs no submission code: what its requests
+    # took beyond its own events is that part. The answer's own claim (a hundredth of its work) is never used.
+    judge, timing = _paired(judge, clock, {"ms": 11.5, "part_ms": 1.5},
+                            {"ms": 4.0, "part_ms": 1.5, "claim_share": 0.01})
+    assert timing["overhead_ms"] == pytest.approx(1.5 / judge.batch)
+    assert timing["overhead_requests"] >= timing["requests"]
     assert timing["speedup"]["value"] == pytest.approx(4.0)
+    assert timing["median_ms"] == pytest.approx(2.5 / judge.batch)
 
 
-def test_a_baseline_clock_made_to_lie_moves_the_judges_part_by_the_bound_at_most(judge, clock, residual_here):
+def test_a_baseline_clock_made_to_lie_moves_the_part_subtracted_by_the_bound_at_most(judge, clock):
     from evalkit.judge.timing import Overhead
-    from evalkit.judge.window import RESIDUAL_BOUND_MS, window_overhead
+    from evalkit.judge.window import OVERHEAD_BOUND_MS, OVERHEAD_BOUND_PER_CALL_MS, window_overhead
 
-    # The baseline's worker claims no work at all: its whole request would be the judge's part. The pings (1 ms)
-    # are the floor and RESIDUAL_BOUND_MS above them the ceiling.
+    # The baseline's worker claims no work at all: its whole request would be the part subtracted. Its pings before
+    # loading (no time here) are the reference, and the bound above them the ceiling.
     judge, timing = _paired(judge, clock, {"ms": 11.0, "claim_share": 0.0}, {"ms": 6.0})
-    assert timing["overhead_ms"] == pytest.approx((1.0 + RESIDUAL_BOUND_MS) / judge.batch)
-    assert timing["speedup"]["value"] == pytest.approx((11.0 - 2.0) / (6.0 - 2.0))
-    # A baseline that claims more than its request took never lowers the judge's part below the pings.
-    assert window_overhead(Overhead(1.0, 0.0), [-3.0] * 5).total_ms == 1.0
-    assert window_overhead(Overhead(1.0, 0.0), [1.4] * 4).total_ms == 1.0  # too few of its requests: the pings alone
+    bound = OVERHEAD_BOUND_MS + OVERHEAD_BOUND_PER_CALL_MS * judge.batch
+    assert timing["overhead_ms"] == pytest.approx(bound / judge.batch)
+    assert timing["speedup"]["value"] == pytest.approx((11.0 - bound) / (6.0 - bound))
+    # A baseline that claims more than its request took lowers the part by the bound at most, never below zero.
+    assert window_overhead(Overhead(3.0, 0.0), [-3.0] * 5, calls=1).total_ms == pytest.approx(3.0 - bound + 0.02 * 31)
+    assert window_overhead(Overhead(0.5, 0.0), [-3.0] * 5, calls=1).total_ms == 0.0
+    assert window_overhead(Overhead(1.0, 0.0), [1.4] * 4, calls=1).total_ms == 1.0  # too few: the pings alone
 
 
 @pytest.mark.parametrize("reference_code", [True, False])
-def test_alone_only_a_reference_measures_what_calls_pay_beyond_the_pings(judge, clock, reference_code, residual_here):
+def test_alone_only_a_reference_measures_the_part_subtracted_on_its_own_events(judge, clock, reference_code):
+    from evalkit.judge.timing import Overhead
     from evalkit.judge.window import time_window
 
-    # Pings take 1 ms before loading and after; each call request pays 0.5 ms more than they do, and runs 4 ms of
-    # work. A baseline timed alone (the reference's code: its events are trusted) takes the 0.5 ms out; an answer
-    # timed alone never uses its own claim, and keeps it.
+    # Pings before loading measured 1 ms; each call request pays 1.5 ms beyond its 4 ms of work. A baseline timed alone
+    # (the reference's code: its events are trusted) takes the 1.5 ms out; an answer timed alone never uses its own
+    # claim, and keeps its pings' 1 ms.
     judge = _judge(judge, timing_trials=20, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-9)
-    worker = FakeWorker(judge.ref, scripted(clock, "alone", 5.5, [], loaded_ping_ms=1.0, beyond_pings_ms=0.5))
+    worker = FakeWorker(judge.ref, scripted(clock, "alone", 5.5, [], part_ms=1.5))
     contender = Contender(judge, judge.settings, judge.session(worker, judge.time_limits), verify=not reference_code)
     contender.prepare(Path("submission.py"), {})
-    contender.overhead = type(contender.overhead)(1.0, 0.0)  # what the pings before loading measured
+    contender.calibrated = contender.overhead = Overhead(1.0, 0.0)  # what the pings before loading measured
     window = time_window(contender, None, judge.settings.repetitions(), warmup=2)
     per_call = sorted(window.answer.per_call(contender))[len(window.answer.walls) // 2]
     assert per_call == pytest.approx((4.0 if reference_code else 4.5) / judge.batch)
 
 
 def test_an_answer_faster_than_the_judge_can_tell_reads_its_floor_never_zero(judge, clock):
-    # The window's pings take 1 ms and the answer's requests 0.5-1.5 ms: about half its calls would read 0 ms once
-    # the judge's part is out. Each reads the judge's floor instead, and the speedup is a finite figure.
-    judge, timing = _paired(judge, clock, {"ms": 11.0}, {"ms": 1.0, "wobble": 0.5})
+    # Every request pays 1 ms beyond its work and the answer's requests take 0.5-1.5 ms: about half its calls would
+    # read 0 ms once that part is out. Each reads the judge's floor instead, and the speedup is a finite figure.
+    judge, timing = _paired(judge, clock, {"ms": 11.0, "part_ms": 1.0}, {"ms": 1.0, "wobble": 0.5})
     assert timing["speedup"]["value"] > 1 and all(math.isfinite(v) for v in timing["speedup"]["ci"])
     assert min(timing["samples_ms"]) > 0
-
-
-def test_on_a_cpu_the_pings_alone_are_the_judges_part(judge, clock):
-    # As in the first residual test, calls pay 0.75 ms more than pings; on a CPU the judge does not measure it.
-    judge, timing = _paired(judge, clock, {"ms": 11.75, "beyond_pings_ms": 0.75}, {"ms": 4.25, "beyond_pings_ms": 0.75})
-    assert timing["overhead_ms"] == pytest.approx(1.0 / judge.batch)

@@ -27,9 +27,13 @@ ROW_OF_VERSION = {
     3: {**IDENTITY, "schema_version": 3, "timing": {**TIMING, "clock": "judge"}, "speedup_vs_eager": 2.0,
         "speedup_vs_eager_ci": [1.9, 2.1], "speedup_vs_compile_ci": None,
         "correctness": {"rel_l2_err": 1e-7, "pytorch_float32": {"rel_l2_err": 1e-8}}},
-    4: {**IDENTITY, "schema_version": 4, "timing": {**TIMING, "clock": "judge"}, "speedup_vs_eager": 2.0,
-        "speedup_vs_eager_ci": [1.9, 2.1], "speedup_vs_compile_ci": None, "precision": "bf16",
-        "correctness": {"rel_l2_err": 1e-3, "pytorch_own": {"rel_l2_err": 1e-3}}},
+    4: {**IDENTITY, "schema_version": 4, "timing": {**TIMING, "clock": "judge", "overhead_pings": 25},
+        "speedup_vs_eager": 2.0, "speedup_vs_eager_ci": [1.9, 2.1], "speedup_vs_compile_ci": None, "precision": "bf16",
+        "correctness": {"rel_l2_err": 1e-3, "pytorch_own": {"rel_l2_err": 1e-3}},
+        "baselines": {"eager": {**TIMING, "clock": "judge", "overhead_pings": None}}},
+    5: {**IDENTITY, "schema_version": 5, "timing": {**TIMING, "clock": "judge", "overhead_requests": 25},
+        "speedup_vs_eager": 2.0, "speedup_vs_eager_ci": [1.9, 2.1], "speedup_vs_compile_ci": None, "precision": "fp32",
+        "correctness": {"rel_l2_err": 1e-7, "pytorch_own": {"rel_l2_err": 1e-7}}},
 }
 
 
@@ -55,6 +59,13 @@ def test_a_schema_3_row_was_judged_in_fp32_and_its_pytorch_error_is_pytorchs_own
     assert row["correctness"] == {"rel_l2_err": 1e-7, "pytorch_own": {"rel_l2_err": 1e-8}}
     assert migrate(ROW_OF_VERSION[4])["precision"] == "bf16"
     assert "pytorch_float32" in ROW_OF_VERSION[3]["correctness"]  # the row given is not changed
+
+
+def test_a_schema_4_rows_overhead_pings_are_its_overhead_requests():
+    row = migrate(ROW_OF_VERSION[4])
+    assert row["timing"]["overhead_requests"] == 25 and "overhead_pings" not in row["timing"]
+    assert row["baselines"]["eager"]["overhead_requests"] is None
+    assert "overhead_pings" in ROW_OF_VERSION[4]["timing"]  # the row given is not changed
 
 
 def test_a_schema_1_time_says_whose_clock_it_was():

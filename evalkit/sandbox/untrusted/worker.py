@@ -1,9 +1,10 @@
 """Untrusted side: the harness inside the submission's process (``python -m evalkit.sandbox.untrusted.worker FD``).
 
 Everything here runs in the same interpreter as the submission, so the submission can rewrite all of
-it and nothing it reports is trusted: the judge decides verdicts from the output buffers it owns and
-the time it observes itself. This file only loads the submission, runs the requests the judge sends
-(``evalkit.sandbox.protocol``), copies outputs into the judge's buffers and replies with claims.
+it and nothing it reports is trusted: the judge decides verdicts from what it reads of this process's memory
+while it is frozen, and the time it observes itself. This file only loads the submission, runs the requests the
+judge sends (``evalkit.sandbox.protocol``), keeps each call's outputs where they are (``outputs.OutputPlacer`` says
+where) and replies with claims.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from typing import Any
 
 from evalkit.sandbox import protocol
 from evalkit.sandbox.protocol import Op
+from evalkit.sandbox.untrusted.outputs import OutputPlacer, StandIn
 
 SUBMISSION_MODULE = "submission"
-PRELOADED = ("torch", "torch.profiler", "evalkit.sandbox.clock", "evalkit.sandbox.shared_buffers")
+PRELOADED = ("torch", "torch.profiler", "evalkit.sandbox.clock", "evalkit.sandbox.shared_buffers",
+             "evalkit.sandbox.cuda_buffers")
 
 
 def _frames(exc: BaseException, code_path: str) -> list[protocol.FrameClaim]:
@@ -82,11 +85,12 @@ class Harness:
         self.clock = Clock(self.device)
         self.model = None
         self.inputs: list[list[Any]] = []  # the judge's input buffers: one set per forward call of a request
-        self.outputs: list[list[Any]] = []  # and the output buffers, one set per call
-        self._touch = torch.zeros(1, device="cuda") if self.device == "cuda" else None  # what a ping runs
+        self.placer = OutputPlacer(self.device, setup["outputs"])
+        self._kept: list[Any] = []  # the last request's outputs, where the judge reads them while this is frozen
+        self._stand_in: StandIn | None = None  # what a ping calls, before any submission code ran
 
-    def reply(self, claim: protocol.Claim) -> None:
-        self.conn.send_bytes(claim.encode())
+    def reply(self, claim: protocol.Claim | bytes) -> None:
+        self.conn.send_bytes(claim if isinstance(claim, bytes) else claim.encode())
 
     def load(self) -> Any:
         spec = importlib.util.spec_from_file_location(SUBMISSION_MODULE, self.code_path)
@@ -153,33 +157,29 @@ class Harness:
         model.load_state_dict(reference)
         return "state_dict"
 
-    def call(self, nonce: int, calls: int) -> protocol.CalledClaim:
-        """Forward on each of the first ``calls`` sets of inputs in turn, each result copied into its set's
-        output buffers once every stream of the device is done with it. Claims the device time of the whole
-        request (forwards and copies) per call: what the judge charges a call."""
-        delivered, form = True, {}
-        sets = list(zip(self.inputs, self.outputs))[:max(calls, 1)]
+    def call(self, nonce: int, calls: int) -> bytes:
+        """Forward on each of the first ``calls`` sets of inputs in turn, each timed by device events around it and
+        followed by a device-wide synchronize (work a forward left on another stream is part of it), as the field
+        times a kernel in one process. The results stay where forward left them until the next request."""
+        self._kept = []  # the judge read the last request's outputs while this process was frozen
+        with self._no_grad():
+            results, times = self.clock.time_calls(self.model, self.inputs[:max(calls, 1)])
+        formed, form, places, segments, self._kept = self.placer.place(results)
+        return protocol.encode_called(nonce, formed, form, times, places, segments)
 
-        def run() -> None:
-            nonlocal delivered, form
-            for inputs, outputs in sets:
-                with self._no_grad():
-                    result = self.model(*inputs)
-                self.clock.synchronize()  # device-wide: work a forward left on another stream is part of it
-                ok, form = self._deliver(result, outputs)
-                delivered = delivered and ok
-        total_ms, _ = self.clock.time_ms(run)
-        return protocol.CalledClaim(nonce=nonce, delivered=delivered, **form, ms=total_ms / max(len(sets), 1))
+    def null_call(self, nonce: int, calls: int | None) -> protocol.PongClaim:
+        """A calibration ping: the call path of ``call``, with the harness's stand-in for a model (on a GPU one
+        kernel on one element a call), its outputs placed as a call's are. What the judge's clock reads beyond the
+        stand-in's own events is the judge's and the harness's part of a request, which it subtracts from a call."""
+        if self._stand_in is None:
+            self._stand_in = StandIn(self.device, self.placer.specs)
+        with self._no_grad():
+            results, times = self.clock.time_calls(self._stand_in, self.inputs[:max(calls or len(self.inputs), 1)])
+        self.placer.place(results)
+        return protocol.PongClaim(nonce=nonce, call_ms=times)
 
-    def null_call(self, nonce: int) -> protocol.PongClaim:
-        """A calibration ping: on a GPU, one kernel on one element and a synchronize, then an echo. The judge's own
-        work around it (its copies, the round trip) is what it subtracts from a call, and so is the hand-over of
-        the GPU from the judge's process to this one and back, which any call pays as soon as it runs anything
-        on the GPU; whatever a worker does for a call beyond that is the call's."""
-        if self._touch is not None:
-            self._touch.add_(1)
-            self.clock.synchronize()
-        return protocol.PongClaim(nonce=nonce)
+    def drop_stand_in(self) -> None:
+        self._stand_in = None  # its outputs may be gigabytes the answer's own will want
 
     def profile(self) -> protocol.ProfiledClaim:
         """The device kernels one forward call launches, with their device time, and the operators it calls."""
@@ -198,22 +198,6 @@ class Harness:
         kernels = sorted(kernel_us, key=lambda k: -kernel_us[k])[:protocol.MAX_ITEMS]
         return protocol.ProfiledClaim(kernels=kernels, aten_ops=sorted(ops)[:protocol.MAX_ITEMS],
                                       kernel_us=[kernel_us[k] for k in kernels])
-
-    def _deliver(self, result: Any, buffers: list[Any]) -> tuple[bool, dict[str, Any]]:
-        """Copy the submission's output into the judge-owned buffers, when it has the right form."""
-        import torch
-
-        outputs = (list(result) if isinstance(result, (tuple, list)) else [result])[:protocol.MAX_ITEMS]
-        form = {"types": [type(o).__module__ + "." + type(o).__qualname__ for o in outputs],
-                "shapes": [list(o.shape) if isinstance(o, torch.Tensor) else None for o in outputs],
-                "dtypes": [str(o.dtype) if isinstance(o, torch.Tensor) else None for o in outputs]}
-        if len(outputs) != len(buffers) or not all(isinstance(o, torch.Tensor) for o in outputs):
-            return False, form
-        if any(o.shape != b.shape or o.dtype != b.dtype for o, b in zip(outputs, buffers)):
-            return False, form
-        for out, buf in zip(outputs, buffers):
-            buf.copy_(out.detach())
-        return True, form
 
 
 def _forward_signature_problem(model: Any, n_inputs: int) -> str:
@@ -238,17 +222,19 @@ def receive_setup(conn: Connection, mappings: list[Any]) -> dict[str, Any]:
              "limits": request.limits, "judge_pid": request.judge_pid, "extensions_dir": request.extensions_dir,
              "init_seed": request.init_seed, "n_inputs": request.n_inputs, "dtype": request.dtype,
              "init_inputs": pickle.loads(request.init_inputs), "state_dict": pickle.loads(request.state_dict),
-             "inputs": _sets(map_entries(request.inputs, fds, mappings), request.batch),
-             "outputs": _sets(map_entries(request.outputs, fds, mappings), request.batch)}
+             "inputs": sets_of(map_entries(request.inputs, fds, mappings), request.batch),
+             "outputs": request.outputs}
     for fd in fds:
         os.close(fd)
     return setup
 
 
-def _sets(flat: list[Any], batch: int) -> list[list[Any]]:
-    """``batch`` sets laid out one after the other -> a list of the sets."""
-    size = len(flat) // batch
-    return [flat[i * size:(i + 1) * size] for i in range(batch)]
+def sets_of(stacked: list[Any], batch: int) -> list[list[Any]]:
+    """The judge's input buffers, one per input with the ``batch`` calls' values stacked along a first dimension
+    (other inputs given by value) -> each call's set of inputs."""
+    import torch
+
+    return [[value[k] if isinstance(value, torch.Tensor) else value for value in stacked] for k in range(batch)]
 
 
 def serve(conn: Connection) -> None:
@@ -259,9 +245,11 @@ def serve(conn: Connection) -> None:
     if setup.get("extensions_dir"):  # chosen when the answer was: a worker may have started before it
         os.environ["TORCH_EXTENSIONS_DIR"] = setup["extensions_dir"]
     drives_gpu = setup["mode"] != "build" and setup["device"] == "cuda"
+    if setup["mode"] == "judge" and setup["device"] == "cpu":
+        _hand_over_memory(conn)
     landlock_abi, setup["privileges"] = confine(setup["limits"], setup["judge_pid"], gpu=drives_gpu)
     harness = Harness(conn, setup)
-    harness.inputs, harness.outputs = setup["inputs"], setup["outputs"]
+    harness.inputs = setup["inputs"]
     if setup["mode"] == "judge" and not _serve_until_load(conn, harness):
         return
     stage = "import"
@@ -284,14 +272,28 @@ def serve(conn: Connection) -> None:
         harness.reply(error_claim(exc, stage, harness.code_path))
 
 
+def _hand_over_memory(conn: Connection) -> None:
+    """Give the judge a descriptor of this process's memory, opened by the process itself (which may always read
+    its own) before it confines itself and before any submission code runs: the judge reads a CPU call's outputs
+    through it while the worker is frozen, whatever uid or namespace the worker moves to afterwards."""
+    from evalkit.sandbox.shared_buffers import send_fds
+
+    memory = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        send_fds(conn.fileno(), [memory])
+    finally:
+        os.close(memory)
+
+
 def _serve_until_load(conn: Connection, harness: Harness) -> bool:
     """Answer the judge's calibration pings while no submission code has run; True once asked to load."""
     while True:
         request = protocol.read_request(conn.recv())
         if request.op == Op.LOAD:
+            harness.drop_stand_in()
             return True
         if request.op == Op.PING:
-            harness.reply(harness.null_call(request.nonce))
+            harness.reply(harness.null_call(request.nonce, request.calls))
         elif request.op == Op.EXIT:
             return False
 
@@ -304,8 +306,8 @@ def _serve_requests(conn: Connection, harness: Harness) -> None:
             return
         if op == Op.CALL:
             harness.reply(harness.call(request.nonce, request.calls or len(harness.inputs)))
-        elif op == Op.PING:  # only a baseline's worker is pinged once loaded: the judge's own part, in a window
-            harness.reply(harness.null_call(request.nonce))
+        elif op == Op.PING:
+            harness.reply(harness.null_call(request.nonce, request.calls))
         elif op == Op.PROFILE:
             harness.reply(harness.profile())
 
