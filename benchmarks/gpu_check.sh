@@ -7,6 +7,8 @@
 # or on the GPUs REPRO_GPUS names, e.g. REPRO_GPUS=0,1),
 # contention (benchmarks/gpu_contention.py: what the judge's probe sees of another process's GPU work).
 # variance (benchmarks/worker_variance.py: what moves a fresh worker's kernel times).
+# fidelity (benchmarks/fidelity.py: evalkit's speedups beside the in-process method's, FIDELITY_RUNS runs, default 3,
+# FIDELITY_EXTRA more options, e.g. "--baselines eager,compile --compile").
 # Everything worth keeping is written under $OUT (default /tmp/out).
 set -uo pipefail
 # .whl/ is optional (ignored by git): a GPU machine with no package registry may carry the wheels it lacks
@@ -110,4 +112,8 @@ if [ "$stage" = variance ]; then
       python3 benchmarks/worker_variance.py "problems/$1" --solution "$solution" 2>&1 | tee -a "$OUT/worker_variance.txt"
     done
   done
+fi
+if [ "$stage" = fidelity ]; then
+  python3 benchmarks/fidelity.py --runs "${FIDELITY_RUNS:-3}" --keep "$run_dir/fidelity" --json "$OUT/fidelity.json" \
+    ${FIDELITY_EXTRA:-} 2>&1 | tee "$OUT/fidelity.log"
 fi
