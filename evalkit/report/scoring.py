@@ -96,6 +96,16 @@ def speedup_low(row: Row, baseline: str) -> float | None:
     return float(low) if isinstance(low, (int, float)) and not isinstance(low, bool) and math.isfinite(low) else None
 
 
+def speedup_interval(row: Row, baseline: str) -> tuple[float, float] | None:
+    """The row's speedup interval against ``baseline`` as (low, high), or None unless both ends are finite numbers."""
+    interval = row.get(f"speedup_vs_{baseline}_ci")
+    if not isinstance(interval, list) or len(interval) != 2:
+        return None
+    ends = [float(end) for end in interval
+            if isinstance(end, (int, float)) and not isinstance(end, bool) and math.isfinite(end)]
+    return (ends[0], ends[1]) if len(ends) == 2 and ends[0] <= ends[1] else None
+
+
 def is_fast(row: Row, baseline: str, p: float, point: bool = False) -> bool:
     """Counts towards fast_p: correct, unflagged, and its speedup's interval strictly above ``p`` (with ``point``,
     or for a row without an interval, the speedup itself)."""

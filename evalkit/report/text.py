@@ -73,12 +73,25 @@ def format_diff(diff: dict[str, Any], before: str = "A", after: str = "B") -> st
     name = "/".join
     lines = [f"comparing {before} -> {after}"]
     lines += [f"verdict  {name(d['key'])}: {d['before']} -> {d['after']}" for d in diff["verdicts_flipped"]]
-    for d in diff["speedups_moved"]:
-        change = f" ({100 * d['change']:+.1f}%)" if d["change"] is not None else ""
-        lines.append(f"speedup  {name(d['key'])} vs {d['baseline']}: {_x(d['before'])} -> {_x(d['after'])}{change}")
+    lines += [f"speedup  {_move(d)}" for d in diff["speedups_moved"]]
+    lines += [f"within   {_move(d)}" for d in diff.get("speedups_within_intervals", [])]
     lines += [f"only in {before}: {name(d['key'])} ({d['verdict']})" for d in diff["only_before"]]
     lines += [f"only in {after}: {name(d['key'])} ({d['verdict']})" for d in diff["only_after"]]
     lines.append(f"{len(diff['verdicts_flipped'])} verdict(s) flipped, {len(diff['speedups_moved'])} speedup(s) moved "
-                 f"by more than {100 * SPEEDUP_CHANGE:.0f}%, {len(diff['only_before'])} only in {before}, "
-                 f"{len(diff['only_after'])} only in {after}, {diff['unchanged']} unchanged")
+                 f"by more than {100 * SPEEDUP_CHANGE:.0f}% with their 95% intervals apart, "
+                 f"{len(diff.get('speedups_within_intervals', []))} moved as far within them (no change), "
+                 f"{len(diff['only_before'])} only in {before}, {len(diff['only_after'])} only in {after}, "
+                 f"{diff['unchanged']} unchanged")
     return "\n".join(lines)
+
+
+def _move(d: dict[str, Any]) -> str:
+    """One speedup's move: key, baseline, before and after with their intervals where rows have them."""
+    change = f" ({100 * d['change']:+.1f}%)" if d["change"] is not None else ""
+    why = {True: ", 95% intervals apart", False: ", 95% intervals overlap", None: ""}[d.get("intervals_apart")]
+    return (f"{'/'.join(d['key'])} vs {d['baseline']}: {_x(d['before'])}{_ci(d.get('before_ci'))} -> "
+            f"{_x(d['after'])}{_ci(d.get('after_ci'))}{change}{why}")
+
+
+def _ci(interval: Any) -> str:
+    return f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else ""

@@ -119,3 +119,20 @@ def test_reports_of_curated_solutions_only_have_no_overall_to_compare(tmp_path: 
     scores = Dom(out.read_text()).tables["scores"]
     at = [c[0]["text"] for c in scores].index("overall")
     assert [[c["text"] for c in row[:3]] for row in scores[at:]] == [["overall", "c", "13"], ["\u2033", "a", "no rows"]]
+
+
+def test_a_move_within_the_two_95_percent_intervals_is_no_change_on_the_page(tmp_path: Path) -> None:
+    def timed(sample: str, speedup: float, ci: list[float]) -> dict[str, Any]:
+        return {**find(rows(), "model-a", "1_matmul", "0"), "sample": sample, "speedup_vs_eager": speedup,
+                "speedup_vs_eager_ci": ci, "speedup_vs_compile": None}
+
+    a = report(tmp_path / "a", [timed("noisy", 1.0, [0.6, 1.9]), timed("apart", 1.0, [0.95, 1.05])])
+    b = report(tmp_path / "b", [timed("noisy", 1.935, [1.5, 2.4]), timed("apart", 1.935, [1.85, 2.0])])
+    out = tmp_path / "compare.html"
+    assert compare(str(a), str(b), "--out", str(out), "-q").exit_code == 0
+    dom = Dom(out.read_text())
+    changes = {c[2]["text"]: (c[-1]["text"], attrs["data-change"])
+               for c, attrs in zip(dom.tables["changes"], dom.body_rows["changes"])}
+    assert changes["noisy"] == ("b: vs eager 1.00\u00d7 \u2192 1.94\u00d7 (+94%), within the 95% intervals", "same")
+    assert changes["apart"] == ("b: vs eager 1.00\u00d7 \u2192 1.94\u00d7 (+94%)", "speedup")
+    assert "1 speedup moved &gt; 5%, 95% intervals apart" in out.read_text()

@@ -35,7 +35,8 @@ class ComparedReport:
     detail_links: dict[tuple[str, str, str], str]
 
 
-CHANGE_LABELS = {"verdict": "verdict flipped", "speedup": f"speedup moved > {100 * SPEEDUP_CHANGE:.0f}%",
+CHANGE_LABELS = {"verdict": "verdict flipped",
+                 "speedup": f"speedup moved > {100 * SPEEDUP_CHANGE:.0f}%, 95% intervals apart",
                  "only": "not in every report", "same": "unchanged"}
 
 
@@ -166,6 +167,11 @@ def _x(value: float | None) -> str:
     return fmt_speedup(value) or "\u2013"
 
 
+def _move(d: dict[str, Any]) -> str:
+    moved = f" ({100 * d['change']:+.0f}%)" if d["change"] is not None else ""
+    return f"vs {d['baseline']} {_x(d['before'])} \u2192 {_x(d['after'])}{moved}"
+
+
 def change_notes(reports: list[ComparedReport], diffs: list[dict[str, Any]]) -> tuple[dict[Key, list[str]], set[tuple[Key, int]]]:
     """What changed for each key, in words naming the report, and the (key, report index) cells that changed."""
     notes: dict[Key, list[str]] = {}
@@ -176,10 +182,10 @@ def change_notes(reports: list[ComparedReport], diffs: list[dict[str, Any]]) -> 
             notes.setdefault(tuple(d["key"]), []).append(f"{label}: {d['before']} \u2192 {d['after']}")
             cells.add((tuple(d["key"]), i))  # type: ignore[arg-type]
         for d in diff["speedups_moved"]:
-            moved = f" ({100 * d['change']:+.0f}%)" if d["change"] is not None else ""
-            notes.setdefault(tuple(d["key"]), []).append(
-                f"{label}: vs {d['baseline']} {_x(d['before'])} \u2192 {_x(d['after'])}{moved}")
+            notes.setdefault(tuple(d["key"]), []).append(f"{label}: {_move(d)}")
             cells.add((tuple(d["key"]), i))  # type: ignore[arg-type]
+        for d in diff["speedups_within_intervals"]:  # as far, but the intervals overlap: no change, said so
+            notes.setdefault(tuple(d["key"]), []).append(f"{label}: {_move(d)}, within the 95% intervals")
         for d in diff["only_before"]:
             notes.setdefault(tuple(d["key"]), []).append(f"not in {label}")
             cells.add((tuple(d["key"]), i))  # type: ignore[arg-type]
