@@ -32,6 +32,7 @@ from collections import Counter
 from typing import Any, Callable, Iterable
 
 from evalkit.records import BASELINE_KINDS, CURATED_RUN, EXCLUDED_FLAGS, VERDICT_ORDER, Verdict
+from evalkit.report import run_facts
 from evalkit.row_parts import part
 
 THRESHOLDS: tuple[float, ...] = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
@@ -357,31 +358,6 @@ def _median(entry: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def settings_seen(rows: list[Row]) -> dict[str, list[Any]]:
-    """The judge settings the rows record, each as the sorted list of distinct values."""
-    seen: dict[str, set[Any]] = {"precision": set(), "atol": set(), "rtol": set(), "trials": set(),
-                                 "reference_precision": set(), "timing_trials": set()}
-    for row in rows:
-        if row.get("precision") is not None:
-            seen["precision"].add(row["precision"])
-        correctness = part(row, "correctness")
-        for key in ("atol", "rtol", "trials", "reference_precision"):
-            if correctness.get(key) is not None:
-                seen[key].add(correctness[key])
-        timing = part(row, "timing")
-        if timing.get("count") is not None:
-            seen["timing_trials"].add(timing["count"])
-    return {k: sorted(v, key=str) for k, v in seen.items()}
-
-
-def judged_on(rows: list[Row]) -> dict[str, list[str]]:
-    """Where the rows were judged: their devices, device names and evalkit versions."""
-    names = {str(name) for r in rows if (name := part(r, "baselines").get("device_name"))}
-    return {"devices": sorted({str(r.get("device")) for r in rows if r.get("device")}),
-            "device_names": sorted(names),
-            "evalkit_versions": sorted({str(r.get("evalkit_version")) for r in rows if r.get("evalkit_version")})}
-
-
 def score_all(rows: list[Row], known_problems: list[str] | None = None,
               asked: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Everything ``summary.json`` says about the rows, except the environment and bookkeeping; ``asked``: the
@@ -402,6 +378,6 @@ def score_all(rows: list[Row], known_problems: list[str] | None = None,
         "runs": {run: score_rows(rows_of_run(rows, run), problems, levels, asked) for run in run_names(rows)},
         "per_problem": per_problem(rows, problems, levels),
         "baselines": {problem: only_asked(record, asked) for problem, record in baselines_by_problem(rows).items()},
-        "settings": settings_seen(rows),
-        "judged_on": judged_on(rows),
+        "settings": run_facts.settings_seen(rows),
+        "judged_on": run_facts.judged_on(rows),
     }
