@@ -9,14 +9,16 @@ Definitions (documented for users in ``docs/report-schema.md``):
 - ``compiled``: the code got through the build stage: verdict is ``interface_error``,
   ``runtime_error``, ``incorrect`` or ``correct``, or ``crash``/``timeout`` with a build record whose
   status is not ``compile_error``/``crash``/``timeout`` (the failure came after the build);
-- ``fast_p`` (KernelBench): over every problem of the problem set, the fraction whose best sample is
+- each run's scores cover the problems the run answered (at least one row; ``problems_scored`` says how
+  many), so a run of one problem is not scored over every problem of the folder; ``overall`` covers every
+  problem of the problem set, a problem without a submission counting as a failure;
+- ``fast_p`` (KernelBench): over the problems scored, the fraction whose best sample is
   correct, unflagged (no flag that ``records.FLAG_INFO`` marks ``excludes_from_fast_p``, i.e. none of
   ``records.EXCLUDED_FLAGS``) and has a speedup whose 95% interval lies strictly above ``p`` (its low end,
   ``speedup_vs_<baseline>_ci[0]``; a row of an earlier schema, which has no interval, by its point estimate);
-  a problem with no submission counts as a failure. ``fast_p_point`` counts by the point estimate alone, as
-  KernelBench does;
+  ``fast_p_point`` counts by the point estimate alone, as KernelBench does;
 - ``pass@k`` / ``fast_p@k``: Chen et al. (2021)'s unbiased estimator ``1 - C(n-c, k) / C(n, k)``
-  averaged over the problem set (``k`` is clamped to ``n`` where a problem has fewer samples);
+  averaged over the problems scored (``k`` is clamped to ``n`` where a problem has fewer samples);
 - a baseline is *not measured* for a set of rows when the set has correct rows and none of them
   records that baseline (``--baselines eager`` or ``none``): its fast_p and fast_p@k are then ``None``
   (shown as "not measured", never 0%), and ``baselines_not_measured`` lists it;
@@ -261,6 +263,7 @@ def score_rows(rows: list[Row], problems: list[str], levels: dict[str, int] | No
     baselines the run asked for (``run.json``), when known: any other is not measured, whatever rows hold."""
     scores = counts(rows)
     unmeasured = not_measured(rows, asked)
+    scores["problems_scored"] = len(problems)
     scores["problems_attempted"] = len({str(r.get("problem", "")) for r in rows})
     scores["problems_correct"] = len({str(r.get("problem", "")) for r in rows if is_correct(r)})
     scores["baselines_not_measured"] = unmeasured
@@ -280,6 +283,11 @@ def run_names(rows: Iterable[Row]) -> list[str]:
     """Runs sorted by name, the curated run last."""
     names = {str(r.get("run", "")) for r in rows}
     return sorted(names - {CURATED_RUN}) + ([CURATED_RUN] if CURATED_RUN in names else [])
+
+
+def answered(rows: list[Row]) -> list[str]:
+    """The problems ``rows`` answer (at least one row each, whatever its verdict), sorted: what a run is scored over."""
+    return sorted({str(r.get("problem", "")) for r in rows})
 
 
 def rows_of_run(rows: list[Row], run: str) -> list[Row]:
@@ -375,7 +383,8 @@ def score_all(rows: list[Row], known_problems: list[str] | None = None,
         "excluded_flags": sorted(EXCLUDED_FLAGS),
         "baselines_asked": list(asked) if asked is not None else None,
         "overall": score_rows(pooled, problems, levels, asked),
-        "runs": {run: score_rows(rows_of_run(rows, run), problems, levels, asked) for run in run_names(rows)},
+        "runs": {run: score_rows(mine, answered(mine), levels, asked)
+                 for run in run_names(rows) for mine in [rows_of_run(rows, run)]},
         "per_problem": per_problem(rows, problems, levels),
         "baselines": {problem: only_asked(record, asked) for problem, record in baselines_by_problem(rows).items()},
         "settings": run_facts.settings_seen(rows),

@@ -26,7 +26,7 @@ from evalkit.results_file import (BASELINES_FILE, DETAIL_DIR, ENVIRONMENT_FILE, 
 
 logger = logging.getLogger(__name__)
 
-SUMMARY_SCHEMA_VERSION = 2
+SUMMARY_SCHEMA_VERSION = 3
 
 Row = dict[str, Any]
 

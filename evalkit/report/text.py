@@ -40,21 +40,23 @@ def _table(heads: tuple[str, ...], lines: list[tuple[str, ...]]) -> list[str]:
 def format_leaderboard(summary: dict[str, Any]) -> str:
     """A compact text table of ``summary`` (one line per run, then overall) for the terminal; then fast_1 per
     KernelBench level where rows carry levels."""
-    heads = ("run", "subs", "code", "compiled", "correct", "fast_1 eager", "fast_1 compile", "geomean eager",
-             "geomean compile")
+    heads = ("run", "subs", "problems", "code", "compiled", "correct", "fast_1 eager", "fast_1 compile",
+             "geomean eager", "geomean compile")
     pooled = summary["overall"]["submissions"]  # 0 where only curated solutions were scored: no overall line
     named = [*summary["runs"].items(), *([("overall", summary["overall"])] if pooled else [])]
     lines = []
+    count = summary["problem_set"]["count"]
     for name, s in named:
         geo, fast = s["geomean_speedup"], s["fast_p"]
-        lines.append((name, str(s["submissions"]), _pct(s["rates"]["code_extracted"]), _pct(s["rates"]["compiled"]),
+        lines.append((name, str(s["submissions"]), f"{s.get('problems_scored', count)}/{count}",
+                      _pct(s["rates"]["code_extracted"]), _pct(s["rates"]["compiled"]),
                       _pct(s["rates"]["correct"]), _measured(s, "eager", _pct(fast["eager"]["1"])),
                       _measured(s, "compile", _pct(fast["compile"]["1"])),
                       _measured(s, "eager", _x(geo["eager"]["value"])), _measured(s, "compile", _x(geo["compile"]["value"]))))
     text = _table(heads, lines)
-    count = summary["problem_set"]["count"]
-    text.append(f"fast_p over {count} problem(s), a speedup counted when its 95% interval clears p; rows flagged "
-                f"{', '.join(summary['excluded_flags'])} never count as fast")
+    over = f", of overall over all {count}" if pooled else ""
+    text.append(f"fast_p of a run over the problems it answered (problems){over}; a speedup counted when its 95% "
+                f"interval clears p; rows flagged {', '.join(summary['excluded_flags'])} never count as fast")
     if summary["problem_set"].get("levels"):
         text += ["", *_level_table(named)]
     return "\n".join(text)

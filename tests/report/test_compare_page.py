@@ -110,6 +110,12 @@ def test_the_page_marks_changes_and_differing_settings(three: tuple[Path, Path, 
     assert "<img" not in markup and markup.count("<script") == 1
     overall = [c for c in dom.tables["scores"] if c[1]["text"] == "b" and "pts" in c[-1]["text"]]
     assert overall  # fast_1 eager's change against a, in points
+    problems, run = {}, ""
+    for c in dom.tables["scores"]:
+        run = run if c[0]["text"] == "\u2033" else c[0]["text"]
+        problems[(run, c[1]["text"])] = c[3]["text"] if len(c) > 3 else None
+    assert problems[("model-b", "a")] == "5 of 5" and problems[("model-b", "b")] == "4 of 5"  # b lost 5_layernorm
+    assert problems[("overall", "b")] == "5 of 5"
 
 
 @needs_chromium

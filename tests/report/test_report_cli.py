@@ -58,7 +58,7 @@ def test_report_keeps_the_known_problems_of_the_previous_summary(tmp_path: Path)
     assert result.exit_code == 0, result.output
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["problem_set"]["count"] == 6 and summary["problem_set"]["known"] == ["6_extra"]
-    assert summary["runs"]["model-a"]["fast_p"]["eager"]["1"] == 1 / 6
+    assert summary["overall"]["fast_p"]["eager"]["1"] == 2 / 6 and summary["overall"]["problems_scored"] == 6
     assert not stale.exists()
 
 
@@ -142,8 +142,10 @@ def test_format_leaderboard_is_a_compact_table(tmp_path: Path) -> None:
     write_reports(folder, problems=["6_extra"])
     text = format_leaderboard(json.loads((folder / "summary.json").read_text()))
     lines = text.splitlines()
-    assert lines[0].split()[:5] == ["run", "subs", "code", "compiled", "correct"]
-    assert lines[2].split()[:5] == ["model-a", "6", "83.3%", "50.0%", "33.3%"]
+    assert lines[0].split()[:6] == ["run", "subs", "problems", "code", "compiled", "correct"]
+    assert lines[2].split()[:6] == ["model-a", "6", "4/6", "83.3%", "50.0%", "33.3%"]  # the 4 problems it answered
+    assert lines[5].split()[:3] == ["overall", "13", "6/6"]
+    assert "fast_p of a run over the problems it answered (problems), of overall over all 6" in text
     assert lines[5].split()[0] == "overall" and "1.20x" in lines[3]
     assert len({len(line) for line in lines[:6]}) == 1  # columns line up
 

@@ -82,7 +82,7 @@ def test_detail_pages_number_source_lines_and_highlight_what_errors_point_at(rep
 
 def test_summary_and_index_agree(report: Path) -> None:
     summary = json.loads((report / "summary.json").read_text())
-    assert summary["summary_schema_version"] == 2
+    assert summary["summary_schema_version"] == 3
     dom = Dom((report / "index.html").read_text())
     assert len(dom.tables["leaderboard"]) == len(summary["runs"]) == 3
     assert len(dom.tables["submissions"]) == 18

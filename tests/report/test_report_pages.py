@@ -98,6 +98,22 @@ def test_a_baseline_never_timed_has_no_column_and_reads_not_measured_never_zero(
     assert all("not measured" in line for line in text.splitlines()[2:6])
 
 
+def test_a_run_answering_one_problem_is_scored_over_it_and_the_page_says_so(tmp_path: Path) -> None:
+    """Three samples of one problem, two correct, in a folder of nine problems: the run's pass@1 reads 66.7% beside
+    its correct 66.7% (it read 7.4%, scored over all nine), with "1 of 9" problems beside them; overall keeps 9 of 9."""
+    matmul = [r for r in fixture_rows() if r["run"] == "model-a" and r["problem"] == "1_matmul"]
+    assert [r["verdict"] for r in matmul] == ["correct", "incorrect", "correct"]
+    index = write(tmp_path, matmul, problems=[f"{i}_extra" for i in range(8)])
+    dom = Dom(index.read_text())
+    heads = [h["key"] for h in dom.heads["leaderboard"]]
+    [run] = dom.tables["leaderboard"]
+    cell = {key: run[heads.index(key)]["text"] for key in ("problems", "correct", "pass_at_1")}
+    assert cell == {"problems": "1 of 9", "correct": "66.7% (2)", "pass_at_1": "66.7%"}
+    assert "Each run is scored over the problems it answered" in dom.all_text
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["overall"]["problems_scored"] == 9 and summary["runs"]["model-a"]["problems_scored"] == 1
+
+
 def test_a_report_shows_only_the_baselines_its_run_asked_for_whatever_the_rows_hold(tmp_path: Path) -> None:
     # Rows and baselines.json holding compile figures (an earlier run's, from the machine-wide cache), in a report
     # whose run asked for eager only: compile is not measured there, everywhere.

@@ -19,8 +19,8 @@ from typing import Any
 from evalkit.records import CURATED_RUN
 from evalkit.report import scoring
 from evalkit.report.html.assets import SCRIPT
-from evalkit.report.html.parts import (NOT_MEASURED, Row, badge, document, esc, filter_box, flags_html, fmt_rate,
-                                       fmt_speedup, num_td, rate_td, th)
+from evalkit.report.html.parts import (NOT_MEASURED, PROBLEMS_TITLE, Row, badge, document, esc, filter_box, flags_html,
+                                       fmt_rate, fmt_speedup, num_td, problems_td, rate_td, th)
 from evalkit.report.run_diff import CHANGE_KINDS, SPEEDUP_CHANGE, change_kinds
 
 Key = tuple[str, str, str]
@@ -151,7 +151,8 @@ def _delta_td(now: float | None, first: float | None) -> str:
 
 
 def scores_table(reports: list[ComparedReport]) -> str:
-    heads = [th("run"), th("report"), th("submissions"), th("correct"), th("fast_0 eager"), th("fast_1 eager"),
+    heads = [th("run"), th("report"), th("submissions"), th("problems", title=PROBLEMS_TITLE), th("correct"),
+             th("fast_0 eager"), th("fast_1 eager"),
              th("fast_1 compile"), th("pass@1"), th("geomean vs eager"),
              th(f"fast_1 eager vs {reports[0].label}", title="change in percentage points against the first report")]
     body = []
@@ -161,11 +162,12 @@ def scores_table(reports: list[ComparedReport]) -> str:
             s = _scores_of(report, run)
             lead = f"<td>{esc(run)}</td>" if i == 0 else '<td class="muted small">\u2033</td>'
             if s is None:
-                body.append(f'<tr>{lead}<td>{esc(report.label)}</td><td class="muted" colspan="8">no rows</td></tr>')
+                body.append(f'<tr>{lead}<td>{esc(report.label)}</td><td class="muted" colspan="9">no rows</td></tr>')
                 continue
             fast, geo = s["fast_p"], s["geomean_speedup"]["eager"]
             base = first["fast_p"]["eager"]["1"] if first and i else None
             body.append(f"<tr>{lead}<td>{esc(report.label)}</td>{num_td(s['submissions'], str(s['submissions']))}"
+                        f"{problems_td(s, report.scores['problem_set']['count'])}"
                         f"{num_td(s['rates']['correct'], fmt_rate(s['rates']['correct']))}"
                         f"{rate_td(s, 'eager', fast['eager']['0'])}{rate_td(s, 'eager', fast['eager']['1'])}"
                         f"{rate_td(s, 'compile', fast['compile']['1'])}"

@@ -19,10 +19,10 @@ from evalkit.row_parts import part
 from evalkit.report import scoring
 from evalkit.report.html import svg
 from evalkit.report.html.assets import SCRIPT
-from evalkit.report.html.parts import (BELOW_RESOLUTION, NOT_MEASURED, NOT_MEASURED_TITLE, PageNames, Row, badge,
-                                       below_resolution, document, esc, filter_box, flag_badge, flags_html, fmt_bound,
-                                       fmt_interval, fmt_ms, fmt_rate, fmt_speedup, not_measured_td, num_td,
-                                       page_names, rate_td, table, th)
+from evalkit.report.html.parts import (BELOW_RESOLUTION, NOT_MEASURED, NOT_MEASURED_TITLE, PROBLEMS_TITLE, PageNames,
+                                       Row, badge, below_resolution, document, esc, filter_box, flag_badge, flags_html,
+                                       fmt_bound, fmt_interval, fmt_ms, fmt_rate, fmt_speedup, not_measured_td, num_td,
+                                       page_names, problems_td, rate_td, table, th)
 
 __all__ = ["page_names", "render_index"]
 
@@ -51,9 +51,10 @@ def _geo_td(scores: dict[str, Any], baseline: str) -> str:
     return num_td(geo["value"], f"{fmt_speedup(geo['value'])} (n={geo['n']})")
 
 
-def _leader_row(name: str, scores: dict[str, Any], shown: tuple[str, ...]) -> str:
+def _leader_row(name: str, scores: dict[str, Any], shown: tuple[str, ...], total: int) -> str:
     rates, fast = scores["rates"], scores["fast_p"]
-    cells = [f"<td>{esc(name)}</td>", num_td(scores["submissions"], str(scores["submissions"]))]
+    cells = [f"<td>{esc(name)}</td>", num_td(scores["submissions"], str(scores["submissions"])),
+             problems_td(scores, total)]
     cells += [num_td(rates[key], f"{fmt_rate(rates[key])} ({scores['counts'][key]})") for _, key, _ in LEADER_COLUMNS[1:]]
     point = scores.get("fast_p_point") or {}
     eager = [rate_td(scores, "eager", fast["eager"]["0"]), rate_td(scores, "eager", fast["eager"]["1"]),
@@ -67,20 +68,22 @@ def _leader_row(name: str, scores: dict[str, Any], shown: tuple[str, ...]) -> st
 
 def leaderboard(summary: dict[str, Any], shown: tuple[str, ...] = scoring.BASELINES) -> str:
     """The runs' scores; columns of a baseline not in ``shown`` (measured by no row) left out."""
-    heads = [th("run", "run")] + [th(label, key, True, title) for label, key, title in LEADER_COLUMNS]
+    columns = [th(label, key, True, title) for label, key, title in LEADER_COLUMNS]
+    heads = [th("run", "run"), columns[0], th("problems", "problems", True, PROBLEMS_TITLE), *columns[1:]]
     eager = [th("fast_0 eager", "fast_0_eager", True, "correct and faster than 0x: KernelBench fast_0"),
              th("fast_1 eager", "fast_1_eager", True,
-                "correct with speedup > 1 vs eager (its 95% interval's low end above 1), over all problems"),
+                "correct with speedup > 1 vs eager (its 95% interval's low end above 1), over the problems scored"),
              th("fast_1 eager, point estimate", "fast_1_eager_point", True,
                 "as fast_1 eager, counting a speedup's point estimate above 1 (KernelBench's count)")]
     heads += (eager if "eager" in shown else []) + ([th("fast_1 compile", "fast_1_compile", True,
                                                        "correct with speedup > 1 vs torch.compile (its 95% "
                                                        "interval's low end above 1)")] if "compile" in shown else [])
-    heads += [th("pass@1", "pass_at_1", True, "unbiased pass@1 over all problems")]
+    heads += [th("pass@1", "pass_at_1", True, "unbiased pass@1 over the problems scored")]
     heads += [th(f"geomean vs {b}", f"geomean_{b}", True, "geometric mean over correct, unflagged rows")
               for b in shown]
-    rows = "".join(_leader_row(run, scores, shown) for run, scores in summary["runs"].items())
-    foot = "".join(_leader_row(name, scores, shown) for name, scores in _overall(summary))
+    total = summary["problem_set"]["count"]
+    rows = "".join(_leader_row(run, scores, shown, total) for run, scores in summary["runs"].items())
+    foot = "".join(_leader_row(name, scores, shown, total) for name, scores in _overall(summary))
     return (f'<table id="leaderboard" class="sortable"><thead><tr>{"".join(heads)}</tr></thead>'
             f"<tbody>{rows}</tbody><tfoot>{foot}</tfoot></table>")
 
@@ -234,7 +237,6 @@ def submissions_table(rows: list[Row], names: PageNames, with_levels: bool = Fal
 
 
 def charts(summary: dict[str, Any], rows: list[Row]) -> str:
-    n = summary["problem_set"]["count"]
     out = []
     for base in scoring.BASELINES:
         measured = [run for run, s in summary["runs"].items() if base not in s.get("baselines_not_measured", [])]
@@ -249,7 +251,8 @@ def charts(summary: dict[str, Any], rows: list[Row]) -> str:
                 if speed is not None and scoring.is_fast(row, base, 0.0):
                     best[str(row.get("problem"))] = max(speed, best.get(str(row.get("problem")), 0.0))
             series[run] = list(best.values())
-        out.append(svg.fast_p_curve(series, n, f"fast_p vs torch {base} (n = {n} problems)"))
+        scored = {run: summary["runs"][run].get("problems_scored", summary["problem_set"]["count"]) for run in measured}
+        out.append(svg.fast_p_curve(series, scored, f"fast_p vs torch {base} (each run over the problems it answered)"))
     return "".join(out)
 
 
@@ -290,9 +293,11 @@ def _one_of(badges: list[str]) -> str:
     return " or ".join(filter(None, [", ".join(badges[:-1]), badges[-1]])) if badges else ""
 
 
-NOTES = ("<p class=\"muted small\">overall pools every run but <em>curated</em>. fast_p: share of <em>all</em> problems in the set whose best sample is correct "
-         "with a speedup whose 95% interval lies strictly above p (a problem without a submission counts as a failure; "
-         "<em>point estimate</em>: the speedup itself above p, as KernelBench counts). Rows flagged "
+NOTES = ("<p class=\"muted small\">overall pools every run but <em>curated</em>. Each run is scored over the problems it "
+         "answered, overall over <em>all</em> problems in the set, a problem without a submission counting as a "
+         "failure (<em>problems</em> says how many). fast_p: share of those problems whose best sample is correct "
+         "with a speedup whose 95% interval lies strictly above p (<em>point estimate</em>: the speedup itself above "
+         "p, as KernelBench counts); correct, extracted and compiled are shares of submissions. Rows flagged "
          f"{_one_of([flag_badge(f) for f in sorted(EXCLUDED_FLAGS)])} never count "
          f"as fast and are left out of the geometric means. <em>{NOT_MEASURED}</em>: the baseline was not timed "
          "(<code>--baselines</code> left it out). Click a column header to sort.</p>")

@@ -149,3 +149,13 @@ def document(title: str, body: str, script: str = "") -> str:
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width,initial-scale=1">'
             f"<title>{esc(title)}</title><style>{CSS}</style></head><body>{body}{tail}</body></html>")
+
+
+def problems_td(scores: dict[str, Any], total: int) -> str:
+    """How many problems the scores are over, beside them: ``1 of 9`` (a run: those it answered)."""
+    count = scores.get("problems_scored", total)
+    return num_td(count, f"{count} of {total}")
+
+
+PROBLEMS_TITLE = ("the problems the scores are over: for a run, those it answered (at least one row); for overall, "
+                  "every problem of the set, one without a submission counting as a failure")
