@@ -102,6 +102,12 @@ def num_td(value: float | None, text: str, note: str = "") -> str:
     return f'<td class="num" data-v="{esc(v)}">{esc(text)}{small}</td>'
 
 
+def id_td(name: Any) -> str:
+    """A run, problem or sample name: it wraps, anywhere if it must, so a long name never widens its table past the
+    window (a 1400 px window shows every column of the report's tables)."""
+    return f'<td class="id">{esc(name)}</td>'
+
+
 def not_measured_td() -> str:
     return f'<td class="num na" data-v="" title="{esc(NOT_MEASURED_TITLE)}">{NOT_MEASURED}</td>'
 
@@ -113,9 +119,11 @@ def rate_td(scores: dict[str, Any], baseline: str, value: float | None, text: st
     return num_td(value, fmt_rate(value) if text is None else text)
 
 
-def th(label: str, key: str = "", numeric: bool = False, title: str = "") -> str:
+def th(label: str, key: str = "", numeric: bool = False, title: str = "", names: bool = False) -> str:
+    """A header cell; ``names``: its label holds a run's name, which wraps anywhere if it must, as ``id_td``."""
     attrs = (f' data-key="{esc(key)}"' if key else "") + (' data-type="num"' if numeric else "")
     attrs += f' title="{esc(title)}"' if title else ""
+    attrs += ' class="id"' if names else ""
     return f"<th{attrs}>{esc(label)}</th>"
 
 
