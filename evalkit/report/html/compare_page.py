@@ -76,20 +76,25 @@ def settings_table(reports: list[ComparedReport]) -> str:
                      else ' class="muted" title="each run without --seed draws its own"' if other else "")
             cells.append(f"<td{attrs}>{esc(_shown(value))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    unset = [n for n in names if n not in shown]
+    table = (f'<table id="settings"><thead><tr>{"".join(heads)}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+             if body else "")
+    missing = [r.label for r in reports if r.asked is None]
+    return table + _settings_notes([n for n in names if n not in shown], list(dict.fromkeys(differs)), missing)
+
+
+def _settings_notes(unset: list[str], differs: list[str], missing: list[str]) -> str:
+    """The lines under the settings: what no run set, the warning where runs asked for different settings, and
+    which reports have no ``run.json`` (unknown, never called different)."""
     notes = [f'<p class="muted small">Unset in every report (each problem\'s own <code>problem.toml</code> value): '
              f"{esc(', '.join(unset))}.</p>"] if unset else []
     if differs:
         notes.append('<p class="warn small" id="settings-differ">These runs asked for different settings '
-                     f"({esc(', '.join(dict.fromkeys(differs)))}, marked): a change may come from them rather than "
-                     "from the answers.</p>")
-    missing = [r.label for r in reports if r.asked is None]
+                     f"({esc(', '.join(differs))}, marked): a change may come from them rather than from the "
+                     "answers.</p>")
     if missing:
         notes.append(f'<p class="muted small" id="settings-unknown">No run.json in {esc(", ".join(missing))}: what '
                      "its run asked for is unknown; what happened, below, says what its rows record.</p>")
-    table = (f'<table id="settings"><thead><tr>{"".join(heads)}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-             if body else "")
-    return table + "".join(notes)
+    return "".join(notes)
 
 
 def _happened(report: ComparedReport) -> dict[str, str]:
