@@ -17,7 +17,7 @@ from evalkit.report import scoring
 from evalkit.report.html.compare_page import ComparedReport, render_comparison
 from evalkit.report.html.parts import PageNames, page_names
 from evalkit.report.run_diff import diff_many
-from evalkit.report.summary import baselines_asked, known_problems, read_judge_host
+from evalkit.report.summary import baselines_asked, known_problems, read_judge_host, read_run_settings
 from evalkit.results_file import (DETAIL_DIR, ENVIRONMENT_FILE, INDEX_FILE, RESULTS_FILE, RUN_SETTINGS_FILE,
                                   SUMMARY_FILE, read_rows, write_file)
 
@@ -51,7 +51,8 @@ def load_report(folder: Path, label: str, page_dir: Path) -> ComparedReport:
     scores = scoring.score_all(rows, known_problems(folder / SUMMARY_FILE), baselines_asked(folder / RUN_SETTINGS_FILE))
     logger.debug("%s: %d row(s), %d problem(s)", folder, len(rows), scores["problem_set"]["count"])
     return ComparedReport(label, folder, rows, scores, read_judge_host(folder / ENVIRONMENT_FILE),
-                          _link(folder / INDEX_FILE, page_dir), _detail_links(folder, page_names(rows), page_dir))
+                          read_run_settings(folder / RUN_SETTINGS_FILE), _link(folder / INDEX_FILE, page_dir),
+                          _detail_links(folder, page_names(rows), page_dir))
 
 
 def write_comparison(folders: list[Path], out: Path) -> Path:

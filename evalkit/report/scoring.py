@@ -9,14 +9,16 @@ Definitions (documented for users in ``docs/report-schema.md``):
 - ``compiled``: the code got through the build stage: verdict is ``interface_error``,
   ``runtime_error``, ``incorrect`` or ``correct``, or ``crash``/``timeout`` with a build record whose
   status is not ``compile_error``/``crash``/``timeout`` (the failure came after the build);
-- ``fast_p`` (KernelBench): over every problem of the problem set, the fraction whose best sample is
+- each run's scores cover the problems the run answered (at least one row; ``problems_scored`` says how
+  many), so a run of one problem is not scored over every problem of the folder; ``overall`` covers every
+  problem of the problem set, a problem without a submission counting as a failure;
+- ``fast_p`` (KernelBench): over the problems scored, the fraction whose best sample is
   correct, unflagged (no flag that ``records.FLAG_INFO`` marks ``excludes_from_fast_p``, i.e. none of
   ``records.EXCLUDED_FLAGS``) and has a speedup whose 95% interval lies strictly above ``p`` (its low end,
   ``speedup_vs_<baseline>_ci[0]``; a row of an earlier schema, which has no interval, by its point estimate);
-  a problem with no submission counts as a failure. ``fast_p_point`` counts by the point estimate alone, as
-  KernelBench does;
+  ``fast_p_point`` counts by the point estimate alone, as KernelBench does;
 - ``pass@k`` / ``fast_p@k``: Chen et al. (2021)'s unbiased estimator ``1 - C(n-c, k) / C(n, k)``
-  averaged over the problem set (``k`` is clamped to ``n`` where a problem has fewer samples);
+  averaged over the problems scored (``k`` is clamped to ``n`` where a problem has fewer samples);
 - a baseline is *not measured* for a set of rows when the set has correct rows and none of them
   records that baseline (``--baselines eager`` or ``none``): its fast_p and fast_p@k are then ``None``
   (shown as "not measured", never 0%), and ``baselines_not_measured`` lists it;
@@ -32,6 +34,7 @@ from collections import Counter
 from typing import Any, Callable, Iterable
 
 from evalkit.records import BASELINE_KINDS, CURATED_RUN, EXCLUDED_FLAGS, VERDICT_ORDER, Verdict
+from evalkit.report import run_facts
 from evalkit.row_parts import part
 
 THRESHOLDS: tuple[float, ...] = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
@@ -94,6 +97,16 @@ def speedup_low(row: Row, baseline: str) -> float | None:
         return None
     low = interval[0]
     return float(low) if isinstance(low, (int, float)) and not isinstance(low, bool) and math.isfinite(low) else None
+
+
+def speedup_interval(row: Row, baseline: str) -> tuple[float, float] | None:
+    """The row's speedup interval against ``baseline`` as (low, high), or None unless both ends are finite numbers."""
+    interval = row.get(f"speedup_vs_{baseline}_ci")
+    if not isinstance(interval, list) or len(interval) != 2:
+        return None
+    ends = [float(end) for end in interval
+            if isinstance(end, (int, float)) and not isinstance(end, bool) and math.isfinite(end)]
+    return (ends[0], ends[1]) if len(ends) == 2 and ends[0] <= ends[1] else None
 
 
 def is_fast(row: Row, baseline: str, p: float, point: bool = False) -> bool:
@@ -250,6 +263,7 @@ def score_rows(rows: list[Row], problems: list[str], levels: dict[str, int] | No
     baselines the run asked for (``run.json``), when known: any other is not measured, whatever rows hold."""
     scores = counts(rows)
     unmeasured = not_measured(rows, asked)
+    scores["problems_scored"] = len(problems)
     scores["problems_attempted"] = len({str(r.get("problem", "")) for r in rows})
     scores["problems_correct"] = len({str(r.get("problem", "")) for r in rows if is_correct(r)})
     scores["baselines_not_measured"] = unmeasured
@@ -269,6 +283,11 @@ def run_names(rows: Iterable[Row]) -> list[str]:
     """Runs sorted by name, the curated run last."""
     names = {str(r.get("run", "")) for r in rows}
     return sorted(names - {CURATED_RUN}) + ([CURATED_RUN] if CURATED_RUN in names else [])
+
+
+def answered(rows: list[Row]) -> list[str]:
+    """The problems ``rows`` answer (at least one row each, whatever its verdict), sorted: what a run is scored over."""
+    return sorted({str(r.get("problem", "")) for r in rows})
 
 
 def rows_of_run(rows: list[Row], run: str) -> list[Row]:
@@ -347,31 +366,6 @@ def _median(entry: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def settings_seen(rows: list[Row]) -> dict[str, list[Any]]:
-    """The judge settings the rows record, each as the sorted list of distinct values."""
-    seen: dict[str, set[Any]] = {"precision": set(), "atol": set(), "rtol": set(), "trials": set(),
-                                 "reference_precision": set(), "timing_trials": set()}
-    for row in rows:
-        if row.get("precision") is not None:
-            seen["precision"].add(row["precision"])
-        correctness = part(row, "correctness")
-        for key in ("atol", "rtol", "trials", "reference_precision"):
-            if correctness.get(key) is not None:
-                seen[key].add(correctness[key])
-        timing = part(row, "timing")
-        if timing.get("count") is not None:
-            seen["timing_trials"].add(timing["count"])
-    return {k: sorted(v, key=str) for k, v in seen.items()}
-
-
-def judged_on(rows: list[Row]) -> dict[str, list[str]]:
-    """Where the rows were judged: their devices, device names and evalkit versions."""
-    names = {str(name) for r in rows if (name := part(r, "baselines").get("device_name"))}
-    return {"devices": sorted({str(r.get("device")) for r in rows if r.get("device")}),
-            "device_names": sorted(names),
-            "evalkit_versions": sorted({str(r.get("evalkit_version")) for r in rows if r.get("evalkit_version")})}
-
-
 def score_all(rows: list[Row], known_problems: list[str] | None = None,
               asked: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Everything ``summary.json`` says about the rows, except the environment and bookkeeping; ``asked``: the
@@ -389,9 +383,10 @@ def score_all(rows: list[Row], known_problems: list[str] | None = None,
         "excluded_flags": sorted(EXCLUDED_FLAGS),
         "baselines_asked": list(asked) if asked is not None else None,
         "overall": score_rows(pooled, problems, levels, asked),
-        "runs": {run: score_rows(rows_of_run(rows, run), problems, levels, asked) for run in run_names(rows)},
+        "runs": {run: score_rows(mine, answered(mine), levels, asked)
+                 for run in run_names(rows) for mine in [rows_of_run(rows, run)]},
         "per_problem": per_problem(rows, problems, levels),
         "baselines": {problem: only_asked(record, asked) for problem, record in baselines_by_problem(rows).items()},
-        "settings": settings_seen(rows),
-        "judged_on": judged_on(rows),
+        "settings": run_facts.settings_seen(rows),
+        "judged_on": run_facts.judged_on(rows),
     }

@@ -26,7 +26,7 @@ from evalkit.results_file import (BASELINES_FILE, DETAIL_DIR, ENVIRONMENT_FILE, 
 
 logger = logging.getLogger(__name__)
 
-SUMMARY_SCHEMA_VERSION = 2
+SUMMARY_SCHEMA_VERSION = 3
 
 Row = dict[str, Any]
 
@@ -96,13 +96,20 @@ def write_reports(report_dir: Path, problems: list[str] | None = None) -> Path:
     return index
 
 
+def read_run_settings(path: Path) -> dict[str, Any] | None:
+    """What a report's run asked for: ``run.json``'s ``settings`` (the overrides, baselines, device, GPU, evalkit
+    version and seed); None without a readable one (a report folder made by hand, or by an older evalkit)."""
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8")).get("settings")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return settings if isinstance(settings, dict) else None
+
+
 def baselines_asked(path: Path) -> tuple[str, ...] | None:
     """The baseline kinds a report's run asked for (``run.json``'s ``baselines``); None where it does not say (a
     report folder made by hand, or rows gathered from several runs)."""
-    try:
-        asked = json.loads(path.read_text(encoding="utf-8")).get("baselines")
-    except (OSError, ValueError, AttributeError):
-        return None
+    asked = (read_run_settings(path) or {}).get("baselines")
     return tuple(str(kind) for kind in asked) if isinstance(asked, list) else None
 
 

@@ -103,8 +103,10 @@ def chromium(*args: str, profile: Path) -> str:
     return done.stdout
 
 
-def dump(page: Path, tmp_path: Path, fragment: str = "") -> Dom:
-    markup = chromium("--dump-dom", page.as_uri() + fragment, profile=tmp_path / "profile")
+def dump(page: Path, tmp_path: Path, fragment: str = "", size: str = "") -> Dom:
+    """The DOM Chromium holds once ``page`` (at ``fragment``) has loaded, in a window of ``size`` ("1400,1000")."""
+    window = [f"--window-size={size}"] if size else []
+    markup = chromium(*window, "--dump-dom", page.as_uri() + fragment, profile=tmp_path / "profile")
     assert "</html>" in markup, markup[-500:]
     return Dom(markup)
 

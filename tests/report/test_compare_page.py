@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -13,6 +14,7 @@ from html_dom import Dom, dump, needs_chromium, screenshot
 
 from evalkit.cli.main import main
 from evalkit.report.summary import write_reports
+from evalkit.schedule.run_settings import OVERRIDES, record
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "reports" / "results.jsonl"
 XSS = "<img src=x onerror=alert(3)>"
@@ -26,28 +28,40 @@ def find(data: list[dict[str, Any]], run: str, problem: str, sample: str) -> dic
     return next(r for r in data if (r["run"], r["problem"], r["sample"]) == (run, problem, sample))
 
 
-def report(folder: Path, data: list[dict[str, Any]]) -> Path:
+def report(folder: Path, data: list[dict[str, Any]], asked: dict[str, Any] | None = None) -> Path:
+    """A report folder of ``data``, with a ``run.json`` of ``asked`` (as ``evalkit score`` writes it) when given."""
     folder.mkdir(parents=True)
     (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
+    if asked is not None:
+        record(folder, asked)
     write_reports(folder)
     return folder
 
 
+def asked(**overrides: Any) -> dict[str, Any]:
+    """``run.json``'s settings of a run that overrode ``overrides`` (every other problem setting left unset)."""
+    settings: dict[str, Any] = {name: None for name in OVERRIDES}
+    settings.update(baselines=["eager", "compile"], device="cuda", gpu="NVIDIA H200", evalkit_version="0.1.0", seed=7)
+    return {**settings, **overrides}
+
+
 @pytest.fixture(scope="module")
 def three(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    """A, B (one verdict flipped, one speedup moved, one row gone) and C (judged with another atol, a new row)."""
+    """A, B (one verdict flipped, one speedup moved, one row gone, another seed) and C (asked for another atol, a
+    new row)."""
     base = tmp_path_factory.mktemp("compare")
-    a = report(base / "reports" / "a", rows())
+    a = report(base / "reports" / "a", rows(), asked())
     after = rows()
     find(after, "model-a", "1_matmul", "1").update(verdict="correct", speedup_vs_eager=1.1)
     find(after, "model-a", "1_matmul", "0")["speedup_vs_eager"] = 1.65
-    b = report(base / "reports" / "b", [r for r in after if (r["run"], r["problem"]) != ("model-b", "5_layernorm")])
+    b = report(base / "reports" / "b", [r for r in after if (r["run"], r["problem"]) != ("model-b", "5_layernorm")],
+               asked(seed=8))  # another seed drawn: not a setting asked
     other = rows()
     for r in other:
         if r.get("correctness"):
             r["correctness"]["atol"] = 0.05
     other.append({**find(rows(), "model-a", "2_relu", "0"), "run": f"run{XSS}", "sample": "new"})
-    c = report(base / "elsewhere" / "c", other)
+    c = report(base / "elsewhere" / "c", other, asked(atol=0.05))
     return a, b, c
 
 
@@ -79,8 +93,13 @@ def test_the_page_marks_changes_and_differing_settings(three: tuple[Path, Path, 
     dom = Dom(markup)
     assert [c[0]["text"] for c in dom.tables["reports"]] == ["a", "b", "c"]
     atol = [h["text"] for h in dom.heads["reports"]].index("atol")
-    assert [c[atol]["text"] for c in dom.tables["reports"]] == ["0.01", "0.01", "0.05"]
-    assert 'id="settings-differ"' in markup and 'class="warn" title="differs from a"' in markup
+    assert [c[atol]["text"] for c in dom.tables["reports"]] == ["0.01", "0.01", "0.05"]  # what the rows record
+    settings = {c[0]["text"]: [cell["text"] for cell in c[1:]] for c in dom.tables["settings"]}
+    assert settings["atol"] == ["unset", "unset", "0.05"]  # what each run asked for
+    assert settings["seed"] == ["7", "8", "7"] and settings["gpu"] == ["NVIDIA H200"] * 3
+    assert "rtol" not in settings and re.search(r"Unset in every report.*?value\): [^<]*\brtol\b", markup)
+    assert 'id="settings-differ"' in markup and "different settings (atol, marked)" in markup
+    assert markup.count('class="warn" title="differs from a"') == 1  # c's atol; b's seed is shown, not warned of
     changes = {tuple(c[i]["text"] for i in range(3)): (c[-1]["text"], attrs["data-change"])
                for c, attrs in zip(dom.tables["changes"], dom.body_rows["changes"])}
     assert changes[("model-a", "1_matmul", "1")] == ("b: incorrect \u2192 correct", "verdict")
@@ -91,6 +110,12 @@ def test_the_page_marks_changes_and_differing_settings(three: tuple[Path, Path, 
     assert "<img" not in markup and markup.count("<script") == 1
     overall = [c for c in dom.tables["scores"] if c[1]["text"] == "b" and "pts" in c[-1]["text"]]
     assert overall  # fast_1 eager's change against a, in points
+    problems, run = {}, ""
+    for c in dom.tables["scores"]:
+        run = run if c[0]["text"] == "\u2033" else c[0]["text"]
+        problems[(run, c[1]["text"])] = c[3]["text"] if len(c) > 3 else None
+    assert problems[("model-b", "a")] == "5 of 5" and problems[("model-b", "b")] == "4 of 5"  # b lost 5_layernorm
+    assert problems[("overall", "b")] == "5 of 5"
 
 
 @needs_chromium
@@ -119,3 +144,44 @@ def test_reports_of_curated_solutions_only_have_no_overall_to_compare(tmp_path: 
     scores = Dom(out.read_text()).tables["scores"]
     at = [c[0]["text"] for c in scores].index("overall")
     assert [[c["text"] for c in row[:3]] for row in scores[at:]] == [["overall", "c", "13"], ["\u2033", "a", "no rows"]]
+
+
+def test_a_move_within_the_two_95_percent_intervals_is_no_change_on_the_page(tmp_path: Path) -> None:
+    def timed(sample: str, speedup: float, ci: list[float]) -> dict[str, Any]:
+        return {**find(rows(), "model-a", "1_matmul", "0"), "sample": sample, "speedup_vs_eager": speedup,
+                "speedup_vs_eager_ci": ci, "speedup_vs_compile": None}
+
+    a = report(tmp_path / "a", [timed("noisy", 1.0, [0.6, 1.9]), timed("apart", 1.0, [0.95, 1.05])])
+    b = report(tmp_path / "b", [timed("noisy", 1.935, [1.5, 2.4]), timed("apart", 1.935, [1.85, 2.0])])
+    out = tmp_path / "compare.html"
+    assert compare(str(a), str(b), "--out", str(out), "-q").exit_code == 0
+    dom = Dom(out.read_text())
+    changes = {c[2]["text"]: (c[-1]["text"], attrs["data-change"])
+               for c, attrs in zip(dom.tables["changes"], dom.body_rows["changes"])}
+    assert changes["noisy"] == ("b: vs eager 1.00\u00d7 \u2192 1.94\u00d7 (+94%), within the 95% intervals", "same")
+    assert changes["apart"] == ("b: vs eager 1.00\u00d7 \u2192 1.94\u00d7 (+94%)", "speedup")
+    assert "1 speedup moved &gt; 5%, 95% intervals apart" in out.read_text()
+
+
+def test_runs_that_asked_for_the_same_settings_are_not_warned_of_however_their_timing_went(tmp_path: Path) -> None:
+    """Two runs with one run.json whose rows made different numbers of timed requests (repetitions adapt): what
+    happened differs, the settings do not, and the page says so without a warning."""
+    timed = rows()
+    for r in timed:
+        if r.get("timing"):
+            r["timing"]["count"] = 23
+    a, b = report(tmp_path / "a", rows(), asked()), report(tmp_path / "b", timed, asked())
+    out = tmp_path / "compare.html"
+    assert compare(str(a), str(b), "--out", str(out), "-q").exit_code == 0
+    markup = out.read_text()
+    dom = Dom(markup)
+    requests = [h["text"] for h in dom.heads["reports"]].index("timing requests")
+    assert [c[requests]["text"] for c in dom.tables["reports"]] == ["11", "23"]
+    assert 'id="settings-differ"' not in markup and 'class="warn"' not in markup
+    assert 'class="changed" title="unlike a"' in markup  # a fact, marked, not warned of
+    unknown = tmp_path / "unknown"
+    report(unknown, timed)  # no run.json: its settings are unknown, not different
+    assert compare(str(a), str(unknown), "--out", str(out), "-q").exit_code == 0
+    markup = out.read_text()
+    assert 'id="settings-differ"' not in markup and 'id="settings-unknown"' in markup
+    assert "No run.json in unknown" in markup

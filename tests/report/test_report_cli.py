@@ -7,12 +7,14 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from evalkit.cli.console import configure_logging
 from evalkit.cli.main import main
 from evalkit.report.summary import write_reports
-from evalkit.report.text import format_leaderboard
+from evalkit.report.run_diff import diff_rows
+from evalkit.report.text import format_diff, format_leaderboard
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "reports" / "results.jsonl"
 
@@ -56,7 +58,7 @@ def test_report_keeps_the_known_problems_of_the_previous_summary(tmp_path: Path)
     assert result.exit_code == 0, result.output
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["problem_set"]["count"] == 6 and summary["problem_set"]["known"] == ["6_extra"]
-    assert summary["runs"]["model-a"]["fast_p"]["eager"]["1"] == 1 / 6
+    assert summary["overall"]["fast_p"]["eager"]["1"] == 2 / 6 and summary["overall"]["problems_scored"] == 6
     assert not stale.exists()
 
 
@@ -79,8 +81,35 @@ def test_compare_prints_flips_moves_and_rows_in_one_only(tmp_path: Path) -> None
     assert not any("model-b/3_softmax/1" in line for line in out)
     assert f"only in {a}: model-b/5_layernorm/0 (timeout)" in out
     assert f"only in {b}: model-a/2_relu/9 (no_code)" in out
-    assert out[-1] == (f"1 verdict(s) flipped, 2 speedup(s) moved by more than 5%, 1 only in {a}, "
-                       f"1 only in {b}, 14 unchanged")
+    assert out[-1] == (f"1 verdict(s) flipped, 2 speedup(s) moved by more than 5% with their 95% intervals apart, "
+                       f"0 moved as far within them (no change), 1 only in {a}, 1 only in {b}, 14 unchanged")
+
+
+def _timed(speedup: float, ci: list[float] | None) -> dict[str, Any]:
+    return {"run": "m", "problem": "p", "sample": "0", "verdict": "correct", "speedup_vs_eager": speedup,
+            "speedup_vs_eager_ci": ci}
+
+
+@pytest.mark.parametrize(("before", "after", "kind", "apart"), [
+    (_timed(1.00, [0.60, 1.90]), _timed(1.935, [1.50, 2.40]), "within", False),  # +93.5%, the intervals overlap
+    (_timed(1.00, [0.95, 1.05]), _timed(1.935, [1.85, 2.00]), "moved", True),    # +93.5%, apart
+    (_timed(1.00, [0.99, 1.01]), _timed(1.10, [1.01, 1.19]), "within", False),   # intervals that touch overlap
+    (_timed(1.00, None), _timed(1.10, None), "moved", None),                      # no intervals: by 5% alone
+    (_timed(1.00, [0.99, 1.01]), _timed(1.03, [1.02, 1.04]), None, None),        # apart, but under 5%
+])
+def test_a_speedup_moves_only_when_its_two_95_percent_intervals_do_not_overlap(
+        before: dict[str, Any], after: dict[str, Any], kind: str | None, apart: bool | None) -> None:
+    diff = diff_rows([before], [after])
+    moved, within = diff["speedups_moved"], diff["speedups_within_intervals"]
+    assert [len(moved), len(within)] == [kind == "moved", kind == "within"]
+    assert diff["unchanged"] == (0 if kind == "moved" else 1)
+    if kind:
+        [entry] = moved or within
+        assert entry["intervals_apart"] is apart and entry["before_ci"] == (tuple(before["speedup_vs_eager_ci"])
+                                                                          if before["speedup_vs_eager_ci"] else None)
+    text = format_diff(diff)
+    assert ("within   m/p/0 vs eager: 1.00x [0.60, 1.90] -> 1.94x [1.50, 2.40] (+93.5%), 95% intervals overlap"
+            in text.splitlines()) == (before["speedup_vs_eager_ci"] == [0.60, 1.90])
 
 
 def test_compare_as_json(tmp_path: Path) -> None:
@@ -113,8 +142,10 @@ def test_format_leaderboard_is_a_compact_table(tmp_path: Path) -> None:
     write_reports(folder, problems=["6_extra"])
     text = format_leaderboard(json.loads((folder / "summary.json").read_text()))
     lines = text.splitlines()
-    assert lines[0].split()[:5] == ["run", "subs", "code", "compiled", "correct"]
-    assert lines[2].split()[:5] == ["model-a", "6", "83.3%", "50.0%", "33.3%"]
+    assert lines[0].split()[:6] == ["run", "subs", "problems", "code", "compiled", "correct"]
+    assert lines[2].split()[:6] == ["model-a", "6", "4/6", "83.3%", "50.0%", "33.3%"]  # the 4 problems it answered
+    assert lines[5].split()[:3] == ["overall", "13", "6/6"]
+    assert "fast_p of a run over the problems it answered (problems), of overall over all 6" in text
     assert lines[5].split()[0] == "overall" and "1.20x" in lines[3]
     assert len({len(line) for line in lines[:6]}) == 1  # columns line up
 

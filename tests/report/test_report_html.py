@@ -82,7 +82,7 @@ def test_detail_pages_number_source_lines_and_highlight_what_errors_point_at(rep
 
 def test_summary_and_index_agree(report: Path) -> None:
     summary = json.loads((report / "summary.json").read_text())
-    assert summary["summary_schema_version"] == 2
+    assert summary["summary_schema_version"] == 3
     dom = Dom((report / "index.html").read_text())
     assert len(dom.tables["leaderboard"]) == len(summary["runs"]) == 3
     assert len(dom.tables["submissions"]) == 18
@@ -157,3 +157,44 @@ def test_script_in_a_submission_renders_as_text(report: Path, tmp_path: Path) ->
 def test_screenshot(report: Path, tmp_path: Path) -> None:
     shot = screenshot(report / "index.html", tmp_path, "report-index.png")
     assert shot.stat().st_size > 20_000
+
+
+LONG_RUN = "provider-model-name-2026-11-28-reasoning-high-temperature-0.7-kernelbench-level-1"
+LONG_PROBLEM = "conv_transpose3d_square_input_asymmetric_kernel_strided_padded_dilated_grouped"
+FITS = ("<script>var width=document.documentElement.clientWidth,out=[];"
+        "document.querySelectorAll('table').forEach(function(t){out.push(t.id+':'+Math.ceil(t.getBoundingClientRect().right))});"
+        "var details=document.querySelector('#submissions tbody tr td:last-child').getBoundingClientRect().right;"
+        "document.documentElement.setAttribute('data-fit',[width,document.documentElement.scrollWidth,Math.ceil(details)]"
+        ".concat(out).join(' '));</script>")
+
+
+def crowded_rows() -> list[dict]:
+    """The fixture's rows with everything long that real runs hold: run, problem and sample names, every flag of a
+    correct answer, reasons holding paths with no space, levels, and a third run."""
+    rows = []
+    for i, line in enumerate(FIXTURE.read_text().splitlines()):
+        row = json.loads(line)
+        row.update(run=row["run"] if row["run"] == "curated" else f"{row['run']}-{LONG_RUN}",
+                   problem=f"{row['problem']}_{LONG_PROBLEM}", sample=f"sample_{row['sample']}_of_the_generator_0001",
+                   problem_level=1 + i % 3,
+                   reason=f"{row.get('reason')} at line 12 of KEEP/corpus/synthetic/{'x' * 160}.py")
+        if row["verdict"] == "correct":
+            row["flags"] = ["no_custom_kernel", "library_dominated", "reduced_precision", "mutates_inputs"]
+        rows += [row, {**row, "run": f"third-{LONG_RUN}"}]
+    return rows
+
+
+@needs_chromium
+def test_the_report_fits_a_1400_px_window_whatever_the_names(tmp_path: Path) -> None:
+    """Every table of index.html, the submissions table's details column included, within a 1400 px window: long
+    names wrap rather than push columns out of sight (the page used to scroll sideways, the details out of view)."""
+    folder = tmp_path / "crowded"
+    folder.mkdir()
+    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in crowded_rows()))
+    page = with_script(write_reports(folder), "index-fit-test.html", tail=FITS)
+    width, page_width, details, *tables = dump(page, tmp_path, size="1400,1000").root_attrs["data-fit"].split()
+    assert 1300 < int(width) <= 1400  # the window, less any scrollbar
+    assert int(page_width) <= int(width), f"the page scrolls sideways: {page_width} px in a {width} px window"
+    assert int(details) <= int(width), f"the details column ends at {details} px, past the {width} px window"
+    wide = [t for t in tables if int(t.rsplit(":", 1)[1]) > int(width)]
+    assert not wide and len(tables) == 6, f"tables past the {width} px window: {wide}"

@@ -19,6 +19,7 @@ from html_dom import Dom, dump, needs_chromium, screenshot, with_script
 from evalkit.intake.extract import extract
 from evalkit.report.summary import write_reports
 from evalkit.report.text import format_leaderboard
+from evalkit.schedule.run_settings import record
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "reports" / "results.jsonl"
 LEVELS = {"1_matmul": 1, "2_relu": 1, "3_softmax": 1, "4_conv2d": 2, "5_layernorm": 3}
@@ -97,11 +98,27 @@ def test_a_baseline_never_timed_has_no_column_and_reads_not_measured_never_zero(
     assert all("not measured" in line for line in text.splitlines()[2:6])
 
 
+def test_a_run_answering_one_problem_is_scored_over_it_and_the_page_says_so(tmp_path: Path) -> None:
+    """Three samples of one problem, two correct, in a folder of nine problems: the run's pass@1 reads 66.7% beside
+    its correct 66.7% (it read 7.4%, scored over all nine), with "1 of 9" problems beside them; overall keeps 9 of 9."""
+    matmul = [r for r in fixture_rows() if r["run"] == "model-a" and r["problem"] == "1_matmul"]
+    assert [r["verdict"] for r in matmul] == ["correct", "incorrect", "correct"]
+    index = write(tmp_path, matmul, problems=[f"{i}_extra" for i in range(8)])
+    dom = Dom(index.read_text())
+    heads = [h["key"] for h in dom.heads["leaderboard"]]
+    [run] = dom.tables["leaderboard"]
+    cell = {key: run[heads.index(key)]["text"] for key in ("problems", "correct", "pass_at_1")}
+    assert cell == {"problems": "1 of 9", "correct": "66.7% (2)", "pass_at_1": "66.7%"}
+    assert "Each run is scored over the problems it answered" in dom.all_text
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["overall"]["problems_scored"] == 9 and summary["runs"]["model-a"]["problems_scored"] == 1
+
+
 def test_a_report_shows_only_the_baselines_its_run_asked_for_whatever_the_rows_hold(tmp_path: Path) -> None:
     # Rows and baselines.json holding compile figures (an earlier run's, from the machine-wide cache), in a report
     # whose run asked for eager only: compile is not measured there, everywhere.
     rows = [{**r, "problem_level": LEVELS[r["problem"]]} for r in fixture_rows()]
-    (tmp_path / "run.json").write_text(json.dumps({"baselines": ["eager"]}))
+    record(tmp_path, {"precision": None, "baselines": ["eager"], "device": "cpu", "seed": 1})  # as evalkit score does
     (tmp_path / "baselines.json").write_text(json.dumps({"k": {"problem": "6_extra", "eager": {"median_ms": 1.0},
                                                                "compile": {"median_ms": 2.0}}}))
     write(tmp_path, rows, problems=["6_extra"])

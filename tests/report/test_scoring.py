@@ -45,11 +45,27 @@ def test_fast_p_counts_strictly_greater_and_problems_without_submissions() -> No
     scores = scoring.score_all(rows, known_problems=["p4"])
     assert scores["problem_set"]["problems"] == ["p1", "p2", "p3", "p4"]
     assert scores["problem_set"]["without_submissions"] == ["p4"]
-    fast = scores["runs"]["m"]["fast_p"]
-    # p4 has no submission: it is in the denominator and never fast.
+    fast = scores["overall"]["fast_p"]
+    # p4 has no submission: it is in overall's denominator and never fast.
     assert fast["eager"] == {"0": 0.5, "0.5": 0.5, "0.8": 0.5, "1": 0.25, "1.5": 0.0, "2": 0.0}
     # speedup exactly 1.0 (p2 vs eager) is not > 1; exactly 2.0 (p2 vs compile) is not > 2.
     assert fast["compile"] == {"0": 0.5, "0.5": 0.5, "0.8": 0.5, "1": 0.25, "1.5": 0.25, "2": 0.0}
+    # The run is scored over the three problems it answered.
+    assert scores["runs"]["m"]["problems_scored"] == 3 and scores["overall"]["problems_scored"] == 4
+    assert scores["runs"]["m"]["fast_p"]["compile"] == pytest.approx({"0": 2 / 3, "0.5": 2 / 3, "0.8": 2 / 3,
+                                                                      "1": 1 / 3, "1.5": 1 / 3, "2": 0.0})
+
+
+def test_a_run_is_scored_over_the_problems_it_answered_and_overall_over_the_set() -> None:
+    """One run answering one problem of nine, two of its three samples correct: its pass@1 is 2/3 beside its correct
+    rate of 2/3 (not 2/27, as when a run was scored over every problem of the folder); overall keeps all nine."""
+    rows = [row("m", "p1", "0", "correct", 1.5), row("m", "p1", "1", "correct", 0.5), row("m", "p1", "2", "incorrect")]
+    scores = scoring.score_all(rows, known_problems=[f"p{i}" for i in range(1, 10)])
+    run, overall = scores["runs"]["m"], scores["overall"]
+    assert run["problems_scored"] == 1 and overall["problems_scored"] == 9
+    assert run["rates"]["correct"] == pytest.approx(2 / 3) and run["pass_at_k"]["1"] == pytest.approx(2 / 3)
+    assert run["fast_p"]["eager"]["1"] == 1.0 and run["fast_p_at_k"]["eager"]["1"]["1"] == pytest.approx(1 / 3)
+    assert overall["pass_at_k"]["1"] == pytest.approx(2 / 27) and overall["fast_p"]["eager"]["1"] == pytest.approx(1 / 9)
 
 
 def test_no_correct_submission_scores_zero_not_missing() -> None:
@@ -167,18 +183,23 @@ def test_fixture_scores_by_hand() -> None:
     assert b["counts"] == {"code_extracted": 7, "compiled": 5, "correct": 2, "skipped": 1, "flagged": 1}
     assert sum(scores["overall"]["verdicts"].values()) == 13
     assert all(scores["overall"]["verdicts"][v] >= 1 for v in VERDICT_ORDER)
+    # Each run over the problems it answered: model-a 4 (1_matmul to 4_conv2d), model-b and curated 5.
+    assert (a["problems_scored"], b["problems_scored"], cur["problems_scored"]) == (4, 5, 5)
+    assert scores["overall"]["problems_scored"] == 6
     # model-a, 1_matmul: samples at 1.5x and exactly 0.8x (not > 0.8) vs eager; 1.0x (not > 1) vs compile.
-    assert a["fast_p"]["eager"] == pytest.approx({"0": 1 / 6, "0.5": 1 / 6, "0.8": 1 / 6, "1": 1 / 6, "1.5": 0, "2": 0})
+    assert a["fast_p"]["eager"] == pytest.approx({"0": 1 / 4, "0.5": 1 / 4, "0.8": 1 / 4, "1": 1 / 4, "1.5": 0, "2": 0})
     assert a["fast_p"]["compile"]["1"] == 0.0
-    assert a["pass_at_k"] == pytest.approx({"1": (2 / 3) / 6, "3": 1 / 6})
-    assert a["fast_p_at_k"]["eager"]["1"]["0.8"] == pytest.approx((1 / 3) / 6)
+    assert a["pass_at_k"] == pytest.approx({"1": (2 / 3) / 4, "3": 1 / 4})
+    assert a["fast_p_at_k"]["eager"]["1"]["0.8"] == pytest.approx((1 / 3) / 4)
     # model-b: 50x on 1_matmul is flagged; 1.2x on 3_softmax counts.
-    assert b["fast_p"]["eager"]["1"] == pytest.approx(1 / 6)
+    assert b["fast_p"]["eager"]["1"] == pytest.approx(1 / 5)
     assert b["geomean_speedup"]["eager"] == {"value": pytest.approx(1.2), "n": 1}
     # curated: 3.0, 1.0 (not > 1), 2.0 flagged timing_mismatch, 1.5, 2.0.
-    assert cur["fast_p"]["eager"]["1"] == pytest.approx(3 / 6)
-    assert cur["fast_p"]["eager"]["1.5"] == pytest.approx(2 / 6)
-    assert cur["fast_p"]["compile"]["1"] == pytest.approx(2 / 6)  # 4_conv2d's compile baseline failed
+    assert cur["fast_p"]["eager"]["1"] == pytest.approx(3 / 5)
+    assert cur["fast_p"]["eager"]["1.5"] == pytest.approx(2 / 5)
+    assert cur["fast_p"]["compile"]["1"] == pytest.approx(2 / 5)  # 4_conv2d's compile baseline failed
+    # overall pools model-a and model-b over all six problems, 6_extra (no submission) a failure
+    assert scores["overall"]["fast_p"]["eager"]["1"] == pytest.approx(2 / 6)
     table = {e["problem"]: e for e in scores["per_problem"]}
     assert table["1_matmul"]["runs"]["model-a"]["sample"] == "0"
     assert table["4_conv2d"]["runs"]["model-b"]["verdict"] == "crash"
@@ -202,10 +223,13 @@ def test_fast_p_per_level_is_over_that_levels_problems_only() -> None:
     assert list(levels) == ["1", "2"]
     assert levels["1"]["problems"] == 2 and levels["1"]["problems_correct"] == 1
     assert levels["1"]["fast_p"]["eager"]["1"] == 0.5 and levels["1"]["fast_p"]["compile"]["1"] == 0.5
-    # level 2: p3 (2.5x eager, 0.9x compile) and p5, which m never answered: a failure in the denominator
-    assert levels["2"]["fast_p"]["eager"]["2"] == 0.5 and levels["2"]["fast_p"]["compile"]["0.8"] == 0.5
+    # level 2 of m: p3 alone (2.5x eager, 0.9x compile); p5, which only curated answered, is not m's
+    assert levels["2"]["problems"] == 1
+    assert levels["2"]["fast_p"]["eager"]["2"] == 1.0 and levels["2"]["fast_p"]["compile"]["0.8"] == 1.0
+    # overall's level 2 holds p5 too: a failure in its denominator
     assert scores["overall"]["by_level"]["2"]["problems_correct"] == 1
-    assert scores["runs"]["curated"]["by_level"]["2"]["fast_p"]["eager"]["1"] == 0.5
+    assert scores["overall"]["by_level"]["2"]["fast_p"]["eager"]["2"] == 0.5
+    assert scores["runs"]["curated"]["by_level"]["2"]["fast_p"]["eager"]["1"] == 1.0  # p5 alone, 1.1x
     assert {e["problem"]: e["level"] for e in scores["per_problem"]} == {"p1": 1, "p2": 1, "p3": 2, "p4": None,
                                                                        "p5": 2, "p6": None}
 

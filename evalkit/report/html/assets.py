@@ -14,7 +14,8 @@ from __future__ import annotations
 from evalkit.records import VERDICT_INFO
 
 CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#111827;background:#fff}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#111827;background:#fff;
+overflow-wrap:break-word}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #e5e7eb}
 table{border-collapse:collapse;margin:6px 0 12px}th,td{border:1px solid #e5e7eb;padding:3px 8px;text-align:left;
 vertical-align:top}th{background:#f3f4f6}
@@ -37,7 +38,9 @@ tr.chosen{background:#ecfdf5}td.reason{max-width:520px;min-width:240px}a{color:#
 .filters{display:flex;gap:8px;align-items:center;flex-wrap:wrap;margin:6px 0;padding:6px 8px;background:#f9fafb;
 border:1px solid #e5e7eb;border-radius:6px}.filters input[type=search]{min-width:320px;padding:3px 6px;font:inherit}
 .filters select{padding:2px 4px;font:inherit}.filters .count{color:#6b7280;font-size:12px}
-table.sortable td.cmp{white-space:normal;min-width:150px}.na{color:#6b7280;font-style:italic}.warn{background:#fef3c7}td.changed{background:#fff7ed}
+table.sortable td.cmp{white-space:normal;min-width:150px}
+td.reason,th.id{overflow-wrap:anywhere}table td.id{white-space:normal;overflow-wrap:anywhere;min-width:8em}
+table.sortable td.flags,table.sortable td.best{white-space:normal}td.best{min-width:8em}.na{color:#6b7280;font-style:italic}.warn{background:#fef3c7}td.changed{background:#fff7ed}
 details.trace summary{cursor:pointer;color:#1d4ed8}.answer{max-height:560px}
 """
 # Each verdict's badge, in its colour (``records.VERDICT_INFO``).

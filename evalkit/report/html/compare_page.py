@@ -1,8 +1,10 @@
 """The comparison page of two or more reports: one self-contained static file (no side of the trust
 boundary: reads rows only, never torch).
 
-Sections: the reports and their settings (cells that differ from the first report's are marked, as a
-change may come from them rather than from the answers); the scores of each run in each report, with
+Sections: the reports' settings, what each run asked for (``run.json``: a value that differs from the first
+report's is marked and warned of, as a change may come from it rather than from the answers); what happened in
+each (rows, problems, the machine, the tolerances and timed requests the rows record: facts, never warned of);
+the scores of each run in each report, with
 the change in fast_1 against the first; fast_p per KernelBench level where rows carry levels; and every
 (run, problem, sample) with its verdict and speedup in each report, filterable by what changed. Every
 value from a row is escaped; the one script is the constant ``assets.SCRIPT``.
@@ -17,8 +19,8 @@ from typing import Any
 from evalkit.records import CURATED_RUN
 from evalkit.report import scoring
 from evalkit.report.html.assets import SCRIPT
-from evalkit.report.html.parts import (NOT_MEASURED, Row, badge, document, esc, filter_box, flags_html, fmt_rate,
-                                       fmt_speedup, num_td, rate_td, th)
+from evalkit.report.html.parts import (NOT_MEASURED, PROBLEMS_TITLE, Row, badge, document, esc, filter_box, flags_html,
+                                       fmt_rate, fmt_speedup, num_td, problems_td, rate_td, th)
 from evalkit.report.run_diff import CHANGE_KINDS, SPEEDUP_CHANGE, change_kinds
 
 Key = tuple[str, str, str]
@@ -31,15 +33,72 @@ class ComparedReport:
     rows: list[Row]
     scores: dict[str, Any]
     judge_host: dict[str, Any] | None
+    asked: dict[str, Any] | None  # run.json's settings: what the run asked for; None without one
     index_link: str | None
     detail_links: dict[tuple[str, str, str], str]
 
 
-CHANGE_LABELS = {"verdict": "verdict flipped", "speedup": f"speedup moved > {100 * SPEEDUP_CHANGE:.0f}%",
+CHANGE_LABELS = {"verdict": "verdict flipped",
+                 "speedup": f"speedup moved > {100 * SPEEDUP_CHANGE:.0f}%, 95% intervals apart",
                  "only": "not in every report", "same": "unchanged"}
 
 
-def _settings(report: ComparedReport) -> dict[str, str]:
+# run.json's seed: a run without --seed draws its own, so seeds differ between any two such runs; shown, not warned of.
+NOT_WARNED = ("seed",)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "unset"
+    return (", ".join(map(str, value)) or "none") if isinstance(value, list) else str(value)
+
+
+def settings_table(reports: list[ComparedReport]) -> str:
+    """What each run asked for (``run.json``), one line per setting that some report sets; a value that differs
+    from the first report's is marked, and warned of below the table."""
+    known = [r for r in reports if r.asked is not None]
+    names = list(dict.fromkeys(name for r in known for name in r.asked or {}))
+    shown = [n for n in names if any((r.asked or {}).get(n) is not None for r in known)]
+    heads = [th("setting")] + [th(r.label) for r in reports]
+    body, differs = [], []
+    for name in shown:
+        cells = [f"<td>{esc(name)}</td>"]
+        for report in reports:
+            if report.asked is None:
+                cells.append('<td class="muted">no run.json</td>')
+                continue
+            value, first = report.asked.get(name), (reports[0].asked or {}).get(name)
+            other = reports[0].asked is not None and report is not reports[0] and value != first
+            warned = other and name not in NOT_WARNED
+            if warned:
+                differs.append(name)
+            attrs = (f' class="warn" title="differs from {esc(reports[0].label)}"' if warned
+                     else ' class="muted" title="each run without --seed draws its own"' if other else "")
+            cells.append(f"<td{attrs}>{esc(_shown(value))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    table = (f'<table id="settings"><thead><tr>{"".join(heads)}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+             if body else "")
+    missing = [r.label for r in reports if r.asked is None]
+    return table + _settings_notes([n for n in names if n not in shown], list(dict.fromkeys(differs)), missing)
+
+
+def _settings_notes(unset: list[str], differs: list[str], missing: list[str]) -> str:
+    """The lines under the settings: what no run set, the warning where runs asked for different settings, and
+    which reports have no ``run.json`` (unknown, never called different)."""
+    notes = [f'<p class="muted small">Unset in every report (each problem\'s own <code>problem.toml</code> value): '
+             f"{esc(', '.join(unset))}.</p>"] if unset else []
+    if differs:
+        notes.append('<p class="warn small" id="settings-differ">These runs asked for different settings '
+                     f"({esc(', '.join(differs))}, marked): a change may come from them rather than from the "
+                     "answers.</p>")
+    if missing:
+        notes.append(f'<p class="muted small" id="settings-unknown">No run.json in {esc(", ".join(missing))}: what '
+                     "its run asked for is unknown; what happened, below, says what its rows record.</p>")
+    return "".join(notes)
+
+
+def _happened(report: ComparedReport) -> dict[str, str]:
+    """What the report's rows and judge record: facts of the run, not settings."""
     seen, scores = report.scores["settings"], report.scores
     judged = scores["judged_on"]
     host = report.judge_host or {}
@@ -47,33 +106,32 @@ def _settings(report: ComparedReport) -> dict[str, str]:
     values: dict[str, Any] = {
         "rows": len(report.rows), "problems": scores["problem_set"]["count"], "devices": judged["devices"],
         "GPU": judged["device_names"], "torch": host.get("torch"), "evalkit": judged["evalkit_versions"],
-        "precision": seen["precision"], "atol": seen["atol"], "rtol": seen["rtol"], "trials": seen["trials"], "timing trials": seen["timing_trials"],
-        "baselines timed": measured}
+        "precision": seen["precision"], "atol": seen["atol"], "rtol": seen["rtol"], "trials": seen["trials"],
+        "timing requests": seen["timing_trials"], "baselines timed": measured}
     return {k: ", ".join(map(str, v)) if isinstance(v, list) else ("" if v is None else str(v)) for k, v in values.items()}
 
 
-SETTINGS_COMPARED = ("problems", "GPU", "torch", "evalkit", "precision", "atol", "rtol", "trials", "timing trials", "baselines timed")
+HAPPENED_TITLES = {"timing requests": "the timed requests each row made: repetitions stop once the median is known, "
+                                      "so they differ between runs of the same settings",
+                   "precision": "the precisions, tolerances and trials the rows record"}
 
 
-def reports_table(reports: list[ComparedReport]) -> str:
-    table = [_settings(r) for r in reports]
+def happened_table(reports: list[ComparedReport]) -> str:
+    """Each report's rows, problems, machine and what its rows record; values unlike the first report's are marked
+    (a fact to know, not a warning: the settings above say what each run asked for)."""
+    table = [_happened(r) for r in reports]
     shown = [name for name in table[0] if any(values[name] for values in table)]  # no column nobody recorded
-    table = [{name: values[name] for name in shown} for values in table]
-    heads = ["report", *shown]
-    body, differs = [], False
+    heads = [th("report")] + [th(name, title=HAPPENED_TITLES.get(name, "")) for name in shown]
+    body = []
     for report, values in zip(reports, table):
         label = esc(report.label)
         cells = [f'<td><a href="{esc(report.index_link)}">{label}</a></td>' if report.index_link else f"<td>{label}</td>"]
-        for name, value in values.items():
-            other = name in SETTINGS_COMPARED and value != table[0][name]
-            differs |= other
-            attrs = f' class="warn" title="differs from {esc(reports[0].label)}"' if other else ""
-            cells.append(f"<td{attrs}>{esc(value)}</td>")
+        for name in shown:
+            other = report is not reports[0] and values[name] != table[0][name]
+            attrs = f' class="changed" title="unlike {esc(reports[0].label)}"' if other else ""
+            cells.append(f"<td{attrs}>{esc(values[name])}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    note = ('<p class="warn small" id="settings-differ">These reports were judged with different settings (marked): '
-            "a change may come from them rather than from the answers.</p>") if differs else ""
-    return (f'<table id="reports"><thead><tr>{"".join(th(h) for h in heads)}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table>{note}')
+    return f'<table id="reports"><thead><tr>{"".join(heads)}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
 def _runs(reports: list[ComparedReport]) -> list[str]:
@@ -98,7 +156,8 @@ def _delta_td(now: float | None, first: float | None) -> str:
 
 
 def scores_table(reports: list[ComparedReport]) -> str:
-    heads = [th("run"), th("report"), th("submissions"), th("correct"), th("fast_0 eager"), th("fast_1 eager"),
+    heads = [th("run"), th("report"), th("submissions"), th("problems", title=PROBLEMS_TITLE), th("correct"),
+             th("fast_0 eager"), th("fast_1 eager"),
              th("fast_1 compile"), th("pass@1"), th("geomean vs eager"),
              th(f"fast_1 eager vs {reports[0].label}", title="change in percentage points against the first report")]
     body = []
@@ -108,11 +167,12 @@ def scores_table(reports: list[ComparedReport]) -> str:
             s = _scores_of(report, run)
             lead = f"<td>{esc(run)}</td>" if i == 0 else '<td class="muted small">\u2033</td>'
             if s is None:
-                body.append(f'<tr>{lead}<td>{esc(report.label)}</td><td class="muted" colspan="8">no rows</td></tr>')
+                body.append(f'<tr>{lead}<td>{esc(report.label)}</td><td class="muted" colspan="9">no rows</td></tr>')
                 continue
             fast, geo = s["fast_p"], s["geomean_speedup"]["eager"]
             base = first["fast_p"]["eager"]["1"] if first and i else None
             body.append(f"<tr>{lead}<td>{esc(report.label)}</td>{num_td(s['submissions'], str(s['submissions']))}"
+                        f"{problems_td(s, report.scores['problem_set']['count'])}"
                         f"{num_td(s['rates']['correct'], fmt_rate(s['rates']['correct']))}"
                         f"{rate_td(s, 'eager', fast['eager']['0'])}{rate_td(s, 'eager', fast['eager']['1'])}"
                         f"{rate_td(s, 'compile', fast['compile']['1'])}"
@@ -166,6 +226,11 @@ def _x(value: float | None) -> str:
     return fmt_speedup(value) or "\u2013"
 
 
+def _move(d: dict[str, Any]) -> str:
+    moved = f" ({100 * d['change']:+.0f}%)" if d["change"] is not None else ""
+    return f"vs {d['baseline']} {_x(d['before'])} \u2192 {_x(d['after'])}{moved}"
+
+
 def change_notes(reports: list[ComparedReport], diffs: list[dict[str, Any]]) -> tuple[dict[Key, list[str]], set[tuple[Key, int]]]:
     """What changed for each key, in words naming the report, and the (key, report index) cells that changed."""
     notes: dict[Key, list[str]] = {}
@@ -176,10 +241,10 @@ def change_notes(reports: list[ComparedReport], diffs: list[dict[str, Any]]) -> 
             notes.setdefault(tuple(d["key"]), []).append(f"{label}: {d['before']} \u2192 {d['after']}")
             cells.add((tuple(d["key"]), i))  # type: ignore[arg-type]
         for d in diff["speedups_moved"]:
-            moved = f" ({100 * d['change']:+.0f}%)" if d["change"] is not None else ""
-            notes.setdefault(tuple(d["key"]), []).append(
-                f"{label}: vs {d['baseline']} {_x(d['before'])} \u2192 {_x(d['after'])}{moved}")
+            notes.setdefault(tuple(d["key"]), []).append(f"{label}: {_move(d)}")
             cells.add((tuple(d["key"]), i))  # type: ignore[arg-type]
+        for d in diff["speedups_within_intervals"]:  # as far, but the intervals overlap: no change, said so
+            notes.setdefault(tuple(d["key"]), []).append(f"{label}: {_move(d)}, within the 95% intervals")
         for d in diff["only_before"]:
             notes.setdefault(tuple(d["key"]), []).append(f"not in {label}")
             cells.add((tuple(d["key"]), i))  # type: ignore[arg-type]
@@ -224,7 +289,8 @@ def render_comparison(reports: list[ComparedReport], diffs: list[dict[str, Any]]
     body = (f"<h1>evalkit comparison: {esc(title)}</h1>"
             f'<p class="muted small">Every report is compared with the first, {esc(reports[0].label)}; scores are '
             "recomputed from each folder's results.jsonl.</p>"
-            '<h2 id="reports-h">Reports</h2>' + reports_table(reports)
+            '<h2 id="settings-h">Settings: what each run asked for (run.json)</h2>' + settings_table(reports)
+            + '<h2 id="reports-h">What happened</h2>' + happened_table(reports)
             + '<h2 id="scores-h">Scores</h2>' + scores_table(reports) + levels_table(reports)
             + f'<h2 id="changes-h">Submissions ({len(keys)})</h2>' + _change_summary(kinds) + filters
             + changes_table(reports, kinds, diffs))

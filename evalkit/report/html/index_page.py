@@ -19,10 +19,10 @@ from evalkit.row_parts import part
 from evalkit.report import scoring
 from evalkit.report.html import svg
 from evalkit.report.html.assets import SCRIPT
-from evalkit.report.html.parts import (BELOW_RESOLUTION, NOT_MEASURED, NOT_MEASURED_TITLE, PageNames, Row, badge,
-                                       below_resolution, document, esc, filter_box, flag_badge, flags_html, fmt_bound,
-                                       fmt_interval, fmt_ms, fmt_rate, fmt_speedup, not_measured_td, num_td,
-                                       page_names, rate_td, table, th)
+from evalkit.report.html.parts import (BELOW_RESOLUTION, NOT_MEASURED, NOT_MEASURED_TITLE, PROBLEMS_TITLE, PageNames,
+                                       Row, badge, below_resolution, document, esc, filter_box, flag_badge, flags_html,
+                                       fmt_bound, fmt_interval, fmt_ms, fmt_rate, fmt_speedup, id_td, not_measured_td,
+                                       num_td, page_names, problems_td, rate_td, table, th)
 
 __all__ = ["page_names", "render_index"]
 
@@ -51,9 +51,10 @@ def _geo_td(scores: dict[str, Any], baseline: str) -> str:
     return num_td(geo["value"], f"{fmt_speedup(geo['value'])} (n={geo['n']})")
 
 
-def _leader_row(name: str, scores: dict[str, Any], shown: tuple[str, ...]) -> str:
+def _leader_row(name: str, scores: dict[str, Any], shown: tuple[str, ...], total: int) -> str:
     rates, fast = scores["rates"], scores["fast_p"]
-    cells = [f"<td>{esc(name)}</td>", num_td(scores["submissions"], str(scores["submissions"]))]
+    cells = [id_td(name), num_td(scores["submissions"], str(scores["submissions"])),
+             problems_td(scores, total)]
     cells += [num_td(rates[key], f"{fmt_rate(rates[key])} ({scores['counts'][key]})") for _, key, _ in LEADER_COLUMNS[1:]]
     point = scores.get("fast_p_point") or {}
     eager = [rate_td(scores, "eager", fast["eager"]["0"]), rate_td(scores, "eager", fast["eager"]["1"]),
@@ -67,20 +68,22 @@ def _leader_row(name: str, scores: dict[str, Any], shown: tuple[str, ...]) -> st
 
 def leaderboard(summary: dict[str, Any], shown: tuple[str, ...] = scoring.BASELINES) -> str:
     """The runs' scores; columns of a baseline not in ``shown`` (measured by no row) left out."""
-    heads = [th("run", "run")] + [th(label, key, True, title) for label, key, title in LEADER_COLUMNS]
+    columns = [th(label, key, True, title) for label, key, title in LEADER_COLUMNS]
+    heads = [th("run", "run"), columns[0], th("problems", "problems", True, PROBLEMS_TITLE), *columns[1:]]
     eager = [th("fast_0 eager", "fast_0_eager", True, "correct and faster than 0x: KernelBench fast_0"),
              th("fast_1 eager", "fast_1_eager", True,
-                "correct with speedup > 1 vs eager (its 95% interval's low end above 1), over all problems"),
+                "correct with speedup > 1 vs eager (its 95% interval's low end above 1), over the problems scored"),
              th("fast_1 eager, point estimate", "fast_1_eager_point", True,
                 "as fast_1 eager, counting a speedup's point estimate above 1 (KernelBench's count)")]
     heads += (eager if "eager" in shown else []) + ([th("fast_1 compile", "fast_1_compile", True,
                                                        "correct with speedup > 1 vs torch.compile (its 95% "
                                                        "interval's low end above 1)")] if "compile" in shown else [])
-    heads += [th("pass@1", "pass_at_1", True, "unbiased pass@1 over all problems")]
+    heads += [th("pass@1", "pass_at_1", True, "unbiased pass@1 over the problems scored")]
     heads += [th(f"geomean vs {b}", f"geomean_{b}", True, "geometric mean over correct, unflagged rows")
               for b in shown]
-    rows = "".join(_leader_row(run, scores, shown) for run, scores in summary["runs"].items())
-    foot = "".join(_leader_row(name, scores, shown) for name, scores in _overall(summary))
+    total = summary["problem_set"]["count"]
+    rows = "".join(_leader_row(run, scores, shown, total) for run, scores in summary["runs"].items())
+    foot = "".join(_leader_row(name, scores, shown, total) for name, scores in _overall(summary))
     return (f'<table id="leaderboard" class="sortable"><thead><tr>{"".join(heads)}</tr></thead>'
             f"<tbody>{rows}</tbody><tfoot>{foot}</tfoot></table>")
 
@@ -92,7 +95,7 @@ def fast_p_table(summary: dict[str, Any], shown: tuple[str, ...] = scoring.BASEL
     for name, scores in _named_scores(summary):
         for base in shown:
             values = scores["fast_p"][base]
-            body.append(f"<tr><td>{esc(name)}</td><td>{esc(base)}</td>"
+            body.append(f"<tr>{id_td(name)}<td>{esc(base)}</td>"
                         + "".join(rate_td(scores, base, values[p]) for p in ths) + "</tr>")
     return f'<table id="fast-p"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
 
@@ -112,7 +115,7 @@ def level_table(summary: dict[str, Any], shown: tuple[str, ...]) -> str:
     body = []
     for name, scores in _named_scores(summary):
         for level, entry in scores.get("by_level", {}).items():
-            cells = [f"<td>{esc(name)}</td>", num_td(float(level), f"level {level}"),
+            cells = [id_td(name), num_td(float(level), f"level {level}"),
                      num_td(entry["problems"], str(entry["problems"])),
                      num_td(entry["problems_correct"], str(entry["problems_correct"]))]
             cells += [rate_td(scores, b, entry["fast_p"][b][p]) for b, p in columns]
@@ -130,7 +133,7 @@ def at_k_table(summary: dict[str, Any], shown: tuple[str, ...] = scoring.BASELIN
         fast = scores["fast_p_at_k"]
         for k in scores["ks"]:
             key = str(k)
-            body.append(f"<tr><td>{esc(name)}</td>{num_td(k, key)}"
+            body.append(f"<tr>{id_td(name)}{num_td(k, key)}"
                         f"{num_td(scores['pass_at_k'][key], fmt_rate(scores['pass_at_k'][key]))}"
                         + "".join(rate_td(scores, b, fast[b][key]["1"]) for b in shown) + "</tr>")
     head = "<tr><th>run</th><th>k</th><th>pass@k</th>" + "".join(f"<th>fast_1@k {b}</th>" for b in shown) + "</tr>"
@@ -153,7 +156,7 @@ def _speed_cell(entry: dict[str, Any] | None, run: str, problem: str, names: Pag
         f' <span class="muted small">{esc(BELOW_RESOLUTION)}</span>' if below and pair else "")
     extra = f' <span class="muted small">{entry["correct"]}/{entry["samples"]} correct</span>' if entry["samples"] > 1 else ""
     v = "" if value is None else repr(value)
-    return f'<td data-v="{esc(v)}">{link}{speeds}{flags_html(entry["flags"])}{extra}</td>'
+    return f'<td class="best" data-v="{esc(v)}">{link}{speeds}{flags_html(entry["flags"])}{extra}</td>'
 
 
 def _baseline_td(record: dict[str, Any] | None, baseline: str, median: float | None) -> str:
@@ -172,7 +175,7 @@ def problem_table(summary: dict[str, Any], names: PageNames, shown: tuple[str, .
     heads = [th("problem", "problem")] + ([th("level", "level", True)] if with_levels else [])
     heads += [th(f"{b} ms", f"{b}_ms", True) for b in shown]
     versus = f" (vs {' / '.join(shown)})" if shown else ""
-    heads += [th(f"{run}{versus}", f"run:{run}", True) for run in runs]
+    heads += [th(f"{run}{versus}", f"run:{run}", True, names=True) for run in runs]
     with_curated = CURATED_RUN in summary["runs"]  # a report that never scored curated solutions has no such column
     heads += [th(f"curated{versus}", "curated", True)] if with_curated else []
     body = []
@@ -180,7 +183,7 @@ def problem_table(summary: dict[str, Any], names: PageNames, shown: tuple[str, .
         pid, base, level = entry["problem"], entry["baselines"], entry.get("level")
         record = summary["baselines"].get(pid)
         measured = {b: not isinstance(record, dict) or b in record for b in scoring.BASELINES}
-        cells = [f"<td>{esc(pid)}</td>"] + ([num_td(level, "" if level is None else str(level))] if with_levels else [])
+        cells = [id_td(pid)] + ([num_td(level, "" if level is None else str(level))] if with_levels else [])
         cells += [_baseline_td(record, b, base[f"{b}_ms"]) for b in shown]
         cells += [_speed_cell(entry["runs"].get(run), run, pid, names, measured, shown) for run in runs]
         if with_curated:
@@ -224,17 +227,16 @@ def submissions_table(rows: list[Row], names: PageNames, with_levels: bool = Fal
         rank = scoring.PIPELINE_RANK.get(str(row.get("verdict")), -1)
         level = row.get("problem_level") if isinstance(row.get("problem_level"), int) else None
         level_td = num_td(level, "" if level is None else str(level))
-        cells = [f"<td>{esc(key[0])}</td>", f"<td>{esc(key[1])}</td>", *([level_td] if with_levels else []),
-                 f"<td>{esc(key[2])}</td>", f'<td data-v="{rank}">{badge(row.get("verdict"))}</td>',
+        cells = [id_td(key[0]), id_td(key[1]), *([level_td] if with_levels else []), id_td(key[2]),
+                 f'<td data-v="{rank}">{badge(row.get("verdict"))}</td>',
                  *(_row_speed_td(row, b) for b in shown), num_td(median, fmt_ms(median)),
-                 f'<td>{flags_html(row.get("flags") or [])}</td>', f'<td class="reason">{esc(row.get("reason"))}</td>',
+                 f'<td class="flags">{flags_html(row.get("flags") or [])}</td>', f'<td class="reason">{esc(row.get("reason"))}</td>',
                  f'<td><a class="detail" href="submissions/{esc(names[key])}">details</a></td>']
         body.append((f' data-verdict="{esc(row.get("verdict"))}" data-level="{esc(level)}"', cells))
     return table("submissions", heads, body)
 
 
 def charts(summary: dict[str, Any], rows: list[Row]) -> str:
-    n = summary["problem_set"]["count"]
     out = []
     for base in scoring.BASELINES:
         measured = [run for run, s in summary["runs"].items() if base not in s.get("baselines_not_measured", [])]
@@ -249,7 +251,8 @@ def charts(summary: dict[str, Any], rows: list[Row]) -> str:
                 if speed is not None and scoring.is_fast(row, base, 0.0):
                     best[str(row.get("problem"))] = max(speed, best.get(str(row.get("problem")), 0.0))
             series[run] = list(best.values())
-        out.append(svg.fast_p_curve(series, n, f"fast_p vs torch {base} (n = {n} problems)"))
+        scored = {run: summary["runs"][run].get("problems_scored", summary["problem_set"]["count"]) for run in measured}
+        out.append(svg.fast_p_curve(series, scored, f"fast_p vs torch {base} (each run over the problems it answered)"))
     return "".join(out)
 
 
@@ -290,9 +293,11 @@ def _one_of(badges: list[str]) -> str:
     return " or ".join(filter(None, [", ".join(badges[:-1]), badges[-1]])) if badges else ""
 
 
-NOTES = ("<p class=\"muted small\">overall pools every run but <em>curated</em>. fast_p: share of <em>all</em> problems in the set whose best sample is correct "
-         "with a speedup whose 95% interval lies strictly above p (a problem without a submission counts as a failure; "
-         "<em>point estimate</em>: the speedup itself above p, as KernelBench counts). Rows flagged "
+NOTES = ("<p class=\"muted small\">overall pools every run but <em>curated</em>. Each run is scored over the problems it "
+         "answered, overall over <em>all</em> problems in the set, a problem without a submission counting as a "
+         "failure (<em>problems</em> says how many). fast_p: share of those problems whose best sample is correct "
+         "with a speedup whose 95% interval lies strictly above p (<em>point estimate</em>: the speedup itself above "
+         "p, as KernelBench counts); correct, extracted and compiled are shares of submissions. Rows flagged "
          f"{_one_of([flag_badge(f) for f in sorted(EXCLUDED_FLAGS)])} never count "
          f"as fast and are left out of the geometric means. <em>{NOT_MEASURED}</em>: the baseline was not timed "
          "(<code>--baselines</code> left it out). Click a column header to sort.</p>")

@@ -102,6 +102,12 @@ def num_td(value: float | None, text: str, note: str = "") -> str:
     return f'<td class="num" data-v="{esc(v)}">{esc(text)}{small}</td>'
 
 
+def id_td(name: Any) -> str:
+    """A run, problem or sample name: it wraps, anywhere if it must, so a long name never widens its table past the
+    window (a 1400 px window shows every column of the report's tables)."""
+    return f'<td class="id">{esc(name)}</td>'
+
+
 def not_measured_td() -> str:
     return f'<td class="num na" data-v="" title="{esc(NOT_MEASURED_TITLE)}">{NOT_MEASURED}</td>'
 
@@ -113,9 +119,11 @@ def rate_td(scores: dict[str, Any], baseline: str, value: float | None, text: st
     return num_td(value, fmt_rate(value) if text is None else text)
 
 
-def th(label: str, key: str = "", numeric: bool = False, title: str = "") -> str:
+def th(label: str, key: str = "", numeric: bool = False, title: str = "", names: bool = False) -> str:
+    """A header cell; ``names``: its label holds a run's name, which wraps anywhere if it must, as ``id_td``."""
     attrs = (f' data-key="{esc(key)}"' if key else "") + (' data-type="num"' if numeric else "")
     attrs += f' title="{esc(title)}"' if title else ""
+    attrs += ' class="id"' if names else ""
     return f"<th{attrs}>{esc(label)}</th>"
 
 
@@ -149,3 +157,13 @@ def document(title: str, body: str, script: str = "") -> str:
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width,initial-scale=1">'
             f"<title>{esc(title)}</title><style>{CSS}</style></head><body>{body}{tail}</body></html>")
+
+
+def problems_td(scores: dict[str, Any], total: int) -> str:
+    """How many problems the scores are over, beside them: ``1 of 9`` (a run: those it answered)."""
+    count = scores.get("problems_scored", total)
+    return num_td(count, f"{count} of {total}")
+
+
+PROBLEMS_TITLE = ("the problems the scores are over: for a run, those it answered (at least one row); for overall, "
+                  "every problem of the set, one without a submission counting as a failure")

@@ -49,8 +49,9 @@ def _legend(names: list[str]) -> list[str]:
             f'<text x="{x + 18}" y="{TOP + 18 * i + 10}">{escape(name[:28])}</text>' for i, name in enumerate(names)]
 
 
-def fast_p_curve(series: dict[str, list[float]], n_problems: int, title: str) -> str:
-    """fast_p as a function of p: one step curve per run. ``series`` maps a run to its fast problems' speedups."""
+def fast_p_curve(series: dict[str, list[float]], n_problems: dict[str, int], title: str) -> str:
+    """fast_p as a function of p: one step curve per run. ``series`` maps a run to its fast problems' speedups,
+    ``n_problems`` to the problems it is scored over."""
     top = max([2.5] + [min(s, 10.0) * 1.1 for speeds in series.values() for s in speeds])
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
@@ -66,7 +67,7 @@ def fast_p_curve(series: dict[str, list[float]], n_problems: int, title: str) ->
     body = _axes(x_ticks, y_ticks, "speedup threshold p", "fast_p")
     body.append(f'<line x1="{_fmt(sx(1))}" y1="{TOP}" x2="{_fmt(sx(1))}" y2="{HEIGHT - BOTTOM}" class="one"/>')
     for i, (name, speeds) in enumerate(series.items()):
-        body.append(_step_path(sorted(speeds), n_problems, sx, sy, top, color(i), name))
+        body.append(_step_path(sorted(speeds), n_problems.get(name, 0), sx, sy, top, color(i), name))
     body.extend(_legend(list(series)))
     return _frame(title, body, title)
 
