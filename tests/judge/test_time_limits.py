@@ -86,16 +86,7 @@ def test_a_hang_costs_the_derived_limit_not_minutes(tmp_path, monkeypatch):
     monkeypatch.setattr(time_limits, "LOAD_S", 120.0)
     monkeypatch.setattr(time_limits, "FIRST_CALL_S", 3.0)
     monkeypatch.setattr(time_limits, "CALL_FLOOR_S", 3.0)
-    run = tmp_path / "subs" / "run" / "linear_relu"
-    run.mkdir(parents=True)
-    shutil.copy(FIXTURES / "judge_submissions" / "fixtures" / "linear_relu" / "hang.py", run / "hang.py")
-    shutil.copy(FIXTURES / "judge_submissions" / "fixtures" / "linear_relu" / "correct_python.md", run / "ok.md")
-    result = CliRunner().invoke(main, ["score", str(tmp_path / "subs"), "--problems", str(FIXTURES / "judge_problems"),
-                                       "--out", str(tmp_path / "out"), "--device", "cpu", "--baselines", "none",
-                                       "--timing-trials", "3", "--warmup", "1", "--seed", "1",
-                                       "--cache-dir", str(tmp_path / "cache")], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    rows = {r["sample"]: r for r in map(json.loads, (tmp_path / "out" / "results.jsonl").read_text().splitlines())}
+    rows = _scored(tmp_path, {"hang.py": "hang.py", "correct_python.md": "ok.md"}, "--timing-trials", "3", "--warmup", "1")
     assert rows["hang"]["verdict"] == "timeout"
     # the first request's limit: FIRST_CALL_S, or SLOWDOWN_ALLOWED x the reference's time for each of its calls
     # (about 3 s here; more on a loaded machine, where the reference itself measures slower), never LOAD_S's 120:
@@ -135,18 +126,22 @@ def test_the_first_call_is_long_only_for_an_answer_that_may_compile_then(tmp_pat
 def test_a_hang_frees_its_judge_within_the_hang_limit(tmp_path):
     # --hang-limit below the 10 s call floor: the judge applies the ceiling to the hang's first call, and its one
     # judge goes on to the next answer (the limit is read from the row's reason, never from the wall clock)
-    run = tmp_path / "subs" / "run" / "linear_relu"
-    run.mkdir(parents=True)
-    answers = FIXTURES / "judge_submissions" / "fixtures" / "linear_relu"
-    shutil.copy(answers / "hang.py", run / "hang.py")
-    shutil.copy(answers / "incorrect.py", run / "wrong.py")
-    result = CliRunner().invoke(main, ["score", str(tmp_path / "subs"), "--problems", str(FIXTURES / "judge_problems"),
-                                       "--out", str(tmp_path / "out"), "--device", "cpu", "--judges", "1",
-                                       "--baselines", "none", "--hang-limit", "5", "--seed", "1",
-                                       "--cache-dir", str(tmp_path / "cache")], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    rows = {r["sample"]: r for r in map(json.loads, (tmp_path / "out" / "results.jsonl").read_text().splitlines())}
+    rows = _scored(tmp_path, {"hang.py": "hang.py", "incorrect.py": "wrong.py"}, "--judges", "1", "--hang-limit", "5")
     assert rows["hang"]["verdict"] == "timeout"
     assert "stage 'forward' exceeded its 5 s limit" in rows["hang"]["reason"], rows["hang"]["reason"]
     assert rows["wrong"]["verdict"] == "incorrect", rows["wrong"]["reason"]
     assert json.loads((tmp_path / "out" / "run.json").read_text())["settings"]["hang_limit_s"] == 5.0
+
+
+def _scored(tmp_path, answers: dict[str, str], *options: str) -> dict[str, dict]:
+    """The rows of ``evalkit score`` on CPU over fixture answers of linear_relu (fixture name: name in the run)."""
+    run = tmp_path / "subs" / "run" / "linear_relu"
+    run.mkdir(parents=True)
+    for fixture, name in answers.items():
+        shutil.copy(FIXTURES / "judge_submissions" / "fixtures" / "linear_relu" / fixture, run / name)
+    result = CliRunner().invoke(main, ["score", str(tmp_path / "subs"), "--problems", str(FIXTURES / "judge_problems"),
+                                       "--out", str(tmp_path / "out"), "--device", "cpu", "--baselines", "none",
+                                       "--seed", "1", "--cache-dir", str(tmp_path / "cache"), *options],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return {r["sample"]: r for r in map(json.loads, (tmp_path / "out" / "results.jsonl").read_text().splitlines())}
