@@ -164,9 +164,11 @@ class Contender:
         poisoned = {k for k in range(batch) if unwritten(self.session.taken[k])}
         picked = {self.rng.randrange(batch)} if drawn else set()
         for k in sorted(poisoned | picked):
-            for result in self._compare(k, self.ref.expected(originals[k])):
+            for index, result in enumerate(self._compare(k, self.ref.expected(originals[k]))):
                 if not result.ok:
                     raise Stop(Finding.WRONG_DURING_TIMING,
                                f"an output produced during timing (request {request + 1}, call {k + 1}) is wrong: "
-                               f"{result.reason}")
+                               f"{result.reason}", {"correctness": {
+                                   "timed_request": request + 1, "output_index": index, "atol": self.settings.atol,
+                                   "rtol": self.settings.rtol, **to_jsonable(result)}})
         return bool(poisoned or picked)

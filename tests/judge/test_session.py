@@ -233,6 +233,8 @@ def test_a_timed_call_with_poison_left_in_one_element_of_an_output_taken_whole_i
         _, judgement, _ = _verdict(judge, on_call(5, one_left))
         assert judgement.finding is Finding.WRONG_DURING_TIMING, judgement.reason
         assert "1 of 128 elements" in judgement.reason
+        worst = judgement.correctness["worst"]  # the judge's own reading of its copy, for the model's feedback
+        assert judgement.correctness["timed_request"] >= 1 and [(w["index"], w["got"]) for w in worst] == [([4, 13], "nan")]
 
 
 def test_a_large_output_half_unwritten_at_the_stop_is_caught_at_the_secret_positions_the_judge_took(judge, monkeypatch):
