@@ -126,11 +126,11 @@ def test_the_first_call_is_long_only_for_an_answer_that_may_compile_then(tmp_pat
 def test_a_hang_frees_its_judge_within_the_hang_limit(tmp_path):
     # --hang-limit below the 10 s call floor: the judge applies the ceiling to the hang's first call, and its one
     # judge goes on to the next answer (the limit is read from the row's reason, never from the wall clock)
-    rows = _scored(tmp_path, {"hang.py": "hang.py", "incorrect.py": "wrong.py"}, "--judges", "1", "--hang-limit", "5")
+    rows = _scored(tmp_path, {"hang.py": "hang.py", "incorrect.py": "wrong.py"}, "--judges", "1", "--hang-limit", "8")
     assert rows["hang"]["verdict"] == "timeout"
-    assert "stage 'forward' exceeded its 5 s limit" in rows["hang"]["reason"], rows["hang"]["reason"]
+    assert "stage 'forward' exceeded its 8 s limit" in rows["hang"]["reason"], rows["hang"]["reason"]
     assert rows["wrong"]["verdict"] == "incorrect", rows["wrong"]["reason"]
-    assert json.loads((tmp_path / "out" / "run.json").read_text())["settings"]["hang_limit_s"] == 5.0
+    assert json.loads((tmp_path / "out" / "run.json").read_text())["settings"]["hang_limit_s"] == 8.0
 
 
 def _scored(tmp_path, answers: dict[str, str], *options: str) -> dict[str, dict]:
