@@ -124,6 +124,14 @@ class PytorchOwnRecord(TypedDict):
     rel_l2_err: float
 
 
+class WorstElementRecord(TypedDict):
+    """One of a wrong output's worst elements (``evalkit.judge.wrong_values``): the judge's own reading."""
+
+    index: list[int]
+    expected: float | str  # "nan", "inf" or "-inf" where not finite
+    got: float | str
+
+
 class CorrectnessRecord(TypedDict, total=False):
     trials: int
     calls_per_trial: int
@@ -146,6 +154,7 @@ class CorrectnessRecord(TypedDict, total=False):
     kernel_us: dict[str, float]
     # an incorrect row: the failing trial and output, and the comparison (``tensor_check.Comparison``)
     failed_trial: int
+    timed_request: int  # wrong in a timed request instead (its number), after the correctness trials passed
     output_index: int
     ok: bool
     reason: str
@@ -160,6 +169,7 @@ class CorrectnessRecord(TypedDict, total=False):
     unexpected_nonfinite: int
     mean_abs_err: float | None
     pattern: str
+    worst: list[WorstElementRecord]
 
 
 # ---- timing: the judge's clock (``evalkit.judge.submission_judge._timed``) -----------------------------------------

@@ -165,9 +165,11 @@ class Contender:
         if not (self.verify and drawn):
             return False
         k = self.rng.randrange(self.batch)
-        for result in self._compare(k, self.ref.expected(originals[k]), sampled=True):
+        for index, result in enumerate(self._compare(k, self.ref.expected(originals[k]), sampled=True)):
             if not result.ok:
                 raise Stop(Finding.WRONG_DURING_TIMING,
                            f"an output produced during timing (request {request + 1}, call {k + 1}) is wrong: "
-                           f"{result.reason}")
+                           f"{result.reason}", {"correctness": {
+                               "timed_request": request + 1, "output_index": index, "atol": self.settings.atol,
+                               "rtol": self.settings.rtol, **to_jsonable(result)}})
         return True

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalkit.records import FLAG_INFO, ResultRow
+from evalkit.records import FLAG_INFO, VERDICT_INFO, ResultRow
 
 MAX_FEEDBACK = 2000  # characters: a turn's worth, whatever the row holds
 CUT_SHORT = "\n[... cut short]"
@@ -19,15 +19,22 @@ MAX_KERNELS = 3
 
 
 def feedback_for(row: ResultRow) -> str:
-    """The feedback for ``row``: what went wrong and where, or how fast it was; at most ``MAX_FEEDBACK``."""
+    """The feedback for ``row``: what went wrong and where, or how fast it was; never empty, at most
+    ``MAX_FEEDBACK``."""
     write = _WRITERS.get(row.verdict, _reason_only)
     parts = [write(row)] + [_flag_line(flag) for flag in row.flags]
-    text = "\n".join(part for part in parts if part)
+    text = "\n".join(part for part in parts if part) or _reason_only(row)
     return text if len(text) <= MAX_FEEDBACK else text[: MAX_FEEDBACK - len(CUT_SHORT)] + CUT_SHORT
 
 
 def _reason_only(row: ResultRow) -> str:
-    return f"{row.verdict}: {row.reason}"
+    return f"{row.verdict.replace('_', ' ').capitalize()}: {_why(row)}"
+
+
+def _why(row: ResultRow) -> str:
+    """The row's reason, else what its verdict means: never empty."""
+    info = VERDICT_INFO.get(row.verdict)  # type: ignore[call-overload]  # a Verdict is its str value
+    return row.reason or (info.meaning if info else "no reason was given")
 
 
 def _no_code(row: ResultRow) -> str:
@@ -39,16 +46,21 @@ def _no_code(row: ResultRow) -> str:
 def _syntax_error(row: ResultRow) -> str:
     error = row.error or {}
     line = error.get("source_line") or error.get("code_line")
-    text = f"SyntaxError at line {line} of the code: {error.get('message', row.reason)}"
+    text = f"SyntaxError{f' at line {line} of the code' if line else ''}: {error.get('message') or _why(row)}"
     return text + (f"\n    {error['text'].strip()}" if error.get("text") else "")
 
 
 def _compile_error(row: ResultRow) -> str:
-    errors = (row.build or {}).get("errors") or []
+    """The first compiler errors at the answer's lines: the build's, or a JIT's at the first call (``error``)."""
+    built = (row.build or {}).get("errors") or []
+    errors = built or (row.error or {}).get("compiler_errors") or []
+    jit = not built and bool((row.error or {}).get("message"))
+    if not errors and jit:
+        return _failed_in_code(row)
     if not errors:
         tail = "\n".join(((row.build or {}).get("log_tail") or "").strip().splitlines()[-6:])
-        return f"The build failed: {(row.build or {}).get('message') or row.reason}\n{tail}".strip()
-    lines = ["The build failed. First compiler errors:"]
+        return f"The build failed: {(row.build or {}).get('message') or _why(row)}\n{tail}".strip()
+    lines = [f"{'A kernel failed to compile at its first call' if jit else 'The build failed'}. First compiler errors:"]
     for error in errors[:MAX_ERRORS]:
         where = (f"line {error['submission_line']} of the answer" if error.get("submission_line")
                  else f"{error.get('file', '?')}:{error.get('line', '?')}")
@@ -58,11 +70,20 @@ def _compile_error(row: ResultRow) -> str:
     return "\n".join(lines)
 
 
+# What the judge was doing when an answer failed, by the worker's stage
+_DOING = {"load": "while importing the module", "construct": "while constructing ModelNew",
+          "forward": "in forward", "interface": ""}
+_HINTS = {"timeout": "It did not finish in time: an endless loop, a deadlock, a wait that never ends, or work far "
+                     "slower than the reference.",
+          "crash": "The process died: often a kernel reading or writing out of bounds."}
+
+
 def _failed_in_code(row: ResultRow) -> str:
+    """The exception once ("NameError: name 'F' is not defined"), where the judge was, and the answer's line."""
     error = row.error or {}
-    what = ": ".join(part for part in (error.get("type"), error.get("message")) if part) or row.reason
     stage = error.get("stage")
-    text = f"{row.verdict.replace('_', ' ')}{f' during {stage}' if stage else ''}: {what}"
+    doing = _DOING.get(stage, f"in stage {stage}") if stage else ""
+    text = f"{row.verdict.replace('_', ' ').capitalize()}{f' {doing}' if doing else ''}: {_exception(row)}"
     frames = [frame for frame in error.get("traceback") or [] if frame.get("in_submission")]
     if frames:
         frame = frames[-1]
@@ -71,26 +92,54 @@ def _failed_in_code(row: ResultRow) -> str:
     elif row.verdict in ("crash", "timeout"):
         stderr = "\n".join((error.get("stderr_tail") or "").strip().splitlines()[-3:])
         text += f"\n{stderr}" if stderr else ""
-    return text
+    return text + (f"\n{_HINTS[row.verdict]}" if row.verdict in _HINTS else "")
+
+
+def _exception(row: ResultRow) -> str:
+    """The error's type and message, each once: the worker's message often starts with its type already, and a
+    limit's with its kind ("timeout: stage 'forward' exceeded ...")."""
+    error = row.error or {}
+    exception, kind = error.get("type") or "", error.get("kind") or row.verdict
+    message = (error.get("message") or row.reason or "").strip()
+    for prefix in (f"{kind}: ", f"{row.verdict}: "):
+        message = message.removeprefix(prefix)
+    if exception and f"{exception}:" not in message:
+        message = f"{exception}: {message}"
+    return message or _why(row)
 
 
 def _incorrect(row: ResultRow) -> str:
+    """Which output is wrong and by how much against which tolerance, where (the pattern) and its worst values."""
     found = row.correctness or {}
     if found.get("bad_count") is None:
-        return f"The output is wrong: {found.get('reason') or row.reason}"
-    shape = found.get("shape")
-    text = (f"Output {found.get('output_index', 0)} (shape {shape}) is wrong: {found['bad_count']} of "
-            f"{found.get('n_elements', '?')} elements ({found.get('bad_fraction', 0):.1%}) differ from the "
-            f"reference by more than atol={found.get('atol')} + rtol={found.get('rtol')} x |reference|; "
-            f"max abs difference {found.get('max_abs_err', 0):.4g}")
+        return f"Incorrect: {found.get('reason') or _why(row)}"
+    when = (f" in trial {found['failed_trial']}" if found.get("failed_trial") else
+            f" in timed request {found['timed_request']}, after the correctness trials passed (an output that "
+            f"changes from call to call: a result kept from an earlier call, a race, work left unfinished)"
+            if found.get("timed_request") else "")
+    sampled = " sampled" if found.get("timed_request") else ""
+    dtype = f", {found['dtype']}" if found.get("dtype") else ""
+    text = (f"Output {found.get('output_index', 0)} (shape {found.get('shape')}{dtype}) is wrong{when}: "
+            f"{found['bad_count']} of {found.get('n_elements', '?')}{sampled} elements "
+            f"({found.get('bad_fraction', 0):.1%}) "
+            f"are outside the tolerance |got - expected| <= atol + rtol * |expected| (atol={found.get('atol')}, "
+            f"rtol={found.get('rtol')}); max abs difference {found.get('max_abs_err', 0):.4g}")
     if found.get("mean_abs_err") is not None:
         text += f", mean {found['mean_abs_err']:.4g}"
     text += f"; first wrong element at index {found.get('first_bad_index')}."
-    if found.get("pattern"):
-        text += f" It looks like: {found['pattern']}."
     if found.get("unexpected_nonfinite"):
         text += f" {found['unexpected_nonfinite']} NaN/Inf where the reference is finite."
+    if found.get("pattern"):
+        text += f"\nPattern: {found['pattern']}."
+    worst = found.get("worst") or []
+    if worst:
+        text += "\nWorst elements, expected vs got: " + "; ".join(
+            f"out{w.get('index')} {_value(w.get('expected'))} vs {_value(w.get('got'))}" for w in worst) + "."
     return text
+
+
+def _value(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, (int, float)) else str(value)
 
 
 def _correct(row: ResultRow) -> str:

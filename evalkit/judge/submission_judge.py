@@ -65,6 +65,7 @@ class JudgeSettings:
     min_timing_trials: int = _DEFAULTS.min_timing_trials  # timing_trials is the most (evalkit/judge/repetitions.py)
     timing_budget_s: float = _DEFAULTS.timing_budget_s
     timing_precision: float = _DEFAULTS.timing_precision
+    hang_limit_s: float = _DEFAULTS.hang_limit_s  # the ceiling of an answer's derived limits (``time_limits``)
 
     def repetitions(self) -> RepetitionRule:
         """When a timing stops (docs/judge.md, How many calls)."""
@@ -97,7 +98,8 @@ class Judge:
         self.flusher = L2Flusher(ref.device)
         self.idle = GpuIdle(ref.device)
         self.reference_ms = reference_ms(ref, settings.seed)  # also sizes the batch
-        self.time_limits = time_limits(self.reference_ms, settings.run_timeout_s)
+        self.time_limits = time_limits(self.reference_ms, settings.run_timeout_s, settings.hang_limit_s)
+        self.baseline_limits = time_limits(self.reference_ms, settings.run_timeout_s)  # trusted code: no ceiling
         self.specs, self.input_templates, self.pytorch_error = self._first_trial_facts()
         self.batch = batch_size(self.reference_ms, values_bytes(self.input_templates) + values_bytes(self.specs), ref.device)
         # Secret, and the same for every answer this judge judges: their correctness trials share inputs, so each
@@ -182,7 +184,7 @@ class Judge:
         code_path.write_text(reference_as_submission(self.ref.problem.reference_path.read_text(), kind))
         settings = replace(self.settings, time_submissions=True,
                            warmup_trials=max(self.settings.warmup_trials, 3 if kind == "compile" else 1))
-        limits = self.time_limits.for_answer(compiles_on_first_call=True)  # trusted code: the generous limit
+        limits = self.baseline_limits.for_answer(compiles_on_first_call=True)  # trusted code: the generous limit
         if kind == "compile":
             limits = replace(limits, first_call_s=max(limits.first_call_s, COMPILE_FIRST_CALL_S))
         baseline = Contender(self, settings, self.session(worker, limits), verify=False)

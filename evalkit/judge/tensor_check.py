@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from evalkit.judge.wrong_values import WrongValues, constant_change, unravel
+
 CHUNK_ELEMENTS = 1 << 25
 # A timed call that skips a share f of its work leaves about that share of its elements wrong, and passes a check
 # of this many random positions with probability (1 - f) ** SAMPLED_ELEMENTS: under 3e-5 for f = 1e-5, while
@@ -38,6 +40,7 @@ class Comparison:
     unexpected_nonfinite: int = 0
     mean_abs_err: float | None = None  # over at most ``HINT_ELEMENTS`` elements, when outside the tolerance
     pattern: str = ""  # what the error looks like when it is clear (``error_pattern``), for the model's feedback
+    worst: list[dict] = field(default_factory=list)  # the worst wrong elements: index, expected, got (``wrong_values``)
 
 
 def _shape_problem(actual: torch.Tensor, expected: torch.Tensor, expected_dtype: torch.dtype) -> str:
@@ -55,11 +58,14 @@ def compare_outputs(
     atol: float,
     rtol: float,
     expected_dtype: torch.dtype | None = None,
+    localize: bool = True,
 ) -> Comparison:
     """Compare two tensors elementwise; ``expected`` may be float64 while ``actual`` is float32.
 
     A NaN or Inf in ``actual`` where ``expected`` is finite counts as bad; matching
-    non-finite values (same NaN/Inf position and sign) count as equal.
+    non-finite values (same NaN/Inf position and sign) count as equal. When some are bad, the comparison holds
+    hints for the model: the worst elements and, ``localize`` (the tensors are whole outputs, not samples), the
+    slice that holds them (``wrong_values``).
     """
     expected_dtype = expected_dtype or expected.dtype
     base = Comparison(
@@ -75,16 +81,18 @@ def compare_outputs(
     if problem:
         base.reason = problem
         return base
-    _accumulate(base, actual.reshape(-1), expected.reshape(-1), atol, rtol)
+    wrong = WrongValues(list(expected.shape))
+    _accumulate(base, actual.reshape(-1), expected.reshape(-1), atol, rtol, wrong)
     if base.first_bad_index:
-        base.first_bad_index = _unravel(base.first_bad_index[0], list(expected.shape))
+        base.first_bad_index = unravel(base.first_bad_index[0], list(expected.shape))
     if base.bad_count:
         base.mean_abs_err, base.pattern = error_pattern(actual, expected)
+        base.pattern = (wrong.where(actual, expected) if localize else "") or base.pattern
+        base.worst = [{**w, "index": unravel(w["index"], list(expected.shape))} for w in wrong.worst_elements()]
     return _concluded(base, atol, rtol)
 
 
 HINT_ELEMENTS = 1 << 20  # what the hint reads of a wrong output: a pattern shows in any part of it
-HINT_TOLERANCE = 1e-3  # a difference (or ratio) this uniform, relative to its size, is "a constant"
 
 
 def error_pattern(actual: torch.Tensor, expected: torch.Tensor) -> tuple[float | None, str]:
@@ -101,14 +109,9 @@ def error_pattern(actual: torch.Tensor, expected: torch.Tensor) -> tuple[float |
         return mean, ""
     if not bool(a.any()) and bool(e.any()):
         return mean, "all zeros"
-    difference = a - e
-    if float(difference.std()) <= HINT_TOLERANCE * float(difference.abs().mean()):
-        return mean, f"off by a constant {float(difference.mean()):.4g}"
-    nonzero = e.abs() > 1e-12
-    if int(nonzero.sum()) > 1:
-        ratio = a[nonzero] / e[nonzero]
-        if float(ratio.std()) <= HINT_TOLERANCE * abs(float(ratio.mean())):
-            return mean, f"scaled by a constant {float(ratio.mean()):.4g}"
+    change = constant_change(a, e)
+    if change:
+        return mean, change
     if _transposed(actual, expected):
         return mean, "the last two dimensions transposed"
     return mean, ""
@@ -174,17 +177,20 @@ def compare_at(values: torch.Tensor, expected: torch.Tensor, positions: torch.Te
     there: the figures are the sample's, a bad index is the full tensor's."""
     expected_dtype = expected_dtype or expected.dtype
     result = compare_outputs(values, expected.reshape(-1)[positions], atol=atol, rtol=rtol,
-                             expected_dtype=expected_dtype)
-    result.shape = result.expected_shape = list(expected.shape)
+                             expected_dtype=expected_dtype, localize=False)
+    shape = result.shape = result.expected_shape = list(expected.shape)
     result.dtype = str(actual_dtype or values.dtype).replace("torch.", "")
     if result.first_bad_index is not None:
-        result.first_bad_index = _unravel(int(positions[result.first_bad_index[0]]), list(expected.shape))
+        result.first_bad_index = unravel(int(positions[result.first_bad_index[0]]), shape)
+    result.worst = [{**w, "index": unravel(int(positions[w["index"][0]]), shape)} for w in result.worst]
     return _concluded(result, atol, rtol, which="sampled elements", bad_index="a")
 
 
-def _accumulate(result: Comparison, actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> None:
+def _accumulate(result: Comparison, actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float,
+                wrong: WrongValues) -> None:
     """Chunk by chunk, with the chunk's figures gathered into one tensor and read back at once: a read back per
-    figure made comparing an 8.6 GB output take 0.4 s on the H200, a hundred times its memory traffic."""
+    figure made comparing an 8.6 GB output take 0.4 s on the H200, a hundred times its memory traffic. Each chunk's
+    wrong elements go to ``wrong``."""
     sq_err, sq_ref = 0.0, 0.0
     n = expected.numel()
     for start in range(0, n, CHUNK_ELEMENTS):
@@ -195,8 +201,10 @@ def _accumulate(result: Comparison, actual: torch.Tensor, expected: torch.Tensor
         if figures is None:  # a value outside the tolerance or not finite: every figure, the long way
             figures, bad = _any_chunk(a, e, atol, rtol)
         count, nonfinite, max_abs, max_rel, chunk_sq_err, chunk_sq_ref = figures
-        if count and bad is not None and result.first_bad_index is None:
-            result.first_bad_index = [start + int(bad.nonzero()[0, 0])]
+        if count and bad is not None:
+            wrong.add(start, bad, a, e)
+            if result.first_bad_index is None:
+                result.first_bad_index = [wrong.first]
         result.bad_count += int(count)
         result.unexpected_nonfinite += int(nonfinite)
         result.max_abs_err = max(result.max_abs_err, max_abs)
@@ -246,14 +254,6 @@ def _bad_elements(a: torch.Tensor, e: torch.Tensor, atol: float,
     within = both_finite & (diff <= magnitude * rtol + atol)
     same_nonfinite = ~e_finite & ((a == e) | (torch.isnan(a) & torch.isnan(e)))
     return ~(within | same_nonfinite), diff, magnitude, both_finite
-
-
-def _unravel(flat_index: int, shape: list[int]) -> list[int]:
-    index = []
-    for size in reversed(shape):
-        index.append(flat_index % size if size else 0)
-        flat_index = flat_index // size if size else 0
-    return list(reversed(index))
 
 
 def tensors_equal(a: torch.Tensor, b: torch.Tensor) -> bool:

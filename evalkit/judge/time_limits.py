@@ -4,7 +4,10 @@ A step is one request and its reply: loading (import, build from cache, construc
 each later call. The limits come from the reference's eager time on this device, measured by the judge
 before any submission runs, so a hang costs at most ``max(LOAD_S, FIRST_CALL_S)`` on problems whose
 reference runs in milliseconds, while a correct answer up to ``SLOWDOWN_ALLOWED`` times slower than
-eager is never cut off. ``--timeout`` or ``run_timeout_s`` in problem.toml set every step's limit instead.
+eager is never cut off. A ceiling, ``hang_limit_s`` (``--hang-limit``, 60 s by default), bounds every one of an
+answer's derived limits, so a hang costs at most that however slow the reference (an RL loop sets it lower to trade
+the slowest correct answers for fewer seconds lost to hangs); the baselines, trusted code, keep the derived limits.
+``--timeout`` or ``run_timeout_s`` in problem.toml set every step's limit instead.
 
 The first call gets longer (``JIT_FIRST_CALL_S``) only when the answer may compile then: its code names a
 JIT (Triton, torch.compile, ...) or it uses ``load_inline`` that the build stage did not build (built
@@ -47,6 +50,7 @@ class TimeLimits:
     call_s: float
     per_call_s: float = 0.0  # SLOWDOWN_ALLOWED x the reference's time: what each call of a request adds
     jit_first_call_s: float | None = None  # the first call's limit for an answer that may compile then
+    ceiling_s: float | None = None  # no request waits longer (``capped``): what a hang costs at most
 
     @classmethod
     def derived(cls, reference_ms: float) -> "TimeLimits":
@@ -59,6 +63,13 @@ class TimeLimits:
     def fixed(cls, seconds: float) -> "TimeLimits":
         return cls(load_s=seconds, first_call_s=seconds, call_s=seconds)
 
+    def capped(self, ceiling_s: float) -> "TimeLimits":
+        """These limits, none of them longer than ``ceiling_s``, a request of many calls included."""
+        jit = self.jit_first_call_s
+        return replace(self, load_s=min(self.load_s, ceiling_s), first_call_s=min(self.first_call_s, ceiling_s),
+                       call_s=min(self.call_s, ceiling_s), jit_first_call_s=None if jit is None else min(jit, ceiling_s),
+                       ceiling_s=ceiling_s)
+
     def for_answer(self, compiles_on_first_call: bool) -> "TimeLimits":
         """These limits for one answer: the longer first call when it may compile then."""
         if compiles_on_first_call and self.jit_first_call_s is not None:
@@ -66,8 +77,9 @@ class TimeLimits:
         return self
 
     def request_s(self, calls: int, first: bool) -> float:
-        """The limit of one request that runs forward ``calls`` times: the floors do not multiply."""
-        return max(self.first_call_s if first else self.call_s, self.per_call_s * calls)
+        """The limit of one request that runs forward ``calls`` times: the floors do not multiply, nor the ceiling."""
+        limit = max(self.first_call_s if first else self.call_s, self.per_call_s * calls)
+        return limit if self.ceiling_s is None else min(limit, self.ceiling_s)
 
 
 def compiles_on_first_call(code: str, extensions_dir: Path) -> bool:
@@ -97,6 +109,10 @@ def reference_ms(ref: ReferenceProblem, seed: int) -> float:
     return timing_stats(samples)["median_ms"]
 
 
-def time_limits(reference_ms: float, override_s: float | None) -> TimeLimits:
-    """``override_s`` for every step when given, else limits derived from the reference's time."""
-    return TimeLimits.fixed(override_s) if override_s else TimeLimits.derived(reference_ms)
+def time_limits(reference_ms: float, override_s: float | None, hang_limit_s: float | None = None) -> TimeLimits:
+    """``override_s`` for every step when given, else limits derived from the reference's time, each at most
+    ``hang_limit_s`` when given (an answer's; a baseline's are not capped)."""
+    if override_s:
+        return TimeLimits.fixed(override_s)
+    derived = TimeLimits.derived(reference_ms)
+    return derived.capped(hang_limit_s) if hang_limit_s else derived

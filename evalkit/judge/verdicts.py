@@ -19,6 +19,7 @@ from evalkit.version import __version__
 from evalkit.intake.triage import Triage
 from evalkit.judge.builder import BuildOutcome
 from evalkit.judge.compiler_errors import first_compiler_errors, first_jit_errors, map_to_submission
+from evalkit.judge.feedback import feedback_for
 from evalkit.judge.plausibility import floor_ms, no_extension_built
 from evalkit.judge.speedups import speedups_against
 from evalkit.records import BASELINE_KINDS, Flag, ResultRow, Submission, Verdict
@@ -141,7 +142,10 @@ def judge_failed_row(submission: Submission, early: Triage, device: str, err: Ba
 
 
 def unreadable_row(placeholder: Submission, why: str, device: str) -> ResultRow:
-    return finish(new_row(placeholder, device), Finding.NO_CODE, why)
+    """The row of a file that is no text answer (binary, unreadable), with its feedback: no judge sees it."""
+    row = finish(new_row(placeholder, device), Finding.NO_CODE, why)
+    row.feedback = feedback_for(row)
+    return row
 
 
 # ---- after building ---------------------------------------------------------------------------------

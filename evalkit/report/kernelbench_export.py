@@ -21,6 +21,7 @@ Rows without one are kept under their evalkit problem id (after the numbers), wi
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import re
@@ -36,7 +37,11 @@ logger = logging.getLogger(__name__)
 
 _KERNEL_NAME = re.compile(r"level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")
 _STABLE_ID = re.compile(r"^l(\d+)_(\d+)_")
-_ERROR_NAMES = {"compile_error": "CompilationError"}  # KernelBench's own name; else the verdict's (NoCode)
+# KernelBench names an error as its ``get_error_name`` does (``module.Class``); where evalkit saw no exception, the
+# name KernelBench gives the same failure: its no-ModelNew / syntax path's own "SyntaxError", the RuntimeError
+# torch.utils.cpp_extension raises when a build fails, Python's TimeoutError; else ``evalkit.<verdict>``.
+_ERROR_NAMES = {"no_code": "SyntaxError", "syntax_error": "SyntaxError", "compile_error": "builtins.RuntimeError",
+                "timeout": "builtins.TimeoutError"}
 Row = dict[str, Any]
 Place = tuple[int | None, str, int | None]  # (level, key, sample_id if the file name says it)
 
@@ -110,7 +115,9 @@ def _is_number(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-def _runtime_stats(row: Row) -> dict[str, Any]:
+def runtime_stats(row: Row) -> dict[str, Any]:
+    """KernelBench's ``runtime_stats`` of a correct row (mean, std, min, max, num_trials in ms; evalkit's median
+    beside them; the hardware and device), or {} for a row that was not timed."""
     timing = part(row, "timing")
     mean = timing.get("mean_ms", timing.get("median_ms"))
     if not is_correct(row) or not isinstance(mean, (int, float)):
@@ -126,21 +133,32 @@ def _hardware(row: Row) -> dict[str, Any]:
     return {key: value for key, value in facts.items() if value}
 
 
+def error_name(row: Row) -> str:
+    """What went wrong, named as KernelBench's ``get_error_name`` names an exception (``builtins.TypeError``)."""
+    verdict, exception = str(row.get("verdict")), part(row, "error").get("type")
+    if verdict in ("no_code", "syntax_error") or not exception:
+        return _ERROR_NAMES.get(verdict, f"evalkit.{verdict}")
+    builtin = getattr(builtins, exception, None)
+    return f"builtins.{exception}" if isinstance(builtin, type) and issubclass(builtin, BaseException) else exception
+
+
 def _error_metadata(row: Row) -> dict[str, Any]:
-    """KernelBench's own metadata keys for what went wrong."""
+    """KernelBench's own metadata keys for what went wrong: the reason under the stage's key, the error's name
+    under ``<key>_name``, and for a wrong output the largest and mean difference of the trial that failed."""
     verdict, reason = row.get("verdict"), row.get("reason", "")
-    error = part(row, "error")
     stage = _stage(verdict)
-    if stage == "compilation_error":
-        name = _ERROR_NAMES.get(str(verdict)) or "".join(w.title() for w in str(verdict).split("_"))
-        return {"compilation_error_name": name, "compilation_error": reason}
-    if stage == "runtime_error":
-        return {"runtime_error_name": error.get("type") or verdict, "runtime_error": reason}
+    if stage in ("compilation_error", "runtime_error"):
+        frames = [f for f in part(row, "error").get("traceback") or [] if f.get("in_submission")]  # the answer's
+        trace = "".join(f'  File "{f.get("file")}", line {f.get("source_line") or f.get("line")}, in '
+                        f'{f.get("function")}\n    {f.get("text")}\n' for f in frames)
+        extra = {"runtime_error_traceback": trace} if stage == "runtime_error" and trace else {}
+        return {stage: reason, f"{stage}_name": error_name(row), **extra}
     if stage == "correctness_issue":
         check = part(row, "correctness")
-        extra = {"max_difference": [f"{check['max_abs_err']:.6f}"]} if isinstance(
-            check.get("max_abs_err"), (int, float)) else {}
-        return {"correctness_issue": reason, **extra}
+        differences = {key: [f"{check[figure]:.6f}"] for key, figure in (("max_difference", "max_abs_err"),
+                                                                          ("avg_difference", "mean_abs_err"))
+                       if isinstance(check.get(figure), (int, float))}
+        return {"correctness_issue": reason, "correctness_issue_name": "correctness_issue", **differences}
     return {"skipped": reason} if stage == "skipped" else {}
 
 
@@ -152,20 +170,43 @@ def _stage(verdict: Any) -> str:
         return ""
 
 
-def _metadata(row: Row) -> dict[str, Any]:
-    metadata: dict[str, Any] = {**_hardware(row), **_error_metadata(row)}
+def correctness_trials(row: Row, trials: int | None = None) -> str | None:
+    """KernelBench's ``"(passed / trials)"``: every trial of a correct row, or of one wrong only when timed; the
+    trials before the one that failed (evalkit stops there: those after it count as not passed). ``trials``: how
+    many were asked, where the row does not say (a wrong one's record holds the failing trial only); None when
+    unknown, or when the answer never got through its trials (an error)."""
     check = part(row, "correctness")
-    if is_correct(row) and _int(check.get("trials")):
-        metadata["correctness_trials"] = f"({check['trials']} / {check['trials']})"
+    asked = _int(check.get("trials")) or trials
+    if not asked:
+        return None
+    if is_correct(row) or check.get("timed_request"):
+        return f"({asked} / {asked})"
+    failed = _int(check.get("failed_trial"))
+    return f"({failed - 1} / {asked})" if failed else None
+
+
+def kernelbench_metadata(row: Row, trials: int | None = None) -> dict[str, Any]:
+    """The ``metadata`` KernelBench's ``eval_kernel_against_ref`` gives for what ``row`` says (its keys, their
+    meanings): the hardware and device, the error's key and name, a wrong output's differences, the trials passed;
+    ``excessive_speedup`` where evalkit flagged the speedup implausible."""
+    metadata: dict[str, Any] = {**_hardware(row), **_error_metadata(row)}
+    passed = correctness_trials(row, trials)
+    if passed:
+        metadata["correctness_trials"] = passed
     if Flag.IMPLAUSIBLE_SPEEDUP.value in (row.get("flags") or []):
         metadata["excessive_speedup"] = True
+    return metadata
+
+
+def _metadata(row: Row) -> dict[str, Any]:
+    metadata = kernelbench_metadata(row)
     metadata["evalkit"] = {key: row.get(key) for key in ("run", "problem", "sample", "path", "sha256", "verdict",
                                                           "reason", "flags", "speedup_vs_eager", "speedup_vs_compile")}
     return metadata
 
 
 def _entry(row: Row, sample_id: int) -> dict[str, Any]:
-    stats = _runtime_stats(row)
+    stats = runtime_stats(row)
     return {"sample_id": sample_id, "compiled": is_compiled(row), "correctness": is_correct(row),
             "metadata": _metadata(row), "runtime": stats["mean"] if stats else -1.0, "runtime_stats": stats}
 

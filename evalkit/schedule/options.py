@@ -57,6 +57,7 @@ class JudgeOptions:
     timing_budget_s: float | None = None
     build_timeout_s: float | None = None
     run_timeout_s: float | None = None
+    hang_limit_s: float | None = None
     seed: int | None = None
     baselines: tuple[str, ...] = BASELINE_KINDS
     remeasure_baselines: bool = False  # time the baselines again even where the shared cache holds them

@@ -198,7 +198,8 @@ def test_score_and_serve_take_the_runs_own_settings_alike() -> None:
     from evalkit.cli.serve import serve_command
 
     score, serve = ({param.name: param for param in command.params} for command in (score_command, serve_command))
-    for name in ("seed", "baselines", "cache_dir", "memory_gib", "device", "gpus", "judges", "jobs", "timing_trials"):
+    for name in ("seed", "baselines", "cache_dir", "memory_gib", "device", "gpus", "judges", "jobs", "timing_trials",
+                 "hang_limit_s"):
         alike = [(c[name].opts, c[name].help, c[name].type.to_info_dict()) for c in (score, serve)]
         assert alike[0] == alike[1], name
     assert (score["baselines"].default, serve["baselines"].default) == ("eager,compile", "eager")  # serve: RL steps

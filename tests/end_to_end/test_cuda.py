@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES
 from evalkit.cli.main import main
+from feedback_checks import check_feedback
 
 pytestmark = pytest.mark.cuda
 
@@ -83,6 +84,12 @@ def test_a_triton_compile_error_names_the_answers_line(rows):
     row = rows["h_triton_compile_error"]
     assert row["verdict"] == "compile_error", row["reason"]
     assert "line 12 of the answer" in row["reason"], row["reason"]
+    assert "line 12 of the answer" in row["feedback"], row["feedback"]
+
+
+def test_every_rows_feedback_is_one_a_model_can_act_on(rows):
+    for row in rows.values():
+        check_feedback(row)
 
 
 def test_inductors_kernels_are_library_work(rows):

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES
 from evalkit.cli.main import main
+from feedback_checks import check_feedback
 
 # 32 hostile answers in one run (a fork bomb, a memory hog, background processes, huge replies): minutes.
 pytestmark = pytest.mark.slow
@@ -60,6 +61,13 @@ def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
 @pytest.mark.parametrize("sample", WRONG_ANSWERS)
 def test_wrong_answers_do_not_pass(rows, sample):
     assert rows[sample]["verdict"] == "incorrect", rows[sample]["reason"]
+
+
+def test_every_hostile_answer_gets_feedback_a_model_can_act_on(rows):
+    for row in rows.values():
+        check_feedback(row)
+    caught_late = rows["honest_then_cheat"]["feedback"]  # wrong in a timed call: which one, and the values read
+    assert "in timed request" in caught_late and "Worst elements, expected vs got" in caught_late, caught_late
 
 
 def test_a_cheat_after_the_correctness_trials_is_caught_during_timing(rows):

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES
 from evalkit.cli.main import main
+from feedback_checks import check_feedback
 from shared_builds import cache_sharing_builds
 
 PROBLEMS = FIXTURES / "judge_problems"
@@ -54,6 +55,8 @@ def test_a_zeroed_output_is_incorrect(bf16):
     row = bf16[2]["zeroed"]
     assert row["verdict"] == "incorrect"
     assert row["correctness"]["pattern"] == "all zeros"
+    for every in bf16[2].values():
+        check_feedback(every)
 
 
 def test_a_float32_only_extension_fails_with_its_own_error(bf16):

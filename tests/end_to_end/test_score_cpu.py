@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES
 from evalkit.cli.main import main
+from feedback_checks import check_feedback
 from shared_builds import cache_sharing_builds
 
 PROBLEMS = FIXTURES / "judge_problems"
@@ -142,6 +143,17 @@ def test_error_rows_point_into_the_submission(scored):
     assert "does not derive from torch.nn.Module" in by[("linear_relu", "interface_not_module")]["reason"]
     assert "cannot take the reference's 1 input" in by[("linear_relu", "interface_forward_args")]["reason"]
     assert "missing 1 required positional argument" in by[("linear_relu", "interface_ctor")]["reason"]
+
+
+def test_every_rows_feedback_is_one_a_model_can_act_on(scored):
+    _, _, rows = scored
+    for row in rows:
+        check_feedback(row)
+    by = _by_key(rows)
+    assert by[("linear_relu", "runtime_error")]["feedback"].startswith(
+        "Runtime error in forward: NameError: name 'F' is not defined\n  at line 11 of the answer, in forward:")
+    assert by[("linear_relu", "hang")]["feedback"].startswith("Timeout: stage 'forward' exceeded its")
+    assert "Pattern: off by a constant 0.1." in by[("linear_relu", "incorrect")]["feedback"]
 
 
 def test_incorrect_reports_trial_errors_and_index(scored):

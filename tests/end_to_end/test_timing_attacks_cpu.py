@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES
 from evalkit.cli.main import main
+from feedback_checks import check_feedback
 
 pytestmark = pytest.mark.slow
 
@@ -24,6 +25,11 @@ def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     result = CliRunner().invoke(main, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return {json.loads(line)["sample"]: json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()}
+
+
+def test_every_rows_feedback_is_one_a_model_can_act_on(rows):
+    for row in rows.values():
+        check_feedback(row)
 
 
 def test_the_seed_recovery_attack_predicts_no_timed_call(rows):

@@ -259,6 +259,8 @@ def test_one_element_left_unwritten_in_an_output_read_whole_is_caught(judge):
         _, judgement, _ = _verdict(judge, every_timed_call(lambda out: out.view(-1).__setitem__(77, float("nan"))))
         assert judgement.finding is Finding.WRONG_DURING_TIMING, judgement.reason
         assert "1 of 128 elements" in judgement.reason
+        worst = judgement.correctness["worst"]  # the judge's own reading of its copy, for the model's feedback
+        assert judgement.correctness["timed_request"] >= 1 and [(w["index"], w["got"]) for w in worst] == [([4, 13], "nan")]
 
 
 def test_a_large_output_half_unwritten_is_caught_at_positions_drawn_once_the_worker_is_frozen(judge, monkeypatch):

@@ -52,7 +52,7 @@ def test_the_shape_is_kernelbench_s() -> None:
         (True, False, -1.0, {})
     assert incorrect["metadata"]["correctness_issue"] == rows[1]["reason"]
     failed_build, crashed, implausible = data["2"]
-    assert failed_build["compiled"] is False and failed_build["metadata"]["compilation_error_name"] == "CompilationError"
+    assert failed_build["compiled"] is False and failed_build["metadata"]["compilation_error_name"] == "builtins.RuntimeError"
     assert crashed["correctness"] is False and "runtime_error" in crashed["metadata"]
     assert implausible["metadata"]["excessive_speedup"] is True
     json.dumps(data, allow_nan=False)

@@ -180,8 +180,10 @@ def test_every_verdict_is_documented_coloured_and_exported():
         assert f".v-{verdict.value}{{background:{info.colour}}}" in CSS
         metadata = _error_metadata({**IDENTITY, "verdict": verdict.value, "reason": "why"})
         assert (metadata.get(info.kernelbench) == "why") if info.kernelbench else metadata == {}
-    assert _error_metadata({"verdict": "compile_error", "reason": ""})["compilation_error_name"] == "CompilationError"
-    assert _error_metadata({"verdict": "no_code", "reason": ""})["compilation_error_name"] == "NoCode"
+    # named as KernelBench names the exception: a failed torch build raises RuntimeError
+    assert _error_metadata({"verdict": "compile_error", "reason": ""})["compilation_error_name"] == "builtins.RuntimeError"
+    assert _error_metadata({"verdict": "no_code", "reason": ""})["compilation_error_name"] == "SyntaxError"  # its own
+    assert _error_metadata({"verdict": "crash", "reason": ""})["runtime_error_name"] == "evalkit.crash"  # no exception
 
 
 def test_the_readme_and_the_judge_page_name_every_verdict():
