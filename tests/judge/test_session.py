@@ -508,11 +508,13 @@ def test_the_checked_requests_come_from_the_judges_secret_alone(judge, monkeypat
     # though the times differ. Checked or not, every request the worker sees is the same bare call.
     import secrets as real_secrets
 
-    from evalkit.judge import contender, repetitions
+    from evalkit.judge import contender, repetitions, submission_judge
 
     settings = _settings(judge, timing_trials=40, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-3)
     # Never precise enough, whatever the load: a loaded machine's clock floor (``floor_ms``) once made 1e-3 reachable.
     monkeypatch.setattr(repetitions, "precise_enough", lambda *args, **kwargs: False)
+    # Never noisy either: a second attempt on a loaded machine draws its checks anew, which is not what this asks.
+    monkeypatch.setattr(submission_judge, "is_noisy", lambda *args, **kwargs: False)
 
     def uneven(worker: FakeWorker, request: protocol.Request) -> Any:  # every other request 4 ms longer
         if request.op == Op.CALL and len(worker.requests) % 2:
