@@ -145,6 +145,31 @@ def test_a_problem_given_as_text_is_judged_like_a_folder(evaluator, tmp_path: Pa
         evaluator.judge(clash, "x")
 
 
+# Hole A of issue 42: a reference that rewrites the evaluator, to turn every row "correct" at 999x.
+HIJACKING_REFERENCE = (PROBLEMS / "linear_relu" / "reference.py").read_text() + '''
+import evalkit.schedule.evaluator as _evaluator
+
+_finished = _evaluator.Evaluator._finished
+
+
+def _always_correct(self, row, text=None):
+    row = _finished(self, row, text)
+    row.verdict, row.speedup_vs_eager = "correct", 999.0
+    return row
+
+
+_evaluator.Evaluator._finished = _always_correct
+'''
+
+
+def test_a_reference_given_as_text_cannot_change_another_answers_verdict(evaluator, tmp_path: Path):
+    hijacker = problem_from_source(HIJACKING_REFERENCE, root=tmp_path)
+    own = evaluator.judge(hijacker, _answer("incorrect"))  # checked, loaded and run: only ever in its sandboxes
+    assert own["verdict"] == "incorrect", own["reason"]
+    other = evaluator.judge("linear_relu", _answer("incorrect"))
+    assert (other["verdict"], other["speedup_vs_eager"]) == ("incorrect", None), other["reason"]
+
+
 @pytest.mark.slow  # an Evaluator of its own with two judge processes
 def test_judge_processes_learn_a_problem_given_after_they_started(tmp_path: Path, warm_cache: Path):
     reference = (PROBLEMS / "linear_relu" / "reference.py").read_text()

@@ -29,8 +29,8 @@ from evalkit.sandbox.cgroup import SandboxCgroup
 from evalkit.sandbox.identity import hand_over, scrubbed_env
 from evalkit.sandbox.processes import (MARKER_VARIABLE, ProcessTable, compiling, resident_bytes, until_gone,
                                       until_stopped)
-from evalkit.sandbox.protocol import (ARMED_FILE, MAX_REPLY_BYTES, Claim, Op, ProtocolViolation, Request,
-                                      SetupRequest, decode_reply, simple_request)
+from evalkit.sandbox.programs import ANSWER_WORKER, SETUP_REQUESTS, Program
+from evalkit.sandbox.protocol import ARMED_FILE, MAX_REPLY_BYTES, ProtocolViolation
 from evalkit.sandbox.capture import BoundedCapture
 from evalkit.sandbox.remains import entry_lock, files_under, folder_usage, remove_added, remove_shared_memory
 from evalkit.sandbox.shared_buffers import send_fds
@@ -86,8 +86,9 @@ class UntrustedProcess:
     """One sandboxed worker process and the judge's end of its connection."""
 
     def __init__(self, workdir: Path, limits: Limits, env_extra: dict[str, str] | None = None,
-                 freezer: Any = None, processes: ProcessTable | None = None, idle_s: float | None = None) -> None:
-        self.workdir, self.limits = workdir, limits
+                 freezer: Any = None, processes: ProcessTable | None = None, idle_s: float | None = None,
+                 program: Program = ANSWER_WORKER) -> None:
+        self.workdir, self.limits, self.program = workdir, limits, program
         # A build: how long it may go on without any compiler running (frozen time excluded), once set up.
         self.idle_s, self._compiled_at = idle_s, float("inf")
         # Watchers of many sandboxes (a run's builds) share one table: one /proc reading per period for all.
@@ -108,7 +109,7 @@ class UntrustedProcess:
         self._conn = Connection(parent_sock.detach())
         child_fd = child_sock.detach()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "evalkit.sandbox.untrusted.worker", str(child_fd), str(os.getpid())],
+            [sys.executable, "-m", program.module, str(child_fd), str(os.getpid())],
             cwd=workdir, env=scrubbed_env({**env_extra, **dict([self.marker.split("=", 1)])}, workdir),
             pass_fds=(child_fd,),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
@@ -153,15 +154,15 @@ class UntrustedProcess:
         found = set(self._processes.members(self._proc.pid, self.marker, fresh=fresh))
         return found | (self.cgroup.pids() if self.cgroup else set())
 
-    def send(self, message: SetupRequest | Request) -> None:
-        if isinstance(message, SetupRequest):
+    def send(self, message: Any) -> None:
+        if isinstance(message, SETUP_REQUESTS):
             message = self._hand_over(message)
         try:
             self._conn.send(message)
         except (BrokenPipeError, ConnectionResetError, OSError) as err:
             raise self._gone(f"could not send to the worker ({err})") from err
 
-    def _hand_over(self, message: SetupRequest) -> SetupRequest:
+    def _hand_over(self, message: Any) -> Any:
         """The setup request completed with what is the launcher's to decide: the worker's folders become the
         sandbox user's (only now: until its answer comes, a worker started ahead owns nothing another sandbox
         could reach), its extension folder, and the identity it runs as. A judged worker's extension folder is its
@@ -197,7 +198,7 @@ class UntrustedProcess:
         except OSError as err:
             raise self._gone(f"could not send to the worker ({err})") from err
 
-    def receive(self, timeout_s: float, stage: str, spin: bool = False) -> Claim:
+    def receive(self, timeout_s: float, stage: str, spin: bool = False) -> Any:
         """The worker's next reply; ``WorkerGone`` on death, timeout or watchdog kill, ``ProtocolViolation``
         (the worker killed) when the reply breaks the protocol. With ``spin``, wait without sleeping (a timed
         request on a GPU: a core that slept through a request of milliseconds takes longer to wake than one that
@@ -225,7 +226,7 @@ class UntrustedProcess:
                 return False
         return True
 
-    def _read_message(self, stage: str) -> Claim:
+    def _read_message(self, stage: str) -> Any:
         try:
             raw = self._conn.recv_bytes(MAX_REPLY_BYTES)
         except (EOFError, ConnectionResetError) as err:
@@ -235,7 +236,7 @@ class UntrustedProcess:
             self.kill()
             raise ProtocolViolation(f"during stage '{stage}': a reply over the {MAX_REPLY_BYTES}-byte limit") from err
         try:
-            return decode_reply(raw)
+            return self.program.decode(raw)
         except ProtocolViolation as violation:
             self.kill()
             raise ProtocolViolation(f"during stage '{stage}': {violation}") from None
@@ -357,7 +358,7 @@ class UntrustedProcess:
         if self._proc.poll() is None:
             self.thaw()
             try:
-                self._conn.send(simple_request(Op.EXIT))
+                self._conn.send(self.program.exit_request())
                 self._proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 pass

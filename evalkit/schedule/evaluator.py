@@ -244,7 +244,9 @@ class Evaluator:
 
     def add_problem(self, problem: Problem) -> str:
         """Make ``problem`` (e.g. ``Problem.from_source(text)``) one this evaluator judges; return its id. Its
-        reference is checked here, before anything is built; the same problem added twice is added once."""
+        reference is checked here, before anything is built: a problem folder's in this process (trusted problem
+        code), a problem given as text's in a sandbox (it never runs in this process: ``sandboxed_reference``). The
+        same problem added twice is added once."""
         from evalkit.schedule.preflight import check_reference
         from evalkit.sources.errors import ProblemError
 
@@ -257,7 +259,10 @@ class Evaluator:
         if not self._engine.backend.adds_problems:
             raise ProblemError(f"problem {problem.id!r}: a Ray run judges the problem folders it started with; "
                                f"give it as a folder under --problems (docs/ray.md)")
-        check_reference(problem)
+        if problem.trusted:
+            check_reference(problem)
+        else:
+            self._engine.check_untrusted(problem)
         self.problems[problem.id] = problem  # the engine's and its stations' table too
         return problem.id
 
