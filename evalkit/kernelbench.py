@@ -7,7 +7,8 @@ import:
     result.compiled, result.correctness, result.runtime, result.ref_runtime, result.metadata
 
 The answer is built and run in evalkit's sandbox, checked against a float64 reference on fresh inputs and timed by
-the judge's own clock (``docs/judge.md``), not in the caller's process. KernelBench's arguments that choose how it
+the judge's own clock (``docs/judge.md``), not in the caller's process; the reference, given as text, runs in a
+sandbox of its own too (``Problem.from_source``). KernelBench's arguments that choose how it
 times or where it builds (``timing_method``, ``build_dir``, ``verbose``) have no counterpart and are ignored;
 ``precision`` (``torch.bfloat16`` or ``"bf16"``, ...) becomes the problem's precision (``docs/problems.md``,
 Precision: evalkit's tolerances against float64, not KernelBench's against PyTorch in that dtype); a ``backend``
@@ -61,7 +62,7 @@ def eval_kernel_against_ref(original_model_src: str, custom_model_src: str, seed
         row = evaluator.judge(problem, custom_model_src)
     else:
         baselines = ("eager",) if measure_performance else ()
-        with Evaluator(problems=problem.path.parent, device=_device(device), baselines=baselines,
+        with Evaluator(device=_device(device), baselines=baselines,
                        seed=int(seed_num), **_gpus(device)) as own:
             row = own.judge(problem, custom_model_src)
     return result_of(row, measure_performance, check_for_excessive_speedup, excessive_speedup_threshold)

@@ -11,9 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from conftest import FIXTURES, ROOT
-from evalkit import Evaluator
+from evalkit import Evaluator, Problem
 from evalkit.records import ResultRow
 from evalkit.schedule.engine import DeadlinePassed
 from evalkit.sources.problems import ProblemError, problem_from_source
@@ -221,6 +222,25 @@ def test_two_evaluators_share_nothing_and_close_cleanly(tmp_path: Path):
         assert second.judge("linear_relu", "nothing here")["verdict"] == "no_code"
     finally:
         second.close()
+
+
+def test_an_evaluator_needs_no_problems_folder_for_problems_given_as_text(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no ./problems here
+    reference = (PROBLEMS / "linear_relu" / "reference.py").read_text()
+    with Evaluator(device="cpu", cache_dir=tmp_path / "cache", baselines=()) as ev:
+        assert ev.problems == {}
+        row = ev.judge(Problem.from_source(reference), "I could not write it.")
+    assert row["verdict"] == "no_code" and row["problem"].startswith("inline_")
+    with pytest.raises(ProblemError, match="missing does not exist"):
+        Evaluator(problems=tmp_path / "missing", device="cpu", cache_dir=tmp_path / "cache")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="asks for a GPU where there is none")
+def test_a_gpu_asked_for_where_there_is_none_is_an_error_not_a_cpu_run(tmp_path: Path):
+    from evalkit.schedule.options import ScoreError
+
+    with pytest.raises(ScoreError, match="--gpus 1,: asks for GPUs"):
+        Evaluator(device="auto", gpus="1,", cache_dir=tmp_path)
 
 
 def test_importing_evalkit_loads_no_torch_until_the_api_is_used():

@@ -17,13 +17,14 @@ from evalkit.cli.score import judging_options, machine_options, setting_options
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on. There is no authentication: keep it local, or put the server behind one.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
-@click.option("--problems", "--problems-dir", "problems_dir", type=click.Path(path_type=Path),
-              default=Path("problems"), show_default=True, help="Problem folders a request may name by id.")
+@click.option("--problems", "--problems-dir", "problems_dir", type=click.Path(path_type=Path), envvar="EVALKIT_PROBLEMS",
+              help="Problem folders a request may name by id (trusted: their references run in the judge) [default: "
+                   "./problems where it exists, else none: problems given as text only; or $EVALKIT_PROBLEMS].")
 @machine_options
 @setting_options
 @judging_options(baselines="eager")
 @verbosity_options
-def serve_command(host: str, port: int, problems_dir: Path, device: str, **settings: object) -> None:
+def serve_command(host: str, port: int, problems_dir: Path | None, device: str, **settings: object) -> None:
     """Serve the judge over HTTP: POST /v1/judge, POST /v1/batch, GET /v1/batch/ID, GET /v1/health (docs/rl.md).
 
     Needs `pip install 'evalkit[serve]'`. Stops on SIGINT or SIGTERM once the requests in progress are answered.
@@ -38,9 +39,11 @@ def serve_command(host: str, port: int, problems_dir: Path, device: str, **setti
     from evalkit.schedule.evaluator import Evaluator
 
     options = {key: value for key, value in settings.items() if value is not None}
-    if not problems_dir.is_dir():
-        raise click.ClickException(f"{problems_dir}: no such problems folder; give --problems DIR (problems given "
-                                   f"as text need none: create an empty folder)")
+    if problems_dir is None and Path("problems").is_dir():
+        problems_dir = Path("problems")
+    if problems_dir is not None and not problems_dir.is_dir():
+        raise click.ClickException(f"{problems_dir}: no such problems folder; give --problems DIR, or leave it out to "
+                                   f"serve problems given as text only")
     with Evaluator(problems=problems_dir, device=device, **options) as evaluator:
         server = _server_class(uvicorn)(uvicorn.Config(create_app(evaluator), host=host, port=port,
                                                        log_level="warning", timeout_graceful_shutdown=600))

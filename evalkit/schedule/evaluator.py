@@ -45,13 +45,14 @@ Pair = tuple[Any, str] | tuple[Any, str, str | None]  # (problem id or Problem, 
 
 
 class Evaluator:
-    """Judges answers to the problems under ``problems``; reuse one across calls (builds, baselines and judges
+    """Judges answers to the problems under ``problems`` (a folder of problem folders, trusted; None, the default:
+    none, only problems given as text, ``Problem.from_source``); reuse one across calls (builds, baselines and judges
     are kept). Keyword settings are those of ``evalkit score`` (``evalkit.schedule.options.JudgeOptions``:
     ``gpus``, ``judges``, ``jobs``, every problem setting a run may override under its problem.toml name
     (``correctness_trials``, ``timing_trials``, ``timing_budget_s``, ``atol``, ``rtol``, ``run_timeout_s``, ...;
     older names such as ``trials`` and ``timeout_s`` still work), ``baselines``, ``cache_dir``, ``seed`` ...)."""
 
-    def __init__(self, problems: str | Path = "problems", device: str = "auto", **settings: Any) -> None:
+    def __init__(self, problems: str | Path | None = None, device: str = "auto", **settings: Any) -> None:
         from evalkit.schedule.machines import machines_and_limits
         from evalkit.schedule.station import BaselineFiles
         from evalkit.sources.problems import discover_problems
@@ -67,7 +68,8 @@ class Evaluator:
         seed = options.seed if options.seed is not None else uuid.uuid4().int % 2**31
         baselines = BaselineFiles(None, options.cache_dir / "baselines.json", remeasure=options.remeasure_baselines,
                                   run=limits.group)
-        self._start(discover_problems(Path(problems), lenient=True), options, where, seed, limits, baselines, None)
+        known = discover_problems(Path(problems), lenient=True) if problems is not None else {}
+        self._start(known, options, where, seed, limits, baselines, None)
         # In the background: the judges and their workers, the known problems' baselines (until the first answer
         # comes), so that the first answer waits for little more than a later one does.
         self._engine.warm_up(sorted(self.problems))
