@@ -147,8 +147,9 @@ def check_module(module: types.ModuleType, where: str, then: str = "") -> None:
     missing = [name for name in REQUIRED_NAMES if not callable(getattr(module, name, None))]
     if missing:
         wanted = " and ".join(REQUIRED_NAMES[name] for name in missing)
-        raise ProblemError(f"{where}: defines no {', '.join(missing)}; every reference.py needs class Model(nn.Module), "
-                           f"get_inputs() and get_init_inputs(): add {wanted} (see docs/problems.md){then}")
+        raise ProblemError(f"{where}: defines no {', '.join(missing)}; every reference.py needs class "
+                           f"Model(nn.Module), get_inputs() and get_init_inputs(): add {wanted} (see docs/problems.md)"
+                           f"{then}")
 
 
 def _import_file(path: Path, problem_id: str) -> types.ModuleType:
@@ -323,23 +324,44 @@ def default_inline_root() -> Path:
     return default_cache_dir() / INLINE_FOLDER
 
 
-def problem_from_source(reference_code: str, name: str | None = None, root: Path | None = None,
-                        **settings: Any) -> Problem:
+def problem_from_source(reference_code: str, name: str | None = None, root: Path | None = None, *,
+                        from_client: bool = False, **settings: Any) -> Problem:
     """The problem whose reference.py is ``reference_code`` (and whose problem.toml holds ``settings``), kept in
-    ``root/<hash>/<id>``; its id is ``name``, or ``inline_<hash>`` without one. ``ProblemError`` names what is wrong."""
+    ``root/<hash>/<id>``; its id is ``name``, or ``inline_<hash>`` without one. ``ProblemError`` names what is wrong.
+    ``from_client``: sent by a client of ``evalkit serve``: only judging settings, each within what a client may ask
+    for (``settings.checked_client_value``), checked before anything is written and named as sent; and an id that
+    ends in the content's hash whatever the name (``<name>_<hash>``), so that no client takes a name from another."""
     if not isinstance(reference_code, str) or not reference_code.strip():
         raise ProblemError("reference_code: expected the text of a reference file (class Model, get_inputs, "
                            f"get_init_inputs), got {type(reference_code).__name__} {reference_code!r:.40}")
     if len(reference_code.encode("utf-8", "surrogatepass")) > MAX_REFERENCE_BYTES:
         raise ProblemError(f"reference_code: {len(reference_code)} characters, more than a reference file's "
                            f"{MAX_REFERENCE_BYTES} bytes")
+    if from_client:
+        _check_client_settings(settings)
     toml = settings_toml(settings)
     digest = hashlib.sha256(f"{reference_code}\0{toml}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    problem_id = validate_id(name) if name is not None else f"inline_{digest}"
+    problem_id = validate_id(name) if name is not None else "inline"
+    if name is None or from_client:
+        problem_id = f"{problem_id}_{digest}"
     folder = (root or default_inline_root()) / digest / problem_id
     if not (folder / REFERENCE_FILE).is_file():
         _write_folder(folder, reference_code, toml)
     return dataclasses.replace(load_problem(folder), trusted=False)
+
+
+def _check_client_settings(settings: dict[str, Any]) -> None:
+    """A client's settings: judging settings only, each within its declared bounds and the server's."""
+    from evalkit.sources.settings import checked_client_value
+
+    for key, value in settings.items():
+        if key not in SETTING_KEYS:
+            raise ProblemError(f"settings: unknown setting {key!r}{_did_you_mean(key, SETTING_KEYS)}; the settings "
+                               f"are: {', '.join(SETTING_KEYS)}")
+        try:
+            checked_client_value(key, value)
+        except ValueError as wrong:
+            raise ProblemError(f"settings: {wrong}") from None
 
 
 def settings_toml(settings: dict[str, Any]) -> str:
