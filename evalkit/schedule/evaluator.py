@@ -227,11 +227,16 @@ class Evaluator:
         problem = pair[0].id if isinstance(pair[0], Problem) else str(pair[0])
         name = (pair[2] if len(pair) > 2 else None) or f"api-{next(self._samples)}"
         text = pair[1] if isinstance(pair[1], str) else ""
-        row = ResultRow(run=API_RUN, problem=problem, sample=name, path=f"<api:{name}>",
-                        sha256=sha256_text(text), verdict="skipped",
-                        reason=f"not judged: {err}", device=self.device)
-        row.error = {"kind": "caller_error", "type": type(err).__name__, "message": str(err)}
-        row.feedback = f"Not judged: {err}"
+        return self.unjudged_row(problem, text, name, "caller_error", str(err), type(err).__name__)
+
+    def unjudged_row(self, problem: str, text: str, sample: str, kind: str, message: str,
+                     error_type: str = "") -> ResultRow:
+        """A ``skipped`` row for an answer not judged, ``error.kind`` saying why (``caller_error``, or a server's
+        ``cancelled`` and ``deadline_passed``), as its caller gets every other row."""
+        row = ResultRow(run=API_RUN, problem=problem, sample=sample, path=f"<api:{sample}>", sha256=sha256_text(text),
+                        verdict="skipped", reason=f"not judged: {message}", device=self.device)
+        row.error = {"kind": kind, "type": error_type, "message": message}
+        row.feedback = f"Not judged: {message}"
         return row
 
     def close(self) -> None:
