@@ -71,3 +71,15 @@ def test_every_number_a_client_may_send_has_an_upper_bound() -> None:
     from evalkit.sources.settings import SETTINGS
 
     assert not [key for key, setting in SETTINGS.items() if not setting.choices and setting.client_max is None]
+
+
+def test_the_servers_docs_list_every_settings_bound_for_clients() -> None:
+    import re
+
+    from conftest import ROOT
+    from evalkit.sources.settings import SETTINGS, client_bound_text
+
+    text = (ROOT / "docs" / "rl.md").read_text()
+    table = text[text.index("| setting | a client may send |"):]
+    listed = dict(re.findall(r"^\| `(\w+)` \| ([^|]+) \|$", table.split("\n\n")[0], re.MULTILINE))
+    assert listed == {key: client_bound_text(key) for key in SETTINGS}, "docs/rl.md's table of a client's settings"
