@@ -25,13 +25,13 @@ before any reference code runs.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from evalkit.sandbox.protocol import MAX_DIMS, MAX_NAME, MAX_REPLY_BYTES, ProtocolViolation, RequestRefused, safe_text
+from evalkit.sandbox.protocol import (MAX_DIMS, MAX_NAME, Claim, ProtocolViolation, RequestRefused, reply_object,
+                                      safe_text)
 from evalkit.sandbox.typed_fields import wrong_field
 from evalkit.sandbox.values import TENSOR_DTYPES
 
@@ -132,13 +132,9 @@ def read_request(message: object, first: bool = False) -> ReferenceSetup | Refer
 # ---- worker -> judge: claims -------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class ReferenceClaim:
-    """A reply from a reference worker: nothing in it is verified beyond its form."""
-
-    OP: ClassVar[str] = ""
-
-    def encode(self) -> bytes:
-        return json.dumps({"op": self.OP, **dataclasses.asdict(self)}).encode()
+class ReferenceClaim(Claim):
+    """A reply from a reference worker (``encode``: as an answer's worker's): nothing in it is verified beyond its
+    form."""
 
 
 @dataclass(frozen=True)
@@ -195,15 +191,8 @@ CLAIMS: dict[str, type[ReferenceClaim]] = {c.OP: c for c in (Failed, Checked, Lo
 
 def decode_reply(raw: bytes) -> ReferenceClaim:
     """The claim in one reply, or ``ProtocolViolation`` saying what is wrong with it."""
-    if len(raw) > MAX_REPLY_BYTES:
-        raise ProtocolViolation(f"a reply of {len(raw)} bytes is over the {MAX_REPLY_BYTES}-byte limit")
-    try:
-        message = json.loads(raw)
-    except RecursionError:
-        raise ProtocolViolation("a reply nested too deeply to read") from None
-    except ValueError as err:
-        raise ProtocolViolation(f"a reply that is not JSON ({str(err)[:100]})") from None
-    if not isinstance(message, dict) or message.get("op") not in CLAIMS:
+    message = reply_object(raw)
+    if message.get("op") not in CLAIMS:
         raise ProtocolViolation(f"a reply that is no reference claim ({repr(message)[:60]})")
     kind = CLAIMS[message.pop("op")]
     names = {f.name for f in dataclasses.fields(kind)}

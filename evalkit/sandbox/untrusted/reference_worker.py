@@ -12,14 +12,13 @@ rewrite all of it: what it can change is its own problem's reference, which is i
 from __future__ import annotations
 
 import os
-import sys
 import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from evalkit.sandbox import reference_protocol as rp
-from evalkit.sandbox.protocol import ARMED_FILE, RequestRefused
+from evalkit.sandbox.protocol import RequestRefused
 from evalkit.sandbox.values import encode
 
 
@@ -179,35 +178,15 @@ def _message(exc: BaseException, code_path: str) -> str:
     return f"{type(exc).__name__}: {exc}{where}"
 
 
+def _preload() -> None:
+    import torch  # noqa: F401 - before the setup comes: a worker started ahead is ready when a problem is
+
+
 def main() -> None:
     """``reference_worker FD JUDGE_PID``: serve the judge on the socket ``FD``."""
-    import warnings
+    from evalkit.sandbox.untrusted.worker import run_harness
 
-    from evalkit.sandbox.untrusted.privileges import die_with_judge
-    from evalkit.sandbox.untrusted.worker import HARNESS_FAILED_EXIT, REFUSED_EXIT
-
-    warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
-    conn = Connection(int(sys.argv[1]))
-    try:
-        die_with_judge(int(sys.argv[2]))
-        open(ARMED_FILE, "w").close()  # in its own folder (the cwd): it may be stopped from now on
-        import torch  # noqa: F401 - before the setup comes: a worker started ahead is ready when a problem is
-
-        serve(conn)
-    except (EOFError, BrokenPipeError, ConnectionResetError):
-        pass
-    except RequestRefused as refused:
-        sys.stderr.write(f"evalkit reference worker: refused the judge's request: {refused}\n")
-        sys.stderr.flush()
-        os._exit(REFUSED_EXIT)
-    except Exception as err:  # noqa: BLE001 - never a silent exit 0
-        traceback.print_exc(file=sys.stderr)
-        sys.stderr.write(f"evalkit reference worker: the harness failed: {type(err).__name__}: {err}\n")
-        sys.stderr.flush()
-        os._exit(HARNESS_FAILED_EXIT)
-    finally:
-        sys.stdout.flush()
-        os._exit(0)
+    run_harness(serve, _preload, "evalkit reference worker")
 
 
 if __name__ == "__main__":
