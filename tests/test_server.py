@@ -157,10 +157,12 @@ def test_each_request_is_one_line_of_the_servers_log(server) -> None:
     base, log = server[0], server[2]
     call(f"{base}/v1/health")
     call(f"{base}/v1/batch/nope")
+    call(f"{base}/v1/batch/nope", method="DELETE")
+    call(f"{base}/v1/judge", {"problem": "linear_relu", "answer": "no code"})
     text = log.read_text()
     assert "evalkit serve: listening on http://127.0.0.1:" in text and "problems: 3 from" in text, text[-2000:]
     assert "GET /v1/health 200" in text and "GET /v1/batch/{batch_id} 404" in text
-    assert "POST /v1/judge 200" in text and "DELETE /v1/batch/{batch_id} 200" in text
+    assert "POST /v1/judge 200" in text and "DELETE /v1/batch/{batch_id} 404" in text
 
 
 def test_sigterm_answers_the_request_in_flight_then_stops(server) -> None:

@@ -1,6 +1,7 @@
 """Trusted side: one judge station, the judge of one device (a GPU, or the CPU) and the problems it has loaded.
 
-A station turns a built answer into its row: it loads the problem (the float64 reference and the judge),
+A station turns a built answer into its row: it loads the problem (the float64 reference and the judge; a problem
+given as text's reference in a sandboxed worker of its own, ``judge.sandboxed_reference``),
 runs the sandboxed worker through ``evalkit.judge``, and maps the judgement to a ``ResultRow``
 (``evalkit.judge.verdicts``). A problem's PyTorch baselines are timed once (through ``BaselineCache``): a
 kind at a time while the judge would otherwise wait for builds, and what is still missing when an answer
@@ -345,10 +346,10 @@ def _cancel_workers(workers: list[UntrustedProcess]) -> None:
         worker.cancel("cancelled: its caller no longer waits for its row")
 
 
-def _close_judge(context: _ProblemContext) -> None:
+def _close_judge(context: _ProblemContext | None) -> None:
     """End the problem's live baseline and its reference (a sandboxed one's worker): it is loaded anew if needed."""
     _close_partner(context)
-    if context.judge is not None:
+    if context is not None and context.judge is not None:
         context.judge.ref.close()
         context.judge = None
 
