@@ -19,6 +19,7 @@ request log are ``http.guarded``'s.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import tempfile
 import uuid
@@ -62,7 +63,7 @@ class _Batch:
 
     def add(self, row: dict[str, Any]) -> None:
         """A row of this batch, given back its item (the client's id, else its index) and the client's sample."""
-        index = self.samples.index(row["sample"])
+        index = int(row["sample"].rsplit("-", 1)[1])  # named ``<batch>-<index>`` (``submit_batch``)
         self.decided.add(index)
         row.update(item=self.items[index].id if self.items[index].id is not None else index,
                    sample=self.items[index].sample or row["sample"])
@@ -119,8 +120,7 @@ def create_app(evaluator: Evaluator, token: str | None = None) -> Any:
 
     async def submit_batch(request: Request) -> JSONResponse:
         items, deadline = batch_body(await _body(request))
-        problems = await asyncio.to_thread(lambda: [_problem(service, entry, f"items[{n}].")
-                                                    for n, entry in enumerate(items)])
+        problems = await _problems(service, items)
         _admit(service, len(items))
         batch_id = uuid.uuid4().hex
         batch = _Batch(items, [p if isinstance(p, str) else p.id for p in problems],
@@ -202,6 +202,21 @@ def _batch_of(service: _Service, request: Request) -> _Batch:
         raise BadRequest(f"no batch {request.path_params['batch_id'][:64]!r} (unknown, or forgotten long after it "
                          "finished)", "id", 404)
     return batch
+
+
+async def _problems(service: _Service, items: list[Item]) -> list[str | Problem]:
+    """Each item's problem (``_problem``), the references new to the server checked at once, each in its sandbox,
+    and each text once however many items send it (a group of rollouts shares its prompt's reference)."""
+    def key(entry: Item) -> str:
+        return json.dumps([entry.problem, entry.reference_code, entry.name, entry.settings], sort_keys=True)
+
+    first: dict[str, int] = {}
+    for n, entry in enumerate(items):
+        first.setdefault(key(entry), n)
+    found = await asyncio.gather(*(asyncio.to_thread(_problem, service, items[n], f"items[{n}].")
+                                   for n in first.values()))
+    by_key = dict(zip(first, found))
+    return [by_key[key(entry)] for entry in items]
 
 
 def _problem(service: _Service, item: Item, where: str) -> str | Problem:
