@@ -63,7 +63,7 @@ class ReferenceFailed(EvalkitError):
 
 def check_untrusted(problem: Problem, limits: Limits, freezer: Any = None) -> None:
     """``ProblemError`` saying what is wrong with ``problem``'s reference (naming no folder of this host), found by
-    a sandbox once per content; a check cut short by its time limit is not kept, and runs again next time."""
+    a sandbox once per content; a check whose sandbox died or ran out of time is not kept, and runs again next time."""
     facts = checked_facts(problem)
     if facts is None:
         facts, keep = _check(problem, limits, freezer)
@@ -100,7 +100,7 @@ def record_check(problem: Problem, facts: dict[str, Any]) -> None:
 
 
 def _check(problem: Problem, limits: Limits, freezer: Any) -> tuple[dict[str, Any], bool]:
-    """What the sandbox found, and whether it is the reference's own doing (kept) rather than a time limit."""
+    """What the sandbox found, and whether it is the reference's own say (kept) rather than its sandbox's end."""
     workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
     code_path = _place(problem, workdir)
     with freezer.launching() if freezer else nullcontext():  # not while a judge times, as a build
@@ -111,8 +111,8 @@ def _check(problem: Problem, limits: Limits, freezer: Any) -> tuple[dict[str, An
     try:
         worker.send(rp.setup("check", code_path, "cpu", "fp32", 0, 0, limits.to_dict()))
         claim = worker.receive(CHECK_S, "check")
-    except WorkerGone as gone:
-        return {"error": f"its check in a sandbox failed: {gone}"}, gone.kind != "timeout"
+    except WorkerGone as gone:  # not kept: a time limit on a loaded machine, or the run's end, may have cut it
+        return {"error": f"its check in a sandbox failed: {gone}"}, False
     except ProtocolViolation as violation:
         return {"error": f"its check in a sandbox broke the protocol: {violation}"}, True
     finally:
