@@ -74,7 +74,7 @@ def check_untrusted(problem: Problem, limits: Limits, freezer: Any = None) -> No
 
 
 def checked_facts(problem: Problem) -> dict[str, Any] | None:
-    """What the sandboxed check of ``problem`` found, or None when it was not checked yet (or the file is unreadable)."""
+    """What the sandboxed check of ``problem`` found; None when it was not checked yet (or the file is unreadable)."""
     try:
         facts = json.loads((problem.path / CHECKED_FILE).read_text())
     except (OSError, ValueError):
@@ -83,7 +83,7 @@ def checked_facts(problem: Problem) -> dict[str, Any] | None:
 
 
 def checked_init_inputs(problem: Problem) -> list[Any] | None:
-    """The init inputs the sandboxed check of ``problem`` found (for the builds' ``ModelNew(*init_inputs)``), or None."""
+    """The init inputs the sandboxed check of ``problem`` found (the builds' ``ModelNew(*init_inputs)``), or None."""
     facts = checked_facts(problem)
     try:
         values = decode(facts["init_inputs"]) if facts is not None and "init_inputs" in facts else None

@@ -239,8 +239,8 @@ def _checked(claim: ReferenceClaim) -> ReferenceClaim:
         if not claim.own or len(claim.own) != len(claim.expected):
             raise ProtocolViolation(f"a 'loaded' reply with {len(claim.own)} outputs and {len(claim.expected)} "
                                     f"oracle outputs")
-    if isinstance(claim, Done) and (claim.precision not in ORACLE_PRECISIONS or not math.isfinite(claim.ms) or claim.ms < 0
-                                    or claim.request not in OPS):
+    if isinstance(claim, Done) and (claim.precision not in ORACLE_PRECISIONS or not math.isfinite(claim.ms)
+                                    or claim.ms < 0 or claim.request not in OPS):
         raise ProtocolViolation(f"a 'done' reply for {claim.request!r} with precision {claim.precision!r}, "
                                 f"{claim.ms!r} ms")
     return claim

@@ -26,9 +26,9 @@ LIMITS = Limits(group=f"test-{uuid.uuid4().hex[:8]}", memory_bytes=4 * 2**30)
 MARK = "EVALKIT_TEST_REFERENCE_RAN_HERE"
 
 
-def _served(problem, precision: str = "fp32") -> SandboxedReference:
+def _served(problem, precision: str = "fp32", device: str = "cpu") -> SandboxedReference:
     worker = UntrustedProcess(Path(tempfile.mkdtemp(prefix="evalkit-test-")), LIMITS, {}, program=REFERENCE_WORKER)
-    return SandboxedReference(problem, "cpu", 3, precision, worker, LIMITS.memory_bytes)
+    return SandboxedReference(problem, device, 3, precision, worker, LIMITS.memory_bytes)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -53,6 +53,22 @@ def test_the_judge_gets_from_a_sandboxed_reference_what_the_reference_computes_i
         ref.close()
 
 
+@pytest.mark.cuda
+def test_on_a_gpu_the_judge_gets_the_references_tensors_through_the_memory_it_lends(tmp_path):
+    trusted = ReferenceProblem(load_problem(FOLDER), "cuda", init_seed=3)
+    ref = _served(problem_from_source(REFERENCE, root=tmp_path), device="cuda")
+    try:
+        inputs = ref.make_inputs(1)
+        assert inputs[0].is_cuda and torch.equal(inputs[0], trusted.make_inputs(1)[0])
+        expected, own = ref.expected(inputs)[0], ref.pytorch_own(inputs)[0]
+        assert expected.is_cuda and expected.dtype == torch.float64 and own.dtype == torch.float32
+        assert torch.allclose(expected, trusted.expected(inputs)[0])
+        assert torch.allclose(own, trusted.pytorch_own(inputs)[0])
+        assert 0 < ref.eager_ms(1) < 10_000
+    finally:
+        ref.close()
+
+
 def test_a_reference_given_as_text_never_runs_in_the_judges_process(tmp_path):
     problem = problem_from_source(f"{REFERENCE}\nimport builtins\nbuiltins.{MARK} = True\n", root=tmp_path)
     check_untrusted(problem, LIMITS)
@@ -71,7 +87,8 @@ def test_a_reference_given_as_text_never_runs_in_the_judges_process(tmp_path):
 @pytest.mark.parametrize(("code", "says"), [
     ("def get_inputs(:\n", "reference.py:1: syntax error"),
     (REFERENCE.replace("def get_inputs", "def get_inputz"), "defines no get_inputs"),
-    (REFERENCE.replace("return [features]", "raise RuntimeError('no init')"), "RuntimeError: no init (line 23 of reference.py)"),
+    (REFERENCE.replace("return [features]", "raise RuntimeError('no init')"),
+     "RuntimeError: no init (line 23 of reference.py)"),
     (REFERENCE.replace("return [features]", "return [object()]"), "builtins.object"),
     (REFERENCE + "\nimport sys\nsys.exit(4)\n", "importing it raised SystemExit: 4"),
 ])
@@ -88,9 +105,9 @@ def test_a_broken_reference_given_as_text_is_refused_once_naming_no_folder_of_th
 
 
 DIES_LATER = REFERENCE.replace("def get_inputs():\n", "CALLS = []\n\n\ndef get_inputs():\n    CALLS.append(1)\n"
-                                                      "    if len(CALLS) > 2:\n        import os\n        os._exit(3)\n")
-RAISES_LATER = REFERENCE.replace("def forward(self, x):\n", "def forward(self, x):\n        if x.dtype == torch.float64:"
-                                                            " raise ValueError('no float64 today')\n")
+                               "    if len(CALLS) > 2:\n        import os\n        os._exit(3)\n")
+RAISES_LATER = REFERENCE.replace("def forward(self, x):\n", "def forward(self, x):\n"
+                                 "        if x.dtype == torch.float64: raise ValueError('no float64 today')\n")
 
 
 @pytest.mark.parametrize(("code", "says"), [(DIES_LATER, "sandbox ended"), (RAISES_LATER, "no float64 today")])
