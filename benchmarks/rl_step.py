@@ -89,12 +89,14 @@ def start_server(args: argparse.Namespace, cache: Path) -> tuple[subprocess.Pope
         port = probe.getsockname()[1]
     command = [sys.executable, "-m", "evalkit", "serve", "--port", str(port), "--device", args.device,
                "--problems", str(args.problems), "--cache-dir", str(cache), *shlex.split(args.extra)]
-    server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = cache.parent / "serve.log"  # its line per request: a pipe nobody reads would fill and stop it
+    with log.open("w") as out:
+        server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=out, text=True)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            sys.exit(f"rl_step: evalkit serve ended ({server.returncode}):\n{server.stderr.read()[-3000:]}")
+            sys.exit(f"rl_step: evalkit serve ended ({server.returncode}):\n{log.read_text()[-3000:]}")
         try:
             call(f"{base}/v1/health")
             return server, base

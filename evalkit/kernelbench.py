@@ -16,7 +16,8 @@ same window as the answer), ``-1.0`` when not measured; ``runtime_stats`` hold m
 the whole row; ``feedback``). evalkit stops at the first wrong trial, so the trials after it count as not passed.
 
 What differs from KernelBench: the answer is built and run in evalkit's sandbox, checked against a float64 reference
-on fresh secret inputs and timed by the judge's own clock (``docs/judge.md``), never in the caller's process.
+on fresh secret inputs and timed by the judge's own clock (``docs/judge.md``), never in the caller's process;
+the reference, given as text, runs in a sandbox of its own too (``Problem.from_source``).
 KernelBench's arguments that choose how it times or where it builds (``timing_method``, ``build_dir``, ``verbose``)
 have no counterpart and are ignored; ``precision`` (``torch.bfloat16`` or ``"bf16"``, ...) becomes the problem's
 precision (``docs/problems.md``, Precision: evalkit's tolerances against float64, not KernelBench's against PyTorch
@@ -118,7 +119,6 @@ class SharedEvaluator:
 
     def evaluator(self, device: Any, seed: int, measure_performance: bool) -> Any:
         from evalkit.schedule.evaluator import Evaluator
-        from evalkit.sources.settings import default_cache_dir
 
         key = (_device(device), tuple(sorted(_gpus(device).items())), seed, bool(measure_performance), os.getpid())
         with self._lock:
@@ -128,11 +128,8 @@ class SharedEvaluator:
                 logger.info("the KernelBench call's evaluator restarts for other settings (device, seed or "
                             "measure_performance)")
                 self._evaluator.close()
-            folder = default_cache_dir() / "kernelbench_call"  # problems come with each call, none from here
-            folder.mkdir(parents=True, exist_ok=True)
-            baselines = ("eager",) if measure_performance else ()
-            self._evaluator = Evaluator(problems=folder, device=key[0], baselines=baselines, seed=seed,
-                                        **_gpus(device))
+            baselines = ("eager",) if measure_performance else ()  # problems come as text with each call
+            self._evaluator = Evaluator(device=key[0], baselines=baselines, seed=seed, **_gpus(device))
             self._key = key
             return self._evaluator
 

@@ -11,9 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from conftest import FIXTURES, ROOT
-from evalkit import Evaluator
+from evalkit import Evaluator, Problem
 from evalkit.records import ResultRow
 from evalkit.schedule.engine import DeadlinePassed
 from evalkit.sources.problems import ProblemError, problem_from_source
@@ -145,6 +146,31 @@ def test_a_problem_given_as_text_is_judged_like_a_folder(evaluator, tmp_path: Pa
         evaluator.judge(clash, "x")
 
 
+# Hole A of issue 42: a reference that rewrites the evaluator, to turn every row "correct" at 999x.
+HIJACKING_REFERENCE = (PROBLEMS / "linear_relu" / "reference.py").read_text() + '''
+import evalkit.schedule.evaluator as _evaluator
+
+_finished = _evaluator.Evaluator._finished
+
+
+def _always_correct(self, row, text=None):
+    row = _finished(self, row, text)
+    row.verdict, row.speedup_vs_eager = "correct", 999.0
+    return row
+
+
+_evaluator.Evaluator._finished = _always_correct
+'''
+
+
+def test_a_reference_given_as_text_cannot_change_another_answers_verdict(evaluator, tmp_path: Path):
+    hijacker = problem_from_source(HIJACKING_REFERENCE, root=tmp_path)
+    own = evaluator.judge(hijacker, _answer("incorrect"))  # checked, loaded and run: only ever in its sandboxes
+    assert own["verdict"] == "incorrect", own["reason"]
+    other = evaluator.judge("linear_relu", _answer("incorrect"))
+    assert (other["verdict"], other["speedup_vs_eager"]) == ("incorrect", None), other["reason"]
+
+
 @pytest.mark.slow  # an Evaluator of its own with two judge processes
 def test_judge_processes_learn_a_problem_given_after_they_started(tmp_path: Path, warm_cache: Path):
     reference = (PROBLEMS / "linear_relu" / "reference.py").read_text()
@@ -196,6 +222,25 @@ def test_two_evaluators_share_nothing_and_close_cleanly(tmp_path: Path):
         assert second.judge("linear_relu", "nothing here")["verdict"] == "no_code"
     finally:
         second.close()
+
+
+def test_an_evaluator_needs_no_problems_folder_for_problems_given_as_text(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no ./problems here
+    reference = (PROBLEMS / "linear_relu" / "reference.py").read_text()
+    with Evaluator(device="cpu", cache_dir=tmp_path / "cache", baselines=()) as ev:
+        assert ev.problems == {}
+        row = ev.judge(Problem.from_source(reference), "I could not write it.")
+    assert row["verdict"] == "no_code" and row["problem"].startswith("inline_")
+    with pytest.raises(ProblemError, match="missing does not exist"):
+        Evaluator(problems=tmp_path / "missing", device="cpu", cache_dir=tmp_path / "cache")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="asks for a GPU where there is none")
+def test_a_gpu_asked_for_where_there_is_none_is_an_error_not_a_cpu_run(tmp_path: Path):
+    from evalkit.schedule.options import ScoreError
+
+    with pytest.raises(ScoreError, match="--gpus 1,: asks for GPUs"):
+        Evaluator(device="auto", gpus="1,", cache_dir=tmp_path)
 
 
 def test_importing_evalkit_loads_no_torch_until_the_api_is_used():

@@ -28,7 +28,11 @@ SHOW_ROWS = ("cli", "kernelbench")
 # What runs inside the submission's interpreter may import only these evalkit modules.
 UNTRUSTED_MAY_IMPORT = ("evalkit.sandbox.protocol", "evalkit.sandbox.clock", "evalkit.sandbox.shared_buffers",
                         "evalkit.sandbox.cuda_buffers", "evalkit.sandbox.typed_fields",
-                        "evalkit.sandbox.untrusted")
+                        "evalkit.sandbox.reference_protocol", "evalkit.sandbox.values", "evalkit.sandbox.untrusted")
+# The worker of an untrusted reference runs the judge's own reference code (``judge.reference``, loading the problem
+# with ``sources``) on it, in its sandbox: the same computation as for a trusted problem, on the other side.
+REFERENCE_WORKER_MAY_IMPORT = UNTRUSTED_MAY_IMPORT + ("evalkit.judge.reference", "evalkit.sources.problems",
+                                                      "evalkit.sources.errors")
 
 
 def _name(path: Path) -> str:
@@ -72,7 +76,9 @@ def test_imports_never_flow_from_a_later_stage(path):
     module = _name(path)
     imports = _evalkit_imports(path)
     stage = _stage(module)
-    if module.startswith(UNTRUSTED_MAY_IMPORT) or module == "evalkit.sandbox.protocol":
+    if module == "evalkit.sandbox.untrusted.reference_worker":
+        wrong = {i for i in imports if not i.startswith(REFERENCE_WORKER_MAY_IMPORT)}
+    elif module.startswith(UNTRUSTED_MAY_IMPORT) or module == "evalkit.sandbox.protocol":
         wrong = {i for i in imports if not i.startswith(UNTRUSTED_MAY_IMPORT)}
     elif stage == "report":
         wrong = {i for i in imports if _stage(i) not in REPORT_MAY_IMPORT}

@@ -16,10 +16,14 @@ from typing import Any, Iterator
 
 import torch
 
+from evalkit.judge.timing import L2Flusher, measure, timing_stats
+from evalkit.sandbox.clock import Clock
 from evalkit.sources.problems import Problem
 from evalkit.sources.settings import PRECISION_DTYPES
 
 logger = logging.getLogger(__name__)
+
+EAGER_CALLS = 3  # calls of the eager reference timed for its time limits (after one warm-up)
 
 
 def input_seed(secret: int, call: int) -> int:
@@ -84,7 +88,13 @@ def in_precision(values: list[Any], dtype: torch.dtype) -> list[Any]:
 class ReferenceProblem:
     """A problem loaded for judging on one device, with its weights fixed by ``init_seed``, in ``precision``:
     its weights and inputs cast to that dtype, what answers get and PyTorch's own result is computed in, while the
-    float64 oracle computes on those same cast values."""
+    float64 oracle computes on those same cast values.
+
+    This one runs the reference in this process: a problem from a folder, trusted problem code. A problem given as
+    text is untrusted, and the judge holds it as ``sandboxed_reference.SandboxedReference``, the same interface
+    (``problem``, ``device``, ``init_seed``, ``dtype``, ``precision``, ``init_inputs``, ``state_dict``, ``n_inputs``,
+    ``make_inputs``, ``expected``, ``pytorch_own``, ``output_specs``, ``pick_float64_backend``, ``eager_ms``,
+    ``close``) answered by a sandboxed worker."""
 
     def __init__(self, problem: Problem, device: str, init_seed: int, precision: str = "fp32") -> None:
         self.problem, self.device, self.init_seed = problem, device, init_seed
@@ -151,6 +161,26 @@ class ReferenceProblem:
 
     def output_specs(self, outputs: list[torch.Tensor]) -> list[OutputSpec]:
         return [OutputSpec(tuple(o.shape), o.dtype) for o in outputs]
+
+    def eager_ms(self, seed: int, calls: int = EAGER_CALLS) -> float:
+        """The eager forward's median time per call on the device (``calls`` of them after a warm-up, each on fresh
+        inputs after an L2 flush): it only sets time limits and sizes a request (``time_limits.reference_ms``)."""
+        clock, flusher = Clock(self.device), L2Flusher(self.device)
+        inputs: list[Any] = []
+
+        def prepare(i: int) -> None:
+            inputs[:] = self.make_inputs(input_seed(seed, i))
+            flusher.flush()
+            clock.synchronize()
+
+        def timed_call(_: int) -> float:
+            with torch.no_grad():
+                return clock.time_ms(lambda: self.model(*inputs))[0]
+
+        return timing_stats(measure(timed_call, prepare, warmup=1, trials=calls))["median_ms"]
+
+    def close(self) -> None:
+        """Nothing to end here (a ``SandboxedReference`` ends its worker)."""
 
 
 def values_bytes(values: list[Any]) -> int:

@@ -20,13 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-import torch
-
-from evalkit.judge.reference import ReferenceProblem, input_seed
-from evalkit.judge.timing import L2Flusher, measure, timing_stats
-from evalkit.sandbox.clock import Clock
+from evalkit.judge.reference import ReferenceProblem
 
 LOAD_S = 60.0  # start Python and torch, load a cached extension, construct ModelNew
 # Lazy CUDA module loading, cuDNN autotuning: an answer with nothing left to compile. Its worker started CUDA,
@@ -40,7 +35,6 @@ _NAMES_A_JIT = re.compile(r"triton|torch\.compile|_dynamo|inductor|torch\.jit|\b
                           r"\btvm\b|\bjax\b|tilelang|cutlass\.cute|compute_\d", re.IGNORECASE)
 CALL_FLOOR_S = 10.0  # a later call, however fast the reference (host jitter, a loaded machine)
 SLOWDOWN_ALLOWED = 1000.0  # a call may be this many times slower than the reference's eager time
-REFERENCE_CALLS = 3
 
 
 @dataclass(frozen=True)
@@ -92,21 +86,10 @@ def compiles_on_first_call(code: str, extensions_dir: Path) -> bool:
 
 
 def reference_ms(ref: ReferenceProblem, seed: int) -> float:
-    """The reference's eager time per call on its device, timed in the judge (a few calls: it only sets limits)."""
-    clock, flusher = Clock(ref.device), L2Flusher(ref.device)
-    inputs: list[Any] = []
-
-    def prepare(i: int) -> None:
-        inputs[:] = ref.make_inputs(input_seed(seed, i))
-        flusher.flush()
-        clock.synchronize()
-
-    def timed_call(_: int) -> float:
-        with torch.no_grad():
-            return clock.time_ms(lambda: ref.model(*inputs))[0]
-
-    samples = measure(timed_call, prepare, warmup=1, trials=REFERENCE_CALLS)
-    return timing_stats(samples)["median_ms"]
+    """The reference's eager time per call on its device (a few calls: it only sets limits and sizes a request),
+    timed by the judge where the reference runs in its process, else bounded by the judge's own clock
+    (``ReferenceProblem.eager_ms``)."""
+    return ref.eager_ms(seed)
 
 
 def time_limits(reference_ms: float, override_s: float | None, hang_limit_s: float | None = None) -> TimeLimits:

@@ -29,10 +29,10 @@ from evalkit.sandbox.cgroup import SandboxCgroup
 from evalkit.sandbox.identity import hand_over, scrubbed_env
 from evalkit.sandbox.processes import (MARKER_VARIABLE, ProcessTable, compiling, pin, resident_bytes,
                                       until_gone, until_stopped)
-from evalkit.sandbox.protocol import (ARMED_FILE, MAX_REPLY_BYTES, Claim, Op, ProtocolViolation, Request,
-                                      SetupRequest, simple_request)
+from evalkit.sandbox.programs import ANSWER_WORKER, SETUP_REQUESTS, Program
+from evalkit.sandbox.protocol import ARMED_FILE, MAX_REPLY_BYTES, ProtocolViolation
 from evalkit.sandbox.capture import BoundedCapture
-from evalkit.sandbox.reply_reading import decode_reply
+from evalkit.sandbox.frames import FrameTimeout, FrameTooLarge, read_frame
 from evalkit.sandbox.remains import entry_lock, files_under, folder_usage, remove_added, remove_shared_memory
 from evalkit.sandbox.shared_buffers import receive_fds, send_fds
 from evalkit.sandbox.uid_pool import UidLease
@@ -76,8 +76,9 @@ class UntrustedProcess:
     """One sandboxed worker process and the judge's end of its connection."""
 
     def __init__(self, workdir: Path, limits: Limits, env_extra: dict[str, str] | None = None,
-                 freezer: Any = None, processes: ProcessTable | None = None, idle_s: float | None = None) -> None:
-        self.workdir, self.limits = workdir, limits
+                 freezer: Any = None, processes: ProcessTable | None = None, idle_s: float | None = None,
+                 program: Program = ANSWER_WORKER) -> None:
+        self.workdir, self.limits, self.program = workdir, limits, program
         # A build: how long it may go on without any compiler running (frozen time excluded), once set up.
         self.idle_s, self._compiled_at = idle_s, float("inf")
         # Watchers of many sandboxes (a run's builds) share one table: one /proc reading per period for all.
@@ -98,7 +99,7 @@ class UntrustedProcess:
         self._conn = Connection(parent_sock.detach())
         child_fd = child_sock.detach()
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "evalkit.sandbox.untrusted.worker", str(child_fd), str(os.getpid())],
+            [sys.executable, "-m", program.module, str(child_fd), str(os.getpid())],
             cwd=workdir, env=scrubbed_env({**env_extra, **dict([self.marker.split("=", 1)])}, workdir),
             pass_fds=(child_fd,),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
@@ -143,15 +144,15 @@ class UntrustedProcess:
         found = set(self._processes.members(self._proc.pid, self.marker, fresh=fresh))
         return found | (self.cgroup.pids() if self.cgroup else set())
 
-    def send(self, message: SetupRequest | Request) -> None:
-        if isinstance(message, SetupRequest):
+    def send(self, message: Any) -> None:
+        if isinstance(message, SETUP_REQUESTS):
             message = self._hand_over(message)
         try:
             self._conn.send(message)
         except (BrokenPipeError, ConnectionResetError, OSError) as err:
             raise self._gone(f"could not send to the worker ({err})") from err
 
-    def _hand_over(self, message: SetupRequest) -> SetupRequest:
+    def _hand_over(self, message: Any) -> Any:
         """The setup request completed with what is the launcher's to decide: the worker's folders become the
         sandbox user's (only now: until its answer comes, a worker started ahead owns nothing another sandbox
         could reach), its extension folder, and the identity it runs as. A judged worker's extension folder is its
@@ -189,27 +190,27 @@ class UntrustedProcess:
 
     def receive_fds(self, count: int, timeout_s: float) -> list[int]:
         """``count`` file descriptors the worker hands over (a CPU worker's own memory, after its setup)."""
-        try:
-            if self._ready(timeout_s, spin=False):
+        if self._ready(timeout_s, spin=False):
+            try:
                 return receive_fds(self._conn.fileno(), count)
-        except (OSError, ValueError) as err:
-            raise self._gone(f"the worker's descriptors did not arrive ({err})") from err
+            except (OSError, ValueError) as err:
+                raise self._gone(f"the worker's descriptors did not arrive ({err})") from err
         raise self._gone(self.killed_because or f"the worker handed over no descriptor within {timeout_s:g} s")
 
     def receive(self, timeout_s: float, stage: str, spin: bool = False,
-                arrived: Callable[[], None] | None = None) -> Claim:
-        """The worker's next reply; ``WorkerGone`` on death, timeout or watchdog kill, ``ProtocolViolation``
-        (the worker killed) when the reply breaks the protocol. With ``spin``, wait without sleeping (a timed
-        request on a GPU: a core that slept through a request of milliseconds takes longer to wake than one that
-        waited through a calibration ping, and the difference would land in every call's time). ``arrived`` is
-        called the moment the reply is in, before it is read (a timed request's clock stops there)."""
+                arrived: Callable[[], None] | None = None) -> Any:
+        """The worker's next reply; ``WorkerGone`` on death, timeout or watchdog kill, ``ProtocolViolation`` (the
+        worker killed) when it breaks the protocol. ``spin``: wait without sleeping (a timed request on a GPU: a core
+        that slept through milliseconds takes longer to wake). ``arrived`` is called once the reply is in whole,
+        before it is decoded (a timed request's clock stops there)."""
         deadline = time.monotonic() + timeout_s - self._paused_s()  # pushed back by any time spent frozen
+        left = lambda: deadline + self._paused_s() - time.monotonic()  # noqa: E731
         while True:
-            remaining = deadline + self._paused_s() - time.monotonic()
-            if self._ready(max(min(remaining, WATCHDOG_PERIOD_S), 0), spin):
+            if self._ready(max(min(left(), WATCHDOG_PERIOD_S), 0), spin):
+                raw = self._read_frame(stage, timeout_s, left)  # whole, before anything stops the worker
                 if arrived is not None:
                     arrived()
-                return self._read_message(stage)  # no watchdog here: it would land inside timed calls
+                return self._decode(raw, stage)  # no watchdog here: it would land inside timed calls
             self._hold()
             self._watchdog(force=True)
             if self.killed_because:
@@ -228,17 +229,23 @@ class UntrustedProcess:
                 return False
         return True
 
-    def _read_message(self, stage: str) -> Claim:
+    def _read_frame(self, stage: str, timeout_s: float, left: Callable[[], float]) -> bytes:
+        """The reply whole (``frames``): one the worker leaves unfinished past the stage's limit is a timeout."""
         try:
-            raw = self._conn.recv_bytes(MAX_REPLY_BYTES)
+            return read_frame(self._conn.fileno(), MAX_REPLY_BYTES, left, WATCHDOG_PERIOD_S)
         except (EOFError, ConnectionResetError) as err:
             self._wait_briefly()
-            raise self._gone(f"the process ended during stage '{stage}' without replying") from err
-        except OSError as err:  # "bad message length": over the limit, and the stream is now unreadable
+            raise self._gone(f"the process ended during stage '{stage}' without replying whole") from err
+        except FrameTooLarge:
             self.kill()
-            raise ProtocolViolation(f"during stage '{stage}': a reply over the {MAX_REPLY_BYTES}-byte limit") from err
+            raise ProtocolViolation(f"during stage '{stage}': a reply over the {MAX_REPLY_BYTES}-byte limit") from None
+        except FrameTimeout:
+            self.kill(f"timeout: stage '{stage}' exceeded its {timeout_s:g} s limit with its reply unfinished")
+            raise WorkerGone("timeout", self.killed_because) from None
+
+    def _decode(self, raw: bytes, stage: str) -> Any:
         try:
-            return decode_reply(raw)
+            return self.program.decode(raw)
         except ProtocolViolation as violation:
             self.kill()
             raise ProtocolViolation(f"during stage '{stage}': {violation}") from None
@@ -360,7 +367,7 @@ class UntrustedProcess:
         if self._proc.poll() is None:
             self.thaw()
             try:
-                self._conn.send(simple_request(Op.EXIT))
+                self._conn.send(self.program.exit_request())
                 self._proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 pass

@@ -21,6 +21,15 @@ from evalkit.sandbox.protocol import (CLAIMS, IPC_HANDLE_HEX, MAX_CALLS, MAX_DIM
 
 def decode_reply(raw: bytes) -> Claim:
     """The claim in one reply, or ``ProtocolViolation`` saying what is wrong with it."""
+    message = reply_object(raw)
+    op = message.get("op")
+    if not isinstance(op, str) or op not in CLAIMS:
+        raise ProtocolViolation(f"a reply with an unknown op {_show(op)}")
+    return _READERS[op](message)
+
+
+def reply_object(raw: bytes) -> dict[str, Any]:
+    """The JSON object of one reply (of any worker's protocol), or ``ProtocolViolation`` saying what is wrong."""
     if len(raw) > MAX_REPLY_BYTES:
         raise ProtocolViolation(f"a reply of {len(raw)} bytes is over the {MAX_REPLY_BYTES}-byte limit")
     try:
@@ -31,10 +40,7 @@ def decode_reply(raw: bytes) -> Claim:
         raise ProtocolViolation(f"a reply that is not JSON ({str(err)[:100]})") from None
     if not isinstance(message, dict):
         raise ProtocolViolation(f"a reply that is a JSON {type(message).__name__}, not an object")
-    op = message.get("op")
-    if not isinstance(op, str) or op not in CLAIMS:
-        raise ProtocolViolation(f"a reply with an unknown op {_show(op)}")
-    return _READERS[op](message)
+    return message
 
 
 def _show(value: Any) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 from evalkit.sandbox.launcher import Limits, UntrustedProcess
+from evalkit.sandbox.programs import ANSWER_WORKER, Program
 
 T = TypeVar("T")
 
@@ -38,8 +39,8 @@ class SpareWorker:
     come back to back: a worker's start pauses whenever the judge measures, so one started with the current
     answer may not be ready for the next). One judge thread uses it; not thread-safe."""
 
-    def __init__(self, limits: Limits, env: dict[str, str], count: int = 1) -> None:
-        self._limits, self._env, self._count = limits, env, count
+    def __init__(self, limits: Limits, env: dict[str, str], count: int = 1, program: Program = ANSWER_WORKER) -> None:
+        self._limits, self._env, self._count, self._program = limits, env, count, program
         self._spares: deque[UntrustedProcess] = deque()  # oldest first
         self._starter: ThreadPoolExecutor | None = None  # the thread every worker here is started by
         self._stopped = False  # set by ``stop`` (any thread): no worker is started from then on
@@ -95,7 +96,8 @@ class SpareWorker:
         if self._starter is None:
             self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalkit-spare-starter")
         workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
-        return self._starter.submit(UntrustedProcess, workdir, self._limits, self._env).result()
+        return self._starter.submit(UntrustedProcess, workdir, self._limits, self._env,
+                                    program=self._program).result()
 
 
 def discard(worker: UntrustedProcess) -> None:

@@ -60,6 +60,14 @@ def check_deadline(batch: Batch, deadline: float | None) -> None:
         raise DeadlinePassed(f"{batch.expected - batch.received} of {batch.expected} answer(s) not judged before "
                              f"the deadline; they were cancelled")
 
+def _init_inputs(problem: Problem) -> list[Any] | None:
+    """What a build constructs ``ModelNew`` with: a folder's ``get_init_inputs()``, an untrusted problem's as its
+    sandboxed check found them (never run here)."""
+    from evalkit.judge.sandboxed_reference import checked_init_inputs
+
+    return problem.init_inputs_or_none() if problem.trusted else checked_init_inputs(problem)
+
+
 class Engine:
     """Builds and judges answers with one build pool and one station per judge slot; reuse it across calls."""
 
@@ -126,6 +134,12 @@ class Engine:
                 self._ready.ahead(submission.problem, self.options.baselines)
             self._ready.add(Item(submission, early, self._start_build(submission, early), batch))
         return batch
+
+    def check_untrusted(self, problem: Problem) -> None:
+        """Check a problem given as text in a sandbox, as a build runs (``sandboxed_reference.check_untrusted``)."""
+        from evalkit.judge.sandboxed_reference import check_untrusted
+
+        check_untrusted(problem, self._build_limits, self.freezer)
 
     def check_judges(self) -> None:
         """``JudgesStopped`` when every judge station has ended (each one's reason is logged as it stops)."""
@@ -205,7 +219,7 @@ class Engine:
             return nothing_to_build(early.code, builds_root(self.options.cache_dir), self.device)
         return self.backend.start_build(early.code, builds_root(self.options.cache_dir), self.device,
                                         self.options.build_timeout(problem), self._build_limits,
-                                        problem.init_inputs_or_none(), self.freezer)
+                                        _init_inputs(problem), self.freezer)
 
     def _start_judges(self) -> None:
         """One thread per station, for the engine's life: each takes answers from the queue every batch shares."""

@@ -45,13 +45,14 @@ Pair = tuple[Any, str] | tuple[Any, str, str | None]  # (problem id or Problem, 
 
 
 class Evaluator:
-    """Judges answers to the problems under ``problems``; reuse one across calls (builds, baselines and judges
+    """Judges answers to the problems under ``problems`` (a folder of problem folders, trusted; None, the default:
+    none, only problems given as text, ``Problem.from_source``); reuse one across calls (builds, baselines and judges
     are kept). Keyword settings are those of ``evalkit score`` (``evalkit.schedule.options.JudgeOptions``:
     ``gpus``, ``judges``, ``jobs``, every problem setting a run may override under its problem.toml name
     (``correctness_trials``, ``timing_trials``, ``timing_budget_s``, ``atol``, ``rtol``, ``run_timeout_s``, ...;
     older names such as ``trials`` and ``timeout_s`` still work), ``baselines``, ``cache_dir``, ``seed`` ...)."""
 
-    def __init__(self, problems: str | Path = "problems", device: str = "auto", **settings: Any) -> None:
+    def __init__(self, problems: str | Path | None = None, device: str = "auto", **settings: Any) -> None:
         from evalkit.schedule.machines import machines_and_limits
         from evalkit.schedule.station import BaselineFiles
         from evalkit.sources.problems import discover_problems
@@ -67,7 +68,8 @@ class Evaluator:
         seed = options.seed if options.seed is not None else uuid.uuid4().int % 2**31
         baselines = BaselineFiles(None, options.cache_dir / "baselines.json", remeasure=options.remeasure_baselines,
                                   run=limits.group)
-        self._start(discover_problems(Path(problems), lenient=True), options, where, seed, limits, baselines, None)
+        known = discover_problems(Path(problems), lenient=True) if problems is not None else {}
+        self._start(known, options, where, seed, limits, baselines, None)
         # In the background: the judges and their workers, the known problems' baselines (until the first answer
         # comes), so that the first answer waits for little more than a later one does.
         self._engine.warm_up(sorted(self.problems))
@@ -225,11 +227,16 @@ class Evaluator:
         problem = pair[0].id if isinstance(pair[0], Problem) else str(pair[0])
         name = (pair[2] if len(pair) > 2 else None) or f"api-{next(self._samples)}"
         text = pair[1] if isinstance(pair[1], str) else ""
-        row = ResultRow(run=API_RUN, problem=problem, sample=name, path=f"<api:{name}>",
-                        sha256=sha256_text(text), verdict="skipped",
-                        reason=f"not judged: {err}", device=self.device)
-        row.error = {"kind": "caller_error", "type": type(err).__name__, "message": str(err)}
-        row.feedback = f"Not judged: {err}"
+        return self.unjudged_row(problem, text, name, "caller_error", str(err), type(err).__name__)
+
+    def unjudged_row(self, problem: str, text: str, sample: str, kind: str, message: str,
+                     error_type: str = "") -> ResultRow:
+        """A ``skipped`` row for an answer not judged, ``error.kind`` saying why (``caller_error``, or a server's
+        ``cancelled`` and ``deadline_passed``), as its caller gets every other row."""
+        row = ResultRow(run=API_RUN, problem=problem, sample=sample, path=f"<api:{sample}>", sha256=sha256_text(text),
+                        verdict="skipped", reason=f"not judged: {message}", device=self.device)
+        row.error = {"kind": kind, "type": error_type, "message": message}
+        row.feedback = f"Not judged: {message}"
         return row
 
     def close(self) -> None:
@@ -244,7 +251,9 @@ class Evaluator:
 
     def add_problem(self, problem: Problem) -> str:
         """Make ``problem`` (e.g. ``Problem.from_source(text)``) one this evaluator judges; return its id. Its
-        reference is checked here, before anything is built; the same problem added twice is added once."""
+        reference is checked here, before anything is built: a problem folder's in this process (trusted problem
+        code), a problem given as text's in a sandbox (it never runs in this process: ``sandboxed_reference``). The
+        same problem added twice is added once."""
         from evalkit.schedule.preflight import check_reference
         from evalkit.sources.errors import ProblemError
 
@@ -257,7 +266,10 @@ class Evaluator:
         if not self._engine.backend.adds_problems:
             raise ProblemError(f"problem {problem.id!r}: a Ray run judges the problem folders it started with; "
                                f"give it as a folder under --problems (docs/ray.md)")
-        check_reference(problem)
+        if problem.trusted:
+            check_reference(problem)
+        else:
+            self._engine.check_untrusted(problem)
         self.problems[problem.id] = problem  # the engine's and its stations' table too
         return problem.id
 

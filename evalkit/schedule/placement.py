@@ -71,6 +71,10 @@ def plan(device: str, gpus: str, judges: int, cpus: list[int], visible_gpus: int
                                  f"--gpus (all, a count, or a list such as 0,1)")
         devices = [("cuda", index) for index in parse_gpus(gpus, visible_gpus)]
     else:
+        if gpus.strip().lower() != "all":  # "all" is every GPU there is, none here; anything else names some
+            raise PlacementError(f"--gpus {gpus}: asks for GPUs, but the judges run on the CPU (--device cpu, or "
+                                 f"--device auto where torch sees no CUDA GPU: torch.cuda.is_available() is false); "
+                                 f"leave --gpus out to judge on the CPU, or run where torch sees the GPUs")
         if judges < 1:
             raise PlacementError(f"--judges {judges}: give at least one judge")
         devices = [("cpu", None)] * judges

@@ -10,7 +10,7 @@ from typing import Iterable
 
 from evalkit.judge.torch_headers import stray_torch_header
 from evalkit.schedule.options import ScoreError
-from evalkit.sources.problems import Problem, ProblemError
+from evalkit.sources.problems import Problem, ProblemError, check_module
 from evalkit.sources.submissions import Discovered, SubmissionError
 
 # The layouts ``evalkit.sources.submissions.discover`` understands.
@@ -19,9 +19,6 @@ LAYOUTS = ("a folder of runs <run>/<problem-id>/<sample>.txt|.md|.py", "one run 
            "a problems folder whose <problem-id>/solutions/ hold curated .py answers",
            "a KernelBench run folder runs/<name>/level_<L>_problem_<N>_sample_<S>_kernel.py (or runs/, or one such "
            "file), after `evalkit problems import` of level L")
-# What every reference.py must define, and how to write each.
-REQUIRED_NAMES = {"Model": "class Model(nn.Module)", "get_inputs": "get_inputs()",
-                  "get_init_inputs": "get_init_inputs()"}
 
 
 def check_out_dir(out_dir: Path) -> None:
@@ -79,11 +76,7 @@ def check_references(problems: Iterable[Problem]) -> dict[str, str]:
 
 
 def check_reference(problem: Problem) -> None:
-    """``ProblemError`` when ``problem``'s reference.py does not import, or lacks one of ``REQUIRED_NAMES``."""
+    """``ProblemError`` when ``problem``'s reference.py (a trusted folder's) does not import, or lacks one of
+    ``sources.problems.REQUIRED_NAMES``."""
     module = problem.load_module()  # a syntax error or an exception names the file and line
-    missing = [name for name in REQUIRED_NAMES if not callable(getattr(module, name, None))]
-    if missing:
-        wanted = " and ".join(REQUIRED_NAMES[name] for name in missing)
-        raise ProblemError(f"{problem.reference_path}: defines no {', '.join(missing)}; every reference.py needs "
-                           f"class Model(nn.Module), get_inputs() and get_init_inputs(): add {wanted} "
-                           f"(see docs/problems.md), then check it with `evalkit problems check {problem.id}`")
+    check_module(module, str(problem.reference_path), f", then check it with `evalkit problems check {problem.id}`")

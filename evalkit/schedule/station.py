@@ -1,6 +1,7 @@
 """Trusted side: one judge station, the judge of one device (a GPU, or the CPU) and the problems it has loaded.
 
-A station turns a built answer into its row: it loads the problem (the float64 reference and the judge),
+A station turns a built answer into its row: it loads the problem (the float64 reference and the judge; a problem
+given as text's reference in a sandboxed worker of its own, ``judge.sandboxed_reference``),
 runs the sandboxed worker through ``evalkit.judge``, and maps the judgement to a ``ResultRow``
 (``evalkit.judge.verdicts``). A problem's PyTorch baselines are timed once (through ``BaselineCache``): a
 kind at a time while the judge would otherwise wait for builds, and what is still missing when an answer
@@ -35,10 +36,12 @@ from evalkit.judge.builder import BuildOutcome, builds_root, extension_env
 from evalkit.judge.torch_headers import header_env
 from evalkit.judge.contender import Contender
 from evalkit.judge.reference import ReferenceProblem
+from evalkit.judge.sandboxed_reference import ReferenceFailed, SandboxedReference
 from evalkit.judge.submission_judge import BaselineFailed, Judge, close_contender
 from evalkit.judge.time_limits import compiles_on_first_call
 from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.launcher import Limits, UntrustedProcess
+from evalkit.sandbox.programs import REFERENCE_WORKER
 from evalkit.sandbox.protocol import PRELOAD_CUDA_VARIABLE, PRELOAD_PROFILER_VARIABLE
 from evalkit.sandbox.spare import SpareWorker, at_once, discard
 from evalkit.schedule.options import JudgeOptions
@@ -112,6 +115,9 @@ class JudgeStation:
                                       count=PROFILING_WORKERS) if device == "cuda" else None
         if self._profilers is not None:
             self._profilers.fill()
+        # The workers of untrusted references (problems given as text: ``sandboxed_reference``), started when one is
+        # loaded, by a thread of their own (they die with the thread that started them).
+        self._references = SpareWorker(limits, _pinned(limits), count=0, program=REFERENCE_WORKER)
         self._progress = progress or (lambda text: None)
         self._kept: OrderedDict[str, _ProblemContext] = OrderedDict()  # the current problem last
         # The answer being judged (its resume key) and its workers: one tuple, replaced whole, so that ``cancel``
@@ -160,7 +166,13 @@ class JudgeStation:
             failed = verdicts.build_failed_row(submission, early, outcome, self.device)
             if failed is not None:
                 return failed  # needs neither the reference nor the baselines
-            return self._judge_one(submission, early, outcome, self._switch_to(submission.problem))
+            context = self._switch_to(submission.problem)
+            try:
+                return self._judge_one(submission, early, outcome, context)
+            except ReferenceFailed as err:  # an untrusted reference's worker failed: its fault, not the answer's
+                logger.warning("%s: %s", submission.problem, err)
+                _close_judge(context)  # loaded anew for the problem's next answer
+                return verdicts.unavailable_row(submission, early, outcome, self.device, str(err))
         except Exception as err:  # noqa: BLE001 - a hostile answer may find a way to upset the judge itself
             logger.exception("%s/%s: the judge failed on this answer", submission.problem, submission.sample)
             return verdicts.judge_failed_row(submission, early, self.device, err)
@@ -179,12 +191,13 @@ class JudgeStation:
         """The run or evaluator is stopping (called from another thread): start no more workers (the group kill
         that follows ends those running), so what is in hand ends at once, a baseline timed ahead too."""
         self._spare.stop()
+        self._references.stop()
         if self._profilers is not None:
             self._profilers.stop()
 
     def close(self) -> None:
-        spares = [self._spare] + ([self._profilers] if self._profilers is not None else [])
-        at_once(lambda end: end(), [*(partial(_close_partner, context) for context in self._kept.values()),
+        spares = [self._spare, self._references] + ([self._profilers] if self._profilers is not None else [])
+        at_once(lambda end: end(), [*(partial(_close_judge, context) for context in self._kept.values()),
                                      *(spare.close for spare in spares)])
         self._kept.clear()
         _free_garbage(self.device)
@@ -234,7 +247,7 @@ class JudgeStation:
     @contextmanager
     def _quiet(self) -> Iterator[None]:
         """Around every measurement: the builds frozen, and this judge's own spare workers stopped too."""
-        with self._builds_frozen(), self._spare.parked(), \
+        with self._builds_frozen(), self._spare.parked(), self._references.parked(), \
                 (self._profilers.parked() if self._profilers is not None else nullcontext()):
             yield
 
@@ -254,7 +267,7 @@ class JudgeStation:
         """Drop the least recently used problems (their tensors freed) until one more fits the bounds."""
         while self._kept and (len(self._kept) >= KEPT_PROBLEMS or self._memory_share() > KEPT_PROBLEMS_MEMORY_SHARE):
             dropped, context = self._kept.popitem(last=False)
-            _close_partner(context)
+            _close_judge(context)
             logger.debug("%s: unloaded to make room for another problem", dropped)
             _free_garbage(self.device)
 
@@ -270,15 +283,27 @@ class JudgeStation:
             context.setup_error = f"problem '{context.problem.id}' cannot be used: {context.problem.broken}"
         if context.judge is None and not context.setup_error:
             problem = context.problem
+            ref: ReferenceProblem | None = None
             try:
                 settings = self.options.judge_settings(problem, self.seed)
-                ref = ReferenceProblem(problem, self.device, init_seed=self.seed, precision=settings.precision)
+                ref = self._reference(problem, settings.precision)
                 context.judge = Judge(ref, settings, self.limits, quiet=self._quiet)
             except Exception as err:  # noqa: BLE001 - a broken problem is reported on every row, the run goes on
                 logger.error("%s: the reference cannot be run: %s", problem.id, err)
-                context.setup_error = (f"the reference of problem '{problem.id}' ({problem.reference_path}) "
-                                       f"failed on this device: {type(err).__name__}: {err}")
+                if ref is not None:
+                    ref.close()
+                where = f" ({problem.reference_path})" if problem.trusted else ""  # no folder of the host for clients
+                context.setup_error = (f"the reference of problem '{problem.id}'{where} failed on this device: "
+                                       f"{type(err).__name__}: {err}")
         return context.judge
+
+    def _reference(self, problem: Problem, precision: str) -> ReferenceProblem:
+        """The problem's reference on this judge's device: run here for a problem folder (trusted), in a sandboxed
+        worker of its own for a problem given as text (``sandboxed_reference``)."""
+        if problem.trusted:
+            return ReferenceProblem(problem, self.device, init_seed=self.seed, precision=precision)
+        return SandboxedReference(problem, self.device, self.seed, precision, self._references.take(None),
+                                  self.limits.memory_bytes)
 
     def _judge_one(self, submission: Submission, early: Triage, outcome: BuildOutcome,
                    context: _ProblemContext) -> ResultRow:
@@ -319,6 +344,14 @@ class JudgeStation:
 def _cancel_workers(workers: list[UntrustedProcess]) -> None:
     for worker in list(workers):
         worker.cancel("cancelled: its caller no longer waits for its row")
+
+
+def _close_judge(context: _ProblemContext | None) -> None:
+    """End the problem's live baseline and its reference (a sandboxed one's worker): it is loaded anew if needed."""
+    _close_partner(context)
+    if context is not None and context.judge is not None:
+        context.judge.ref.close()
+        context.judge = None
 
 
 def _close_partner(context: _ProblemContext | None) -> None:

@@ -1,7 +1,9 @@
 """Problem folders: loading one, discovering them all, finding one by id (with "did you mean").
 
-Trusted side; reads problem folders / files; never runs submission code (it imports a problem's own
-reference.py, which is trusted problem code).
+Trusted side; reads problem folders / files; never runs submission code. It imports a problem folder's own
+reference.py, trusted problem code: the folders an operator gives (``--problems``). A problem given as text
+(``Problem.from_source``, ``reference_code`` over HTTP) is untrusted (``Problem.trusted`` false): this process never
+imports it (``load_module`` refuses), its reference runs in a sandbox (``evalkit.judge.sandboxed_reference``).
 
 A problem is a folder ``<root>/<id>/`` holding ``reference.py`` (a KernelBench module:
 ``class Model(nn.Module)``, ``get_inputs()``, ``get_init_inputs()``) and an optional
@@ -64,6 +66,7 @@ class Problem:
     settings: ProblemSettings = field(default_factory=ProblemSettings)
     kernelbench: KernelBenchOrigin | None = None  # which KernelBench problem this is, when recorded
     broken: str = ""  # why the folder cannot be used (``discover_problems(..., lenient=True)``); "" when it can
+    trusted: bool = True  # False: given as text, its reference runs only in a sandbox (never ``load_module``)
 
     @classmethod
     def from_source(cls, reference_code: str, name: str | None = None, **settings: Any) -> "Problem":
@@ -98,15 +101,22 @@ class Problem:
         return digest.hexdigest()
 
     def load_module(self) -> types.ModuleType:
-        """Import reference.py under a fresh, unique module name (so every call re-reads the file)."""
+        """Import reference.py under a fresh, unique module name (so every call re-reads the file); a
+        ``ProblemError`` for an untrusted problem, whose reference runs only in a sandbox."""
+        if not self.trusted:
+            raise ProblemError(f"problem {self.id!r} was given as text: its reference is untrusted and runs only in a "
+                               f"sandbox, never in this process (evalkit.judge.sandboxed_reference)")
         return _import_file(self.reference_path, self.id)
 
     def init_inputs_or_none(self) -> list[Any] | None:
         """``get_init_inputs()`` as a list, or None when reference.py cannot be loaded or that call fails.
 
         For work done ahead of judging (builds warmed by ``ModelNew(*init_inputs)``), where a broken
-        reference is not an error yet: the judge stage reports it properly.
+        reference is not an error yet: the judge stage reports it properly. None for an untrusted problem, whose
+        init inputs only its sandboxed check finds (``sandboxed_reference.checked_init_inputs``).
         """
+        if not self.trusted:
+            return None
         try:
             module = self.load_module()
         except Exception as err:  # noqa: BLE001 - any failure of problem code means "not available"
@@ -123,7 +133,23 @@ class Problem:
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "title": self.title, "source": self.source, "level": self.level,
                 "tags": list(self.tags), "path": str(self.path), "settings": dataclasses.asdict(self.settings),
-                "kernelbench": self.kernelbench.to_dict() if self.kernelbench else None}
+                "kernelbench": self.kernelbench.to_dict() if self.kernelbench else None, "trusted": self.trusted}
+
+
+# What a reference must define, and how to write each.
+REQUIRED_NAMES = {"Model": "class Model(nn.Module)", "get_inputs": "get_inputs()",
+                  "get_init_inputs": "get_init_inputs()"}
+
+
+def check_module(module: types.ModuleType, where: str, then: str = "") -> None:
+    """``ProblemError`` when the imported reference ``module`` (of the file ``where`` names) lacks one of
+    ``REQUIRED_NAMES``; ``then`` ends its message (what to run once it is fixed)."""
+    missing = [name for name in REQUIRED_NAMES if not callable(getattr(module, name, None))]
+    if missing:
+        wanted = " and ".join(REQUIRED_NAMES[name] for name in missing)
+        raise ProblemError(f"{where}: defines no {', '.join(missing)}; every reference.py needs class "
+                           f"Model(nn.Module), get_inputs() and get_init_inputs(): add {wanted} (see docs/problems.md)"
+                           f"{then}")
 
 
 def _import_file(path: Path, problem_id: str) -> types.ModuleType:
@@ -298,23 +324,44 @@ def default_inline_root() -> Path:
     return default_cache_dir() / INLINE_FOLDER
 
 
-def problem_from_source(reference_code: str, name: str | None = None, root: Path | None = None,
-                        **settings: Any) -> Problem:
+def problem_from_source(reference_code: str, name: str | None = None, root: Path | None = None, *,
+                        from_client: bool = False, **settings: Any) -> Problem:
     """The problem whose reference.py is ``reference_code`` (and whose problem.toml holds ``settings``), kept in
-    ``root/<hash>/<id>``; its id is ``name``, or ``inline_<hash>`` without one. ``ProblemError`` names what is wrong."""
+    ``root/<hash>/<id>``; its id is ``name``, or ``inline_<hash>`` without one. ``ProblemError`` names what is wrong.
+    ``from_client``: sent by a client of ``evalkit serve``: only judging settings, each within what a client may ask
+    for (``settings.checked_client_value``), checked before anything is written and named as sent; and an id that
+    ends in the content's hash whatever the name (``<name>_<hash>``), so that no client takes a name from another."""
     if not isinstance(reference_code, str) or not reference_code.strip():
         raise ProblemError("reference_code: expected the text of a reference file (class Model, get_inputs, "
                            f"get_init_inputs), got {type(reference_code).__name__} {reference_code!r:.40}")
     if len(reference_code.encode("utf-8", "surrogatepass")) > MAX_REFERENCE_BYTES:
         raise ProblemError(f"reference_code: {len(reference_code)} characters, more than a reference file's "
                            f"{MAX_REFERENCE_BYTES} bytes")
+    if from_client:
+        _check_client_settings(settings)
     toml = settings_toml(settings)
     digest = hashlib.sha256(f"{reference_code}\0{toml}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    problem_id = validate_id(name) if name is not None else f"inline_{digest}"
+    problem_id = validate_id(name) if name is not None else "inline"
+    if name is None or from_client:
+        problem_id = f"{problem_id}_{digest}"
     folder = (root or default_inline_root()) / digest / problem_id
     if not (folder / REFERENCE_FILE).is_file():
         _write_folder(folder, reference_code, toml)
-    return load_problem(folder)
+    return dataclasses.replace(load_problem(folder), trusted=False)
+
+
+def _check_client_settings(settings: dict[str, Any]) -> None:
+    """A client's settings: judging settings only, each within its declared bounds and the server's."""
+    from evalkit.sources.settings import checked_client_value
+
+    for key, value in settings.items():
+        if key not in SETTING_KEYS:
+            raise ProblemError(f"settings: unknown setting {key!r}{_did_you_mean(key, SETTING_KEYS)}; the settings "
+                               f"are: {', '.join(SETTING_KEYS)}")
+        try:
+            checked_client_value(key, value)
+        except ValueError as wrong:
+            raise ProblemError(f"settings: {wrong}") from None
 
 
 def settings_toml(settings: dict[str, Any]) -> str:

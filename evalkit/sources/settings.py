@@ -41,14 +41,16 @@ WITHOUT_DEFAULT_HEADER = "# Settings without a default (unset unless given; the 
 
 def _setting(default: float | str | None, *, help: str, low: float = 0, inclusive: bool = True, unit: str = "",
              example: float | None = None, per_run: bool = True, old_names: tuple[str, ...] = (),
-             shapes_timing: bool = False, choices: tuple[str, ...] = ()) -> Any:
+             shapes_timing: bool = False, choices: tuple[str, ...] = (), client_max: float | None = None) -> Any:
     """A ProblemSettings field: its default, plus what problem.toml accepts and shows for it; ``per_run``: a run
     may override it (an option of ``evalkit score``, a keyword of the API); ``old_names``: what it was called
     before, still accepted; ``shapes_timing``: it changes how a baseline is timed (part of its cache key);
-    ``choices``: the words a text setting takes (a number setting has none, and ``low`` bounds it instead)."""
+    ``choices``: the words a text setting takes (a number setting has none, and ``low`` bounds it instead);
+    ``client_max``: the most a client of ``evalkit serve`` may ask for (``checked_client_value``)."""
     return field(default=default, metadata={"low": low, "inclusive": inclusive, "unit": unit, "help": help,
                                             "example": example, "per_run": per_run, "old_names": old_names,
-                                            "shapes_timing": shapes_timing, "choices": choices})
+                                            "shapes_timing": shapes_timing, "choices": choices,
+                                            "client_max": client_max})
 
 
 # The precisions a problem is judged in, named as KernelBench names them, and the dtype each casts to.
@@ -66,22 +68,25 @@ class ProblemSettings:
 
     precision: str = _setting("fp32", choices=PRECISIONS, shapes_timing=True,
                               help="the dtype inputs, weights and outputs have: fp32, fp16 or bf16")
-    atol: float | None = _setting(None, example=1e-2, help=f"absolute tolerance; unset: by precision ({_BY_PRECISION})")
-    rtol: float | None = _setting(None, example=1e-2, help="relative tolerance; unset: by precision, as atol")
-    correctness_trials: int = _setting(5, low=1, help="input seeds a submission must match", old_names=("trials",))
+    atol: float | None = _setting(None, example=1e-2, client_max=1e3,
+                                  help=f"absolute tolerance; unset: by precision ({_BY_PRECISION})")
+    rtol: float | None = _setting(None, example=1e-2, client_max=1.0,
+                                  help="relative tolerance; unset: by precision, as atol")
+    correctness_trials: int = _setting(5, low=1, help="input seeds a submission must match", old_names=("trials",),
+                                       client_max=100)
     timing_trials: int = _setting(100, low=1, help="timed requests at most (docs/judge.md, How many calls)",
-                                  shapes_timing=True)
+                                  shapes_timing=True, client_max=1000)
     warmup_trials: int = _setting(5, low=0, help="untimed calls before timing", old_names=("warmup",),
-                                  shapes_timing=True)
+                                  shapes_timing=True, client_max=100)
     min_timing_trials: int = _setting(10, low=1, help="timed requests before the median's precision may end a timing",
-                                      shapes_timing=True)
-    timing_precision: float = _setting(1e-2, low=0, inclusive=False, shapes_timing=True,
+                                      shapes_timing=True, client_max=1000)
+    timing_precision: float = _setting(1e-2, low=0, inclusive=False, shapes_timing=True, client_max=1.0,
                                        help="a timing ends once its median is known to this relative precision")
-    timing_budget_s: float = _setting(10.0, low=0, inclusive=False, unit="s", shapes_timing=True,
+    timing_budget_s: float = _setting(10.0, low=0, inclusive=False, unit="s", shapes_timing=True, client_max=120.0,
                                       help="a timing ends once its timed requests took this long (3 at least)")
-    build_timeout_s: float = _setting(900.0, low=0, inclusive=False, unit="s",
+    build_timeout_s: float = _setting(900.0, low=0, inclusive=False, unit="s", client_max=1800.0,
                                       help="time allowed to build one submission")
-    run_timeout_s: float | None = _setting(None, low=0, inclusive=False, unit="s", example=60.0,
+    run_timeout_s: float | None = _setting(None, low=0, inclusive=False, unit="s", example=60.0, client_max=600.0,
                                            help="time allowed per judging step (loading, one call); unset: "
                                                 "derived from the reference's own time (docs/judge.md)",
                                            old_names=("timeout_s",))
@@ -89,8 +94,10 @@ class ProblemSettings:
                                    help="the most one judging step of an answer may take when its limit is derived "
                                         "from the reference's time: what a hang costs at most (docs/judge.md)")
     flops: float | None = _setting(None, low=0, inclusive=False, unit="FLOP", example=1e9, per_run=False,
+                                   client_max=1e18,
                                    help="work one forward call must do at least (implausible-speedup check)")
     min_bytes: float | None = _setting(None, low=0, inclusive=False, unit="bytes", example=1e6, per_run=False,
+                                       client_max=1e15,
                                        help="memory one forward call must move at least: inputs + outputs")
 
     def tolerances(self) -> tuple[float, float]:
@@ -115,6 +122,7 @@ class Setting:
     old_names: tuple[str, ...]  # what it was called before (a keyword, and an option in dashes)
     shapes_timing: bool  # it changes how a baseline is timed: part of a cached baseline's key
     choices: tuple[str, ...]  # the words a text setting takes; () for a number
+    client_max: float | None  # the most a client of ``evalkit serve`` may ask for; None for a text setting
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -222,6 +230,27 @@ def checked_value(key: str, value: Any) -> int | float | str:
     if not math.isfinite(value) or value < setting.low or (value == setting.low and not setting.inclusive):
         raise ValueError(f"{key!r} must be a finite number {_bound_text(setting)}, got {value!r}")
     return value if setting.kind is int else float(value)
+
+
+def client_bound_text(key: str) -> str:
+    """What a client of ``evalkit serve`` may send for setting ``key``: ``"integer from 1 to 100"``, ``"number > 0 and
+    <= 600"``, or its choices."""
+    setting = SETTINGS[key]
+    if setting.choices:
+        return type_text(key)
+    low = f"from {format_number(setting.low)}" if setting.inclusive else f"> {format_number(setting.low)} and"
+    to = "to" if setting.inclusive else "<="
+    return f"{'integer' if setting.kind is int else 'number'} {low} {to} {format_number(setting.client_max)}"
+
+
+def checked_client_value(key: str, value: Any) -> int | float | str:
+    """``checked_value``, and within the most a client of ``evalkit serve`` may ask for (``client_max``): what one
+    client sends must not cost the others the server (a million correctness trials, a timing budget of a day)."""
+    checked = checked_value(key, value)
+    limit = SETTINGS[key].client_max
+    if limit is not None and not isinstance(checked, str) and checked > limit:
+        raise ValueError(f"{key!r} must be {client_bound_text(key)} here (a server's bound), got {value!r}")
+    return checked
 
 
 def _parse_setting(key: str, value: Any, path: Path) -> int | float | str:

@@ -63,6 +63,13 @@ def test_a_gpu_judges_turn_is_taken_under_the_name_every_process_of_the_host_giv
     assert host_device(JudgeSlot("cpu:0", "cpu", None, (0, 1)), "3,5") is None
 
 
+@pytest.mark.parametrize("gpus", ["1,", "2", "0,1"])
+def test_gpus_asked_for_where_the_judges_run_on_the_cpu_are_an_error_not_a_cpu_run(gpus):
+    with pytest.raises(PlacementError, match=f"--gpus {gpus}: asks for GPUs, but the judges run on the CPU"):
+        plan("cpu", gpus, 1, [0, 1, 2, 3], 0)
+    assert plan("cpu", "all", 1, [0, 1, 2, 3], 0).slots[0].device == "cpu"  # every GPU there is: none, the CPU
+
+
 def test_builds_default_to_the_build_cores_as_far_as_free_memory_holds_one_each():
     from evalkit.schedule.options import BUILD_PEAK_BYTES, JudgeOptions
 

@@ -44,3 +44,42 @@ def test_the_default_home_is_the_cache_folder(tmp_path: Path, monkeypatch: pytes
 def test_a_bad_problem_text_or_setting_is_refused_naming_it(tmp_path: Path, code, name, settings, says: str) -> None:
     with pytest.raises(ProblemError, match=says.replace("(", r"\(").replace("[", r"\[")):
         problem_from_source(code, name, root=tmp_path, **settings)
+
+
+def test_a_clients_problem_id_ends_in_its_contents_hash_so_no_name_is_taken_from_another(tmp_path: Path) -> None:
+    squatter = problem_from_source(REFERENCE + "\n# the squatter's\n", "shared", root=tmp_path, from_client=True)
+    victim = problem_from_source(REFERENCE, "shared", root=tmp_path, from_client=True)
+    assert squatter.id.startswith("shared_") and victim.id.startswith("shared_") and squatter.id != victim.id
+    assert problem_from_source(REFERENCE, "shared", root=tmp_path, from_client=True).id == victim.id
+    assert not squatter.trusted and not victim.trusted
+
+
+@pytest.mark.parametrize(("settings", "says"), [
+    ({"correctness_trials": 1_000_000}, "settings: 'correctness_trials' must be integer from 1 to 100 here"),
+    ({"timing_budget_s": 86_400}, "'timing_budget_s' must be number > 0 and <= 120 here"),
+    ({"run_timeout_s": 0}, "'run_timeout_s' must be a finite number > 0"),
+    ({"title": "mine"}, "settings: unknown setting 'title'"),
+])
+def test_a_clients_settings_are_bounded_above_too_and_refused_naming_no_folder(tmp_path: Path, settings, says) -> None:
+    with pytest.raises(ProblemError) as refused:
+        problem_from_source(REFERENCE, root=tmp_path, from_client=True, **settings)
+    assert says in str(refused.value) and str(tmp_path) not in str(refused.value)
+    assert not list(tmp_path.iterdir()), "refused before anything was written"
+
+
+def test_every_number_a_client_may_send_has_an_upper_bound() -> None:
+    from evalkit.sources.settings import SETTINGS
+
+    assert not [key for key, setting in SETTINGS.items() if not setting.choices and setting.client_max is None]
+
+
+def test_the_servers_docs_list_every_settings_bound_for_clients() -> None:
+    import re
+
+    from conftest import ROOT
+    from evalkit.sources.settings import SETTINGS, client_bound_text
+
+    text = (ROOT / "docs" / "rl.md").read_text()
+    table = text[text.index("| setting | a client may send |"):]
+    listed = dict(re.findall(r"^\| `(\w+)` \| ([^|]+) \|$", table.split("\n\n")[0], re.MULTILINE))
+    assert listed == {key: client_bound_text(key) for key in SETTINGS}, "docs/rl.md's table of a client's settings"

@@ -355,6 +355,13 @@ HARNESS_FAILED_EXIT = 71  # EX_OSERR: the harness itself failed outside any clai
 
 def main() -> None:
     """``worker FD JUDGE_PID``: serve the judge on the socket ``FD``."""
+    run_harness(serve, _preload, "evalkit worker")
+
+
+def run_harness(serve_judge: Any, preload: Any, who: str) -> None:
+    """A harness's life (this worker's, or a reference's: ``reference_worker``), ``FD JUDGE_PID`` from the command
+    line: it dies with the judge, says so, ``preload``s, then ``serve_judge``s the socket ``FD``; it never exits 0
+    silently after a failure of its own, and skips the interpreter's teardown."""
     import warnings
 
     from evalkit.sandbox.untrusted.privileges import die_with_judge
@@ -365,17 +372,17 @@ def main() -> None:
     try:
         die_with_judge(int(sys.argv[2]))  # a worker started ahead may wait long for its answer: never orphaned
         open(protocol.ARMED_FILE, "w").close()  # in its own folder (the cwd), still the judge's
-        _preload()
-        serve(conn)
+        preload()
+        serve_judge(conn)
     except (EOFError, BrokenPipeError, ConnectionResetError):
         pass  # the judge went away or closed the connection: nothing left to do
     except protocol.RequestRefused as refused:
-        sys.stderr.write(f"evalkit worker: refused the judge's request: {refused}\n")
+        sys.stderr.write(f"{who}: refused the judge's request: {refused}\n")
         sys.stderr.flush()
         os._exit(REFUSED_EXIT)
     except Exception as err:  # noqa: BLE001 - never a silent exit 0: the judge reads a crash, with what happened
         traceback.print_exc(file=sys.stderr)
-        sys.stderr.write(f"evalkit worker: the harness failed: {type(err).__name__}: {err}\n")
+        sys.stderr.write(f"{who}: the harness failed: {type(err).__name__}: {err}\n")
         sys.stderr.flush()
         os._exit(HARNESS_FAILED_EXIT)
     finally:
