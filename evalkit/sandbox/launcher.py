@@ -25,10 +25,10 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable
 
-from evalkit.sandbox.cgroup import SandboxCgroup
+from evalkit.sandbox.cgroup import FREEZE_WAIT_S, SandboxCgroup
 from evalkit.sandbox.identity import hand_over, scrubbed_env
-from evalkit.sandbox.processes import (MARKER_VARIABLE, ProcessTable, compiling, resident_bytes, until_gone,
-                                      until_stopped)
+from evalkit.sandbox.processes import (MARKER_VARIABLE, ProcessTable, compiling, continue_all, resident_bytes,
+                                      signal_group, stop_all, until_gone)
 from evalkit.sandbox.protocol import (ARMED_FILE, MAX_REPLY_BYTES, Claim, Op, ProtocolViolation, Request,
                                       SetupRequest, decode_reply, simple_request)
 from evalkit.sandbox.capture import BoundedCapture
@@ -125,6 +125,7 @@ class UntrustedProcess:
         self.killed_because = ""
         self._last_watch = 0.0
         self._seen = {self._proc.pid}  # every process of the sandbox seen alive, for cleaning up after them
+        self._stopped: set[int] = set()  # what a freeze by signals stopped, for its thaw
         self._none_left = False  # set once ``kill`` finds no process of the sandbox alive
         self._reclaim = False  # a build's folder goes back to evalkit's user when its worker is gone
         self._built: set[str] | None = None  # a judged worker's extension folder as its build left it
@@ -296,20 +297,31 @@ class UntrustedProcess:
             message += f" (exit code {code})"
         return WorkerGone("timeout" if self.killed_because.startswith("timeout") else "crash", message)
 
-    def freeze(self, settle_s: float = 0.0) -> None:
-        """Stop the worker's process group (between calls: nothing it started runs on while the judge works);
-        with ``settle_s``, wait up to that long until the worker shows as stopped (a signal lands a moment later)."""
-        self._signal_group(signal.SIGSTOP)
-        until_stopped([self._proc.pid], settle_s)
+    @property
+    def freezing(self) -> str:
+        """How the sandbox is frozen: ``cgroup2`` or ``cgroup1`` (its cgroup's freezer), else ``signals``."""
+        return self.cgroup.freezer.kind if self.cgroup is not None and self.cgroup.freezer is not None else "signals"
+
+    def freeze(self) -> None:
+        """Stop every process of the sandbox, whatever its process group, session or environment (between requests:
+        nothing it started runs on while the judge works), and return once each is stopped, or (with a warning)
+        after ``FREEZE_WAIT_S``: a process in uninterruptible sleep stops only once it wakes. By its cgroup's freezer,
+        where it has one; else SIGSTOP to its process group and to every process of its session, marker or cgroup,
+        looked for in /proc until none is new."""
+        if self.cgroup is not None and self.cgroup.freezer is not None:
+            frozen = self.cgroup.freezer.freeze()
+        else:
+            stopped, frozen = stop_all([self._proc.pid], lambda: self._members(fresh=True), FREEZE_WAIT_S)
+            self._stopped |= stopped
+        if not frozen:
+            logger.warning("sandbox %d: not every process stopped within %g s of its freeze", self.pid, FREEZE_WAIT_S)
 
     def thaw(self) -> None:
-        self._signal_group(signal.SIGCONT)
-
-    def _signal_group(self, signum: int) -> None:
-        try:
-            os.killpg(self._proc.pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
+        if self.cgroup is not None and self.cgroup.freezer is not None:
+            self.cgroup.freezer.thaw()
+        else:
+            continue_all([self._proc.pid], self._stopped)
+            self._stopped = set()
 
     def cancel(self, reason: str) -> None:
         """Kill the worker's group from another thread or a signal handler, taking no lock: the thread driving it
@@ -318,7 +330,7 @@ class UntrustedProcess:
             self.killed_because = reason
         if self.cgroup is not None:
             self.cgroup.kill()
-        self._signal_group(signal.SIGKILL)
+        signal_group(self._proc.pid, signal.SIGKILL)
 
     def kill(self, reason: str = "") -> None:
         """Kill the worker's whole session: its group and any child that left the group."""
@@ -328,10 +340,7 @@ class UntrustedProcess:
             self.cgroup.kill()
         for _ in range(3):
             targets = self._members(fresh=True)
-            try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            signal_group(self._proc.pid, signal.SIGKILL)
             for pid in targets:
                 try:
                     os.kill(pid, signal.SIGKILL)

@@ -11,9 +11,11 @@ at most once per ``max_age_s``; a kill or an end-of-sandbox check asks for a fre
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 MARKER_VARIABLE = "EVALKIT_SANDBOX_ID"
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
@@ -28,9 +30,11 @@ class ProcessTable:
         self._lock = threading.Lock()
         self._taken_at = float("-inf")
         self._live: list[tuple[int, int, tuple[bytes, ...]]] = []  # (pid, session, markers), zombies left out
-        # Markers found in a process's environment, by (pid, start time): a process keeps its marker through
-        # exec unless it clears its environment, and a marked process stays a member even if it then does.
-        self._marked: dict[tuple[int, str], tuple[bytes, ...]] = {}
+        # The markers found in each process's environment, by (pid, start time), read once: a process keeps its
+        # marker through exec unless it clears its environment, and a marked process stays a member even if it then
+        # does; one without a marker gets none later (only a sandbox's processes carry one, and a child is born with
+        # its parent's), so a scan reads the environment of new processes only.
+        self._markers: dict[tuple[int, str], tuple[bytes, ...]] = {}
 
     def members(self, sid: int, marker: str, fresh: bool = False) -> list[int]:
         """PIDs of every live process of one sandbox: session ``sid``, or a marker starting with ``marker``
@@ -50,7 +54,7 @@ class ProcessTable:
             return self._live
 
     def _scan(self) -> list[tuple[int, int, tuple[bytes, ...]]]:
-        live, seen = [], set()
+        live, known = [], {}
         for name in os.listdir("/proc"):
             if not name.isdigit():
                 continue
@@ -59,14 +63,12 @@ class ProcessTable:
                 if fields[0] == "Z":
                     continue
                 key = (int(name), fields[19])  # field 22 of stat: the start time, which tells a reused pid apart
-                markers = self._marked.get(key) or _environment_markers(int(name))
+                markers = self._markers[key] if key in self._markers else _environment_markers(int(name))
             except (OSError, IndexError, ValueError):
                 continue
-            if markers:
-                self._marked[key] = markers
-                seen.add(key)
+            known[key] = markers
             live.append((int(name), int(fields[3]), markers))
-        self._marked = {key: markers for key, markers in self._marked.items() if key in seen}
+        self._markers = known
         return live
 
 
@@ -84,7 +86,11 @@ def sandbox_members(sid: int, marker: str) -> list[int]:
 
 def stat_fields(pid: int) -> list[str]:
     """The fields of ``/proc/<pid>/stat`` after the command name (state first), which may hold spaces and ")"."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+    try:
+        return os.read(fd, 4096).decode(errors="replace").rsplit(")", 1)[1].split()
+    finally:
+        os.close(fd)
 
 
 def process_state(pid: int) -> str:
@@ -107,10 +113,10 @@ STOPPED_STATES = ("T", "t", "", "Z", "X")  # stopped, traced, gone, zombie, dead
 GONE_STATES = ("", "Z", "X")  # gone, zombie, dead: a SIGKILL has landed
 
 
-def until_stopped(pids: list[int], within_s: float) -> None:
+def until_stopped(pids: list[int], within_s: float) -> bool:
     """Wait (up to ``within_s``) until every one of ``pids`` is stopped or gone: SIGSTOP lands when the kernel next
-    schedules the process, which on a loaded machine is not at once."""
-    _until_in(pids, STOPPED_STATES, within_s)
+    schedules the process, which on a loaded machine is not at once. Whether they all were in time."""
+    return _until_in(pids, STOPPED_STATES, within_s)
 
 
 def until_gone(pids: list[int], within_s: float) -> None:
@@ -119,10 +125,60 @@ def until_gone(pids: list[int], within_s: float) -> None:
     _until_in(pids, GONE_STATES, within_s)
 
 
-def _until_in(pids: list[int], states: tuple[str, ...], within_s: float) -> None:
+def _until_in(pids: list[int], states: tuple[str, ...], within_s: float) -> bool:
     deadline = time.monotonic() + within_s
-    while any(process_state(pid) not in states for pid in pids) and time.monotonic() < deadline:
+    while any(process_state(pid) not in states for pid in pids):
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.0005)
+    return True
+
+
+STOP_LOOKS = 16  # looks for processes forked before their parent stopped (each look's new ones are stopped first)
+
+
+def stop_all(leaders: list[int], members: Callable[[], set[int]], within_s: float) -> tuple[set[int], bool]:
+    """SIGSTOP the process groups ``leaders`` lead (processes the caller started: their pids cannot have been reused),
+    wait until they are stopped, then look for the others ``members()`` finds, stop those and look again until a look
+    finds none new: a process forked before its parent stopped is found by the next look, and none is forked once all
+    are stopped. One look when every process is in the leaders' groups. The processes stopped (to be continued:
+    ``continue_all``), and whether all stopped within ``within_s``."""
+    for leader in leaders:
+        signal_group(leader, signal.SIGSTOP)
+    stopped, deadline = set(leaders), time.monotonic() + within_s
+    for _ in range(STOP_LOOKS):
+        if not until_stopped(sorted(stopped), max(deadline - time.monotonic(), 0.0)):
+            return stopped, False
+        new = members() - stopped
+        if not new:
+            return stopped, True
+        for pid in new:
+            _signal(pid, signal.SIGSTOP)
+        stopped |= new
+    return stopped, False
+
+
+def continue_all(leaders: list[int], stopped: set[int]) -> None:
+    """SIGCONT what ``stop_all`` stopped."""
+    for leader in leaders:
+        signal_group(leader, signal.SIGCONT)
+    for pid in stopped:
+        _signal(pid, signal.SIGCONT)
+
+
+def signal_group(leader: int, signum: int) -> None:
+    """Send ``signum`` to the process group ``leader`` leads, if it is still there."""
+    try:
+        os.killpg(leader, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 # What a build runs while it compiles (torch's extension builder: ninja, the host compiler, nvcc and its stages).
