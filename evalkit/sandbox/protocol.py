@@ -232,7 +232,8 @@ class CalledClaim(Claim):
 
 @dataclass(frozen=True)
 class ProfiledClaim(Claim):
-    """The device kernels one call launched, each with its device time, and the operators it called."""
+    """The device kernels one call launched, each with its device time, and the operators it called; on a CPU, in
+    ``kernels``, the functions of native code the answer built that the call ran (``module.function``, no times)."""
 
     OP: ClassVar[str] = "profiled"
     kernels: list[str]

@@ -13,11 +13,13 @@ import inspect
 import os
 import sys
 import traceback
+from contextlib import nullcontext
 from multiprocessing.connection import Connection
 from typing import Any
 
 from evalkit.sandbox import protocol
 from evalkit.sandbox.protocol import Op
+from evalkit.sandbox.untrusted.native_calls import NativeCalls
 
 SUBMISSION_MODULE = "submission"
 PRELOADED = ("torch", "torch.profiler", "evalkit.sandbox.clock", "evalkit.sandbox.shared_buffers")
@@ -84,6 +86,9 @@ class Harness:
         self.inputs: list[list[Any]] = []  # the judge's input buffers: one set per forward call of a request
         self.outputs: list[list[Any]] = []  # and the output buffers, one set per call
         self._touch = torch.zeros(1, device="cuda") if self.device == "cuda" else None  # what a ping runs
+        # On a CPU no profiler names kernels: what tells an answer's own is native code it built and called.
+        self.native = NativeCalls.before_the_answer([setup.get("extensions_dir") or "", os.getcwd()]) \
+            if self.device == "cpu" and setup["mode"] == "judge" else None
 
     def reply(self, claim: protocol.Claim) -> None:
         self.conn.send_bytes(claim.encode())
@@ -182,9 +187,11 @@ class Harness:
         return protocol.PongClaim(nonce=nonce)
 
     def profile(self) -> protocol.ProfiledClaim:
-        """The device kernels one forward call launches, with their device time, and the operators it calls."""
+        """The device kernels one forward call launches, with their device time, and the operators it calls; on a
+        CPU, in place of kernels, the functions of native code the answer built that it called (``native_calls``)."""
         activities = [self._activity.CPU] + ([self._activity.CUDA] if self.device == "cuda" else [])
-        with self._profile(activities=activities) as prof, self._no_grad():
+        with self._profile(activities=activities) as prof, self._no_grad(), \
+                self.native.watching() if self.native is not None else nullcontext():
             self.model(*self.inputs[0])
             self.clock.synchronize()
         kernel_us: dict[str, float] = {}
@@ -196,8 +203,10 @@ class Harness:
             elif event.name.startswith("aten::"):
                 ops.add(event.name)
         kernels = sorted(kernel_us, key=lambda k: -kernel_us[k])[:protocol.MAX_ITEMS]
+        if self.native is not None:
+            kernels = [name[:200] for name in self.native.called()[:protocol.MAX_ITEMS]]
         return protocol.ProfiledClaim(kernels=kernels, aten_ops=sorted(ops)[:protocol.MAX_ITEMS],
-                                      kernel_us=[kernel_us[k] for k in kernels])
+                                      kernel_us=[kernel_us[k] for k in kernels if k in kernel_us])
 
     def _deliver(self, result: Any, buffers: list[Any]) -> tuple[bool, dict[str, Any]]:
         """Copy the submission's output into the judge-owned buffers, when it has the right form."""
