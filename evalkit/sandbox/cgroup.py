@@ -29,6 +29,8 @@ import signal
 import time
 from pathlib import Path
 
+from evalkit.sandbox.processes import pauses
+
 logger = logging.getLogger(__name__)
 
 V2_ROOT, V1_ROOT = Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup")
@@ -103,18 +105,17 @@ class CgroupFreezer:
 
     def _wait_until_frozen(self, wait_s: float) -> bool:
         """Until ``cgroup.events`` says ``frozen 1`` (v2), or ``freezer.state`` ``FROZEN`` (v1: ``FREEZING`` until every
-        task is), read again after a pause of 20 us growing to 1 ms: a poll on ``cgroup.events`` would wait up to
-        10 ms, the kernel's least interval between two notifications of one file."""
+        task is), read again after ``processes.pauses`` (20 us growing to 1 ms): a poll on ``cgroup.events`` would
+        wait up to 10 ms, the kernel's least interval between two notifications of one file."""
         wanted = b"frozen 1" if self.kind == "cgroup2" else b"FROZEN\n"
-        deadline, pause_s = time.monotonic() + wait_s, 20e-6
+        deadline, pause = time.monotonic() + wait_s, pauses()
         fd = os.open(self.path / ("cgroup.events" if self.kind == "cgroup2" else "freezer.state"), os.O_RDONLY)
         try:
             while wanted not in os.pread(fd, 4096, 0):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
-                time.sleep(min(pause_s, remaining))
-                pause_s = min(2 * pause_s, 1e-3)
+                time.sleep(min(next(pause), remaining))
             return True
         finally:
             os.close(fd)

@@ -15,11 +15,13 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 MARKER_VARIABLE = "EVALKIT_SANDBOX_ID"
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 _MARKER_PREFIX = f"{MARKER_VARIABLE}=".encode()
+_TICKS_PER_S = os.sysconf("SC_CLK_TCK")  # the unit of a process's start time in /proc/<pid>/stat
+UNMARKED_AFTER_S = 5.0
 
 
 class ProcessTable:
@@ -30,10 +32,11 @@ class ProcessTable:
         self._lock = threading.Lock()
         self._taken_at = float("-inf")
         self._live: list[tuple[int, int, tuple[bytes, ...]]] = []  # (pid, session, markers), zombies left out
-        # The markers found in each process's environment, by (pid, start time), read once: a process keeps its
-        # marker through exec unless it clears its environment, and a marked process stays a member even if it then
-        # does; one without a marker gets none later (only a sandbox's processes carry one, and a child is born with
-        # its parent's), so a scan reads the environment of new processes only.
+        # The markers found in each process's environment, by (pid, start time): a process keeps its marker through
+        # exec unless it clears its environment, and a marked process stays a member even if it then does. One found
+        # without a marker is read again until it is UNMARKED_AFTER_S old (a process started with a marker shows
+        # its parent's environment until its exec), then taken as unmarked for good: only sandboxes' processes carry
+        # one, and a child is born with its parent's. So a scan reads the environment of young processes only.
         self._markers: dict[tuple[int, str], tuple[bytes, ...]] = {}
 
     def members(self, sid: int, marker: str, fresh: bool = False) -> list[int]:
@@ -55,6 +58,7 @@ class ProcessTable:
 
     def _scan(self) -> list[tuple[int, int, tuple[bytes, ...]]]:
         live, known = [], {}
+        settled = _ticks_since_boot() - UNMARKED_AFTER_S * _TICKS_PER_S  # processes started before are settled
         for name in os.listdir("/proc"):
             if not name.isdigit():
                 continue
@@ -66,10 +70,16 @@ class ProcessTable:
                 markers = self._markers[key] if key in self._markers else _environment_markers(int(name))
             except (OSError, IndexError, ValueError):
                 continue
-            known[key] = markers
+            if markers or int(fields[19]) < settled:
+                known[key] = markers
             live.append((int(name), int(fields[3]), markers))
         self._markers = known
         return live
+
+
+def _ticks_since_boot() -> float:
+    with open("/proc/uptime") as uptime:
+        return float(uptime.read().split()[0]) * _TICKS_PER_S
 
 
 def _environment_markers(pid: int) -> tuple[bytes, ...]:
@@ -126,12 +136,22 @@ def until_gone(pids: list[int], within_s: float) -> None:
 
 
 def _until_in(pids: list[int], states: tuple[str, ...], within_s: float) -> bool:
-    deadline = time.monotonic() + within_s
+    deadline, pause = time.monotonic() + within_s, pauses()
     while any(process_state(pid) not in states for pid in pids):
-        if time.monotonic() >= deadline:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
             return False
-        time.sleep(0.0005)
+        time.sleep(min(next(pause), remaining))
     return True
+
+
+def pauses(first_s: float = 20e-6, most_s: float = 1e-3) -> Iterator[float]:
+    """How long to sleep between two looks at something the kernel does for another process (a stop, a freeze, an
+    exit): 20 us first, as it is often done by then, doubling to 1 ms, so a long wait costs few looks."""
+    pause = first_s
+    while True:
+        yield pause
+        pause = min(2 * pause, most_s)
 
 
 STOP_LOOKS = 16  # looks for processes forked before their parent stopped (each look's new ones are stopped first)
