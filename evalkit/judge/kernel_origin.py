@@ -148,8 +148,9 @@ class _Strings:
                 self.values.setdefault(keyword.arg, []).append(keyword.value)
 
     def _bind(self, target: ast.expr, *values: ast.expr) -> None:
-        if isinstance(target, (ast.Tuple, ast.List)) and len(values) == 1 and isinstance(values[0], (ast.Tuple, ast.List)) \
-                and len(values[0].elts) == len(target.elts):
+        pairs = isinstance(target, (ast.Tuple, ast.List)) and len(values) == 1 \
+            and isinstance(values[0], (ast.Tuple, ast.List)) and len(values[0].elts) == len(target.elts)
+        if pairs:
             for element, value in zip(target.elts, values[0].elts):
                 self._bind(element, value)
         elif isinstance(target, ast.Name):

@@ -1,13 +1,12 @@
 """Trusted side: launching untrusted code, one fresh process per submission and stage.
 
-The process runs ``python -m evalkit.sandbox.untrusted.worker`` in its own temporary directory, session
-and process group, with a scrubbed environment, bounded captured output, resource
-limits (set by the worker on itself before it imports any submission code) and a
-watchdog that kills the whole session on timeout, memory or process-count excess.
+The process runs ``python -m evalkit.sandbox.untrusted.worker`` in its own temporary directory, session and process
+group, with a scrubbed environment, bounded captured output, resource limits (set by the worker on itself before it
+imports any submission code) and a watchdog that kills the whole sandbox on timeout, memory or process-count excess.
 
-Requests go to the worker pickled (trusted -> untrusted); replies come back as JSON only and are read
-through ``evalkit.sandbox.protocol``, so nothing the submission sends can execute code in the judge, and
-a reply that breaks the protocol gets the worker killed at once.
+Requests go to the worker pickled (trusted -> untrusted); replies come back as JSON only and are read through
+``evalkit.sandbox.protocol``, so nothing the submission sends can execute code in the judge, and a reply that breaks
+the protocol gets the worker killed at once.
 """
 
 from __future__ import annotations
@@ -72,9 +71,8 @@ class WorkerGone(Exception):
 
 
 def _pin(pid: int, cpus: tuple[int, ...] | None) -> None:
-    """Start the sandbox on ``cpus``: keeps it off a judge's cores. Advisory only, since a process may change its
-    own affinity: what enforces isolation while a judge times is the build cgroup's cpuset or the freeze
-    (``freezer``), and SIGSTOP."""
+    """Start the sandbox on ``cpus``: keeps it off a judge's cores. Advisory only, since a process may change its own
+    affinity: what enforces isolation while a judge times is the build cgroup's cpuset, or the freeze (``freeze``)."""
     if cpus:
         try:
             os.sched_setaffinity(pid, cpus)
@@ -303,11 +301,9 @@ class UntrustedProcess:
         return self.cgroup.freezer.kind if self.cgroup is not None and self.cgroup.freezer is not None else "signals"
 
     def freeze(self) -> None:
-        """Stop every process of the sandbox, whatever its process group, session or environment (between requests:
-        nothing it started runs on while the judge works), and return once each is stopped, or (with a warning)
-        after ``FREEZE_WAIT_S``: a process in uninterruptible sleep stops only once it wakes. By its cgroup's freezer,
-        where it has one; else SIGSTOP to its process group and to every process of its session, marker or cgroup,
-        looked for in /proc until none is new."""
+        """Stop every process of the sandbox, whatever its group, session or environment, and return once each is
+        stopped (or, warned, after ``FREEZE_WAIT_S``): by its cgroup's freezer, else by SIGSTOP to its group and to
+        every process of its session, marker or cgroup, looked for in /proc until none is new."""
         if self.cgroup is not None and self.cgroup.freezer is not None:
             frozen = self.cgroup.freezer.freeze()
         else:
@@ -318,10 +314,9 @@ class UntrustedProcess:
 
     def thaw(self) -> None:
         if self.cgroup is not None and self.cgroup.freezer is not None:
-            self.cgroup.freezer.thaw()
-        else:
-            continue_all([self._proc.pid], self._stopped)
-            self._stopped = set()
+            return self.cgroup.freezer.thaw()
+        continue_all([self._proc.pid], self._stopped)
+        self._stopped = set()
 
     def cancel(self, reason: str) -> None:
         """Kill the worker's group from another thread or a signal handler, taking no lock: the thread driving it

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import FIXTURES
 from evalkit.judge.kernel_origin import own_kernels
 from evalkit.judge.plausibility import custom_kernels, kernel_flags, kernel_shares
 from intake.time_bounds import MAX_GROWTH, QUICK_S, growth, timed
@@ -116,6 +117,7 @@ PYTORCHS_KERNEL = ("void at::native::vectorized_elementwise_kernel<4, at::native
                    "launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::"
                    "ClampLimits)::{lambda()#1}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul> >"
                    "(int, ..., std::array<char*, 2ul>)")
+CUDA_ANSWERS = FIXTURES / "cuda_submissions" / "cuda" / "linear_relu"  # the answers test_cuda.py judges on a GPU
 NAMES_PYTORCHS_KERNEL = "namespace at { namespace native { __global__ void vectorized_elementwise_kernel("
 PLAIN_PYTORCH = '''
 import torch
@@ -129,6 +131,8 @@ class ModelNew(nn.Module):
 
 
 def test_a_kernel_named_in_a_comment_docstring_or_unused_string_is_nobodys():
+    commented = (CUDA_ANSWERS / "j_comment_names_pytorchs_kernel.py").read_text()
+    assert NAMES_PYTORCHS_KERNEL in commented and not own_kernels(commented)  # the cuda end-to-end test's answer
     for hidden in (f"# {NAMES_PYTORCHS_KERNEL}\n", f'"""{NAMES_PYTORCHS_KERNEL}"""\n',
                    f'NOTES = r"""{NAMES_PYTORCHS_KERNEL} float* x) {{}} }} }}"""\n'):
         own = own_kernels(hidden + PLAIN_PYTORCH)
@@ -173,33 +177,15 @@ class Holder:
     assert own.defines("appended_kernel(float*)") and own.defines("held_kernel(float*)")
 
 
-INDUCTOR_NAMED_STUB = '''
-import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def triton_poi_fused_addmm_relu_0(in_out_ptr0, in_ptr0, xnumel, XBLOCK: tl.constexpr):
-    pass
-
-
-class ModelNew(nn.Module):
-    def __init__(self, features):
-        super().__init__()
-        self.linear = nn.Linear(features, features)
-        self.compiled = torch.compile(lambda x: torch.relu(self.linear(x)))
-
-    def forward(self, x):
-        return self.compiled(x)
-'''
+# The cuda end-to-end test's answer: torch.compile beside unused stubs named like Inductor's kernels.
+INDUCTOR_NAMED_STUB = (CUDA_ANSWERS / "k_unused_triton_stub.py").read_text()
 
 
 def test_an_unused_triton_stub_named_like_inductors_kernel_is_not_the_answers():
     own = own_kernels(INDUCTOR_NAMED_STUB)
-    assert not own.defines("triton_poi_fused_addmm_relu_0")
-    assert kernel_flags(["triton_poi_fused_addmm_relu_0"], uses_load_inline=False, own=own) == ["no_custom_kernel"]
+    for inductors in ("triton_poi_fused_addmm_relu_0", "triton_poi_fused_relu_0"):
+        assert not own.defines(inductors)
+        assert kernel_flags([inductors], uses_load_inline=False, own=own) == ["no_custom_kernel"]
     launched = INDUCTOR_NAMED_STUB.replace("return self.compiled(x)",
                                           "triton_poi_fused_addmm_relu_0[(1,)](x, x, 1, XBLOCK=1)\n        return x")
     assert own_kernels(launched).defines("triton_poi_fused_addmm_relu_0")  # launched by the answer: its own
