@@ -45,10 +45,10 @@ def observe_kernels(session: Session, fields: dict[str, Any], specs: list[Output
 
 
 def observe_native_calls(session: Session, code: str, correctness: dict[str, Any]) -> list[str]:
-    """On a CPU, where no profiler names kernels: profile one more call of the answer in ``session``'s worker, once it
-    is timed (the CPU profiler slows nothing timed after it), for the functions of native code the answer built that
-    the call ran (``evalkit.sandbox.untrusted.native_calls``); ``code`` is the answer's, read before it ran. Records
-    them in ``correctness``; the flags they earn: ``no_custom_kernel`` when none."""
+    """On a CPU, where no profiler names kernels: one more call of the answer in ``session``'s worker, once it is timed
+    (nothing timed comes after it), watched for the functions of native code the answer built that the call ran
+    (``evalkit.sandbox.untrusted.native_calls``; no profiler is started); ``code`` is the answer's, read before it
+    ran. Records them in ``correctness``; the flags they earn: ``no_custom_kernel`` when none."""
     claim = session.profile()
     correctness["kernels"] = correctness["custom_kernels"] = claim.kernels[:50]
     return [] if claim.kernels else no_custom_kernel("load_inline" in code)
