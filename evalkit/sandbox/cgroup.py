@@ -18,7 +18,8 @@ its own in the v2 tree mounted beside them (``/sys/fs/cgroup/unified``), else in
 
 v2: ``<root>/evalkit-<group>-sandboxes/<sandbox>`` (memory and pids enabled for the children of the run's group;
 a build's cgroup sits instead under the run's build freezer group, so freezing that freezes it). v1: one cgroup
-per sandbox in the ``memory`` and ``pids`` hierarchies, and ``cpu`` where it is mounted.
+``evalkit-<group>-<sandbox>`` per sandbox in the ``memory`` and ``pids`` hierarchies, and ``cpu`` where it is mounted,
+and its freezer of that name (a build's: ``<sandbox>`` under the run's build freezer group).
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ class SandboxCgroup:
                 made = cls._create_v1(f"evalkit-{group}-{name}", memory_bytes, max_processes)
                 if made is not None:
                     made.freezer = CgroupFreezer.create(name, parent) if parent is not None else \
-                        CgroupFreezer.create(f"evalkit-{group}-sandboxes/{name}")
+                        CgroupFreezer.create(f"evalkit-{group}-{name}")  # named as its v1 cgroups are
         except OSError as err:
             logger.debug("no cgroup for sandbox %s: %s", name, err)
             return None
@@ -297,8 +298,8 @@ def remove_run_cgroups(group: str) -> None:
     leftovers += [path for controller in ("memory", "pids", "cpu") if (V1_ROOT / controller / "cgroup.procs").exists()
                   for path in (V1_ROOT / controller).glob(f"evalkit-{group}-*")]
     freezers = [CgroupFreezer(kind, path) for kind, root in FREEZER_ROOTS[1:]  # the freezers beside v1 controllers
-                for parent in [root / f"evalkit-{group}-sandboxes"] if parent.is_dir()
-                for path in [*(child for child in parent.iterdir() if child.is_dir()), parent]]
+                if (root / "cgroup.procs").exists() for path in root.glob(f"evalkit-{group}-*")
+                if path.name != f"evalkit-{group}-builds"]  # the run's build freezer is its BuildFreezer's
     for freezer in freezers:  # a frozen v1 process dies only once thawed
         freezer.thaw()
     for path in leftovers + parents:

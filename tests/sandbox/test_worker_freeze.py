@@ -87,3 +87,4 @@ def test_a_child_that_left_the_workers_process_group_makes_no_progress_while_fro
     finally:
         worker.close()
     assert worker.ended()
+    assert worker.cgroup is None or not worker.cgroup.freezer.path.exists(), "its freezer cgroup outlived it"
