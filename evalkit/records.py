@@ -126,7 +126,7 @@ FLAG_INFO: dict[Flag, FlagInfo] = {
         "within tolerance, but over 10x less precise than PyTorch's own float32 result on the same inputs", False,
         "the tolerance accepted it; users of stricter tolerances can filter on it"),
     Flag.NO_CUSTOM_KERNEL: FlagInfo("every kernel that ran was a library's (PyTorch, cuDNN, cuBLAS, ...); on CPU, "
-                                    "no extension was built", False,
+                                    "no native code the answer built was called", False,
                                     "correct and timed honestly, but not the submission's own kernel"),
     Flag.FALLBACK: FlagInfo("builds kernels of its own, yet none of them ran", False,
                             "as no_custom_kernel; also suggests a silent fallback"),

@@ -10,7 +10,8 @@ started the profiler while it waited (``protocol.PRELOAD_PROFILER_VARIABLE``), c
 What that worker claims can only add flags (``plausibility.kernel_flags``): the verdict and the times come
 from the answer's own worker. One that fails, hangs or breaks the protocol fails the answer, as the same
 failure in the timed worker would (``Judge.judge``): an answer cannot escape its flags by failing when
-profiled.
+profiled. On a CPU, where no profiler names kernels, the answer's own worker, once timed, is profiled instead,
+for the native code the answer built and called (``observe_native_calls``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evalkit.judge.kernel_origin import own_kernels
-from evalkit.judge.plausibility import kernel_flags, kernel_shares
+from evalkit.judge.plausibility import kernel_flags, kernel_shares, no_custom_kernel
 from evalkit.judge.reference import OutputSpec
 from evalkit.judge.session import Session, WorkerChannel
 
@@ -41,3 +42,13 @@ def observe_kernels(session: Session, fields: dict[str, Any], specs: list[Output
     shares = kernel_shares(claim.kernels, claim.kernel_us, own)
     correctness.update(shares)
     return kernel_flags(claim.kernels, uses_load_inline, shares.get("custom_time_share"), own)
+
+
+def observe_native_calls(session: Session, code: str, correctness: dict[str, Any]) -> list[str]:
+    """On a CPU, where no profiler names kernels: one more call of the answer in ``session``'s worker, once it is timed
+    (nothing timed comes after it), watched for the functions of native code the answer built that the call ran
+    (``evalkit.sandbox.untrusted.native_calls``; no profiler is started); ``code`` is the answer's, read before it
+    ran. Records them in ``correctness``; the flags they earn: ``no_custom_kernel`` when none."""
+    claim = session.profile()
+    correctness["kernels"] = correctness["custom_kernels"] = claim.kernels[:50]
+    return [] if claim.kernels else no_custom_kernel("load_inline" in code)

@@ -9,7 +9,6 @@ than any kernel could be are flagged.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -85,15 +84,15 @@ def kernel_flags(kernel_names: list[str], uses_load_inline: bool, custom_time_sh
     if not kernel_names:
         return []
     if not custom_kernels(kernel_names, own):
-        return ["fallback", "no_custom_kernel"] if uses_load_inline else ["no_custom_kernel"]
+        return no_custom_kernel(uses_load_inline)
     if custom_time_share is not None and 1.0 - custom_time_share > LIBRARY_SHARE:
         return ["library_dominated"]
     return []
 
 
-def no_extension_built(extension_root: Path) -> bool:
-    """True when the build left no compiled extension (no shared object) under ``extension_root``."""
-    return not extension_root.is_dir() or not any(extension_root.rglob("*.so"))
+def no_custom_kernel(uses_load_inline: bool) -> list[str]:
+    """The flags of an answer none of whose own kernels ran: ``fallback`` too when its code builds some."""
+    return ["fallback", "no_custom_kernel"] if uses_load_inline else ["no_custom_kernel"]
 
 
 def precision_class(rel_l2_err: float) -> str:

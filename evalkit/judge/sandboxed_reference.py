@@ -49,7 +49,6 @@ logger = logging.getLogger(__name__)
 CHECK_S = 120.0  # start Python and torch, import the reference, call get_init_inputs()
 LOAD_S = 600.0  # and build the model on the device, one draw of inputs, its own result and the float64 oracle's
 STEP_S = 600.0  # one request: a draw of inputs, a forward in the problem's dtype or in float64, the eager timing
-STOP_WAIT_S = 0.5  # SIGSTOP lands within microseconds on an idle core
 WORKDIR_PREFIX = "evalkit-reference-"
 # Beside an untrusted problem's reference: what its sandboxed check found, written by the judge, never by the sandbox:
 # {"error": why it cannot be used} or {"init_inputs": values JSON (``evalkit.sandbox.values``)}.
@@ -194,7 +193,7 @@ class SandboxedReference(ReferenceProblem):
         for fd in fds:
             os.close(fd)
         self._reply(STEP_S, "bind", rp.Bound)
-        self._worker.freeze(settle_s=STOP_WAIT_S)  # from now on it runs only while asked (``_ask``)
+        self._worker.freeze()  # from now on it runs only while asked (``_ask``)
 
     def _send(self, message: Any, fds: list[int] | None = None) -> None:
         try:
@@ -223,7 +222,7 @@ class SandboxedReference(ReferenceProblem):
             self._send(request)
             done = self._reply(STEP_S, request.op, rp.Done)
         finally:
-            self._worker.freeze(settle_s=STOP_WAIT_S)
+            self._worker.freeze()
         if done.request != request.op:
             raise ReferenceFailed(f"the reference's worker answered {done.request!r} to {request.op!r}")
         return done

@@ -29,9 +29,6 @@ from evalkit.sandbox.worker_memory import WorkerMemory
 logger = logging.getLogger(__name__)
 
 PLAIN_TENSOR_TYPES = ("torch.Tensor", "torch.nn.parameter.Parameter")
-# How long a worker's processes may take to show as stopped once the judge stopped them: a thread still running
-# after the reply is frozen before the judge reads its clock and the outputs.
-FREEZE_SETTLE_S = 1.0
 
 
 class WorkerChannel(Protocol):
@@ -46,7 +43,7 @@ class WorkerChannel(Protocol):
     def receive(self, timeout_s: float, stage: str, spin: bool = False,
                 arrived: Callable[[], None] | None = None) -> Claim: ...
 
-    def freeze(self, settle_s: float = 0.0) -> None: ...
+    def freeze(self) -> None: ...
 
     def thaw(self) -> None: ...
 
@@ -163,7 +160,7 @@ class Session:
         stopped: list[float] = []
 
         def arrived() -> None:
-            self.worker.freeze(FREEZE_SETTLE_S)  # what it does from now on never reaches what the judge reads
+            self.worker.freeze()  # returns once every process of it is stopped: nothing it does now reaches the judge
             self._wait_until_idle(limit)
             stopped.append(self._perf_counter())
 

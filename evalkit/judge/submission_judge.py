@@ -23,7 +23,7 @@ import torch
 
 from evalkit.judge.baselines import reference_as_submission
 from evalkit.judge.contender import Contender
-from evalkit.judge.kernel_profile import ProfilingWorker, observe_kernels
+from evalkit.judge.kernel_profile import ProfilingWorker, observe_kernels, observe_native_calls
 from evalkit.judge.reference import OutputSpec, ReferenceProblem, input_seed, values_bytes
 from evalkit.judge.repetitions import RepetitionRule
 from evalkit.judge.session import Session, WorkerChannel
@@ -150,9 +150,11 @@ class Judge:
         """Judge the code at ``code_path`` in ``worker``, a fresh sandboxed one (the first call's limit is the longer
         one unless the caller knows the answer has nothing to compile then: ``time_limits.compiles_on_first_call``),
         timed beside the baseline ``partner`` gives, once it passed; then, when it passed and ``profiler`` gives a
-        worker to profile in, which kernels it launches (``kernel_profile``)."""
+        worker to profile in, which kernels it launches (``kernel_profile``); on a CPU, with no ``profiler``, which
+        native code it built and called, in its own worker once timed (``kernel_profile.observe_native_calls``)."""
         limits = self.time_limits.for_answer(compiles_on_first_call)
-        judgement = self.judge_with(worker, code_path, limits=limits, partner=partner)
+        native = profiler is None and self.ref.device == "cpu"
+        judgement = self.judge_with(worker, code_path, limits=limits, partner=partner, native_calls=native)
         if profiler is None or judgement.finding is not Finding.PASSED:
             return judgement
         start, timed_stages = time.monotonic(), dict(judgement.stage_seconds)  # the profile's close is its own
@@ -223,13 +225,18 @@ class Judge:
             return {"error": str(failure)}
 
     def judge_with(self, worker: WorkerChannel, code_path: Path, *, settings: JudgeSettings | None = None,
-                   limits: TimeLimits | None = None, partner: Partner | None = None) -> Judgement:
-        """Judge through ``worker`` (any channel speaking the protocol), then close it."""
+                   limits: TimeLimits | None = None, partner: Partner | None = None,
+                   native_calls: bool = False) -> Judgement:
+        """Judge through ``worker`` (any channel speaking the protocol), then close it. ``native_calls``: once it
+        passed, profile one more call there for the native code the answer built and called (a CPU's flags)."""
         stages: dict[str, float] = {}
         answer = Contender(self, settings or self.settings, self.session(worker, limits or self.time_limits))
-        return self._through(worker, answer.session, lambda: self._run(answer, code_path, stages, partner), stages)
+        return self._through(worker, answer.session,
+                             lambda: self._run(answer, code_path, stages, partner, native_calls), stages)
 
-    def _run(self, answer: Contender, code_path: Path, stages: dict[str, float], partner: Partner | None) -> Judgement:
+    def _run(self, answer: Contender, code_path: Path, stages: dict[str, float], partner: Partner | None,
+             native_calls: bool) -> Judgement:
+        code = code_path.read_text(errors="replace") if native_calls else ""  # before it can run
         judgement = answer.prepare(code_path, stages)
         if answer.settings.time_submissions:
             start = time.monotonic()
@@ -239,6 +246,10 @@ class Judge:
             start = time.monotonic()
             judgement.timing = self._time_answer(answer, baseline, judgement)
             stages["timing_s"] = time.monotonic() - start
+        if native_calls:
+            start = time.monotonic()
+            judgement.flags.extend(observe_native_calls(answer.session, code, judgement.correctness))
+            stages["profile_s"] = time.monotonic() - start
         judgement.reason = _correct_reason(judgement.correctness or {}, judgement.timing)
         return judgement
 

@@ -20,7 +20,7 @@ from evalkit.intake.triage import Triage
 from evalkit.judge.builder import BuildOutcome
 from evalkit.judge.compiler_errors import first_compiler_errors, first_jit_errors, map_to_submission
 from evalkit.judge.feedback import feedback_for
-from evalkit.judge.plausibility import floor_ms, no_extension_built
+from evalkit.judge.plausibility import floor_ms
 from evalkit.judge.speedups import speedups_against
 from evalkit.records import BASELINE_KINDS, Flag, ResultRow, Submission, Verdict
 from evalkit.sandbox import protocol
@@ -183,8 +183,6 @@ def judged_row(row: ResultRow, judgement: Judgement, early: Triage, baselines: d
     the baselines of ``kinds`` (the run's) are in it: a cache may hold others, timed by an earlier run."""
     baselines = {k: v for k, v in baselines.items() if k not in BASELINE_KINDS or k in kinds}
     row.flags.extend(judgement.flags)
-    if judgement.finding is Finding.PASSED and row.device == "cpu" and no_extension_built(extension_root):
-        row.flags.append(Flag.NO_CUSTOM_KERNEL.value)  # on CPU no profiler names kernels: no build, no kernel
     row.warnings.extend(judgement.warnings)
     row.correctness = judgement.correctness
     row.stage_seconds.update(judgement.stage_seconds)

@@ -11,9 +11,15 @@ too, where the cpu controller is there: at most as many cores' worth as the core
 v1 ``cpu.cfs_quota_us``), which honest code pinned there never reaches, but a process that widens its own affinity
 cannot pass either. Builds are also frozen while a judge times (``freezer``).
 
+Every sandbox with a cgroup also has a freezer (``CgroupFreezer``): the judge stops a worker between its requests by
+freezing it, which stops every process of the sandbox whatever its process group, session or environment, and its
+children are born frozen. v2: the sandbox's own cgroup (``cgroup.freeze``); where the controllers are v1, a cgroup of
+its own in the v2 tree mounted beside them (``/sys/fs/cgroup/unified``), else in v1's ``freezer`` hierarchy.
+
 v2: ``<root>/evalkit-<group>-sandboxes/<sandbox>`` (memory and pids enabled for the children of the run's group;
 a build's cgroup sits instead under the run's build freezer group, so freezing that freezes it). v1: one cgroup
-per sandbox in the ``memory`` and ``pids`` hierarchies, and ``cpu`` where it is mounted.
+``evalkit-<group>-<sandbox>`` per sandbox in the ``memory`` and ``pids`` hierarchies, and ``cpu`` where it is mounted,
+and its freezer of that name (a build's: ``<sandbox>`` under the run's build freezer group).
 """
 
 from __future__ import annotations
@@ -24,31 +30,129 @@ import signal
 import time
 from pathlib import Path
 
+from evalkit.sandbox.processes import pauses
+
 logger = logging.getLogger(__name__)
 
 V2_ROOT, V1_ROOT = Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup")
+# Where a freezer-only cgroup can be made, best first: the v2 tree (alone, or beside v1 controllers), v1's freezer.
+FREEZER_ROOTS = (("cgroup2", V2_ROOT), ("cgroup2", V2_ROOT / "unified"), ("cgroup1", V1_ROOT / "freezer"))
+FREEZE_WAIT_S = 5.0  # how long a freeze waits for every process to stop (one in uninterruptible sleep stops on waking)
 TASKS_PER_PROCESS = 64  # pids.max counts threads: a torch worker runs dozens (OpenMP, CUDA)
 CPU_PERIOD_US = 100_000
 
 
-class SandboxCgroup:
-    """One sandbox's cgroup(s): v2, one folder; v1, one per hierarchy (memory, pids, and cpu where mounted)."""
+class CgroupFreezer:
+    """The freezer of one cgroup (v2 ``cgroup.freeze``, v1 ``freezer.state``): every process in it and in the cgroups
+    beneath it stopped, or let run, as one. A frozen v2 process still dies of SIGKILL; a frozen v1 one only once
+    thawed (``SandboxCgroup.kill`` thaws after killing)."""
 
-    def __init__(self, kind: str, paths: dict[str, Path]) -> None:
-        self.kind, self.paths = kind, paths
+    def __init__(self, kind: str, path: Path) -> None:
+        self.kind, self.path = kind, path
+
+    @classmethod
+    def create(cls, name: str, parent: Path | None = None) -> "CgroupFreezer | None":
+        """A new cgroup ``name`` with a freezer: beneath ``parent`` (a freezer cgroup: frozen with it) when given, else
+        in the first of ``FREEZER_ROOTS`` that is mounted and writable; None where there is none."""
+        if parent is not None:
+            kind = "cgroup2" if (parent / "cgroup.freeze").exists() else "cgroup1"
+            places = [(kind, parent / name)] if (parent / ("cgroup.freeze" if kind == "cgroup2" else "freezer.state")
+                                                 ).exists() else []
+        else:
+            places = [(kind, root / name) for kind, root in FREEZER_ROOTS
+                      if (root / "cgroup.procs").exists() and os.access(root, os.W_OK)]
+        for kind, path in places:
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                logger.debug("no freezer cgroup %s: %s", path, err)
+                continue
+            made = cls(kind, path)
+            if (path / made._control).exists():
+                return made
+            made.remove()
+        return None
+
+    @property
+    def _control(self) -> str:
+        return "cgroup.freeze" if self.kind == "cgroup2" else "freezer.state"
+
+    def add(self, pid: int) -> None:
+        (self.path / "cgroup.procs").write_text(f"{pid}\n")
+
+    def freeze(self, wait_s: float = FREEZE_WAIT_S) -> bool:
+        """Freeze the cgroup and return once the kernel says every process in it is frozen: True, or False after
+        ``wait_s`` (a process in uninterruptible sleep freezes only once it wakes). A cgroup removed (with its sandbox,
+        or by a run's clean-up) holds nothing left to run: True."""
+        try:
+            (self.path / self._control).write_text("1\n" if self.kind == "cgroup2" else "FROZEN\n")
+            return self._wait_until_frozen(wait_s)
+        except FileNotFoundError:
+            return True
+
+    def thaw(self) -> None:
+        """Let the cgroup run again (at once: the kernel wakes its processes as it returns)."""
+        try:
+            (self.path / self._control).write_text("0\n" if self.kind == "cgroup2" else "THAWED\n")
+        except FileNotFoundError:  # removed: nothing left to thaw
+            pass
+
+    def frozen(self) -> bool:
+        """Whether the kernel says every process of the cgroup is frozen now."""
+        try:
+            return self._wait_until_frozen(0.0)
+        except OSError:
+            return False
+
+    def _wait_until_frozen(self, wait_s: float) -> bool:
+        """Until ``cgroup.events`` says ``frozen 1`` (v2), or ``freezer.state`` ``FROZEN`` (v1: ``FREEZING`` until every
+        task is), read again after ``processes.pauses`` (20 us growing to 1 ms): a poll on ``cgroup.events`` would
+        wait up to 10 ms, the kernel's least interval between two notifications of one file."""
+        wanted = b"frozen 1" if self.kind == "cgroup2" else b"FROZEN\n"
+        deadline, pause = time.monotonic() + wait_s, pauses()
+        fd = os.open(self.path / ("cgroup.events" if self.kind == "cgroup2" else "freezer.state"), os.O_RDONLY)
+        try:
+            while wanted not in os.pread(fd, 4096, 0):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                time.sleep(min(next(pause), remaining))
+            return True
+        finally:
+            os.close(fd)
+
+    def remove(self) -> None:
+        """Thaw and remove the cgroup (it goes only once empty; one beneath it keeps it)."""
+        self.thaw()
+        try:
+            self.path.rmdir()
+        except OSError as err:
+            logger.debug("freezer cgroup %s not removed: %s", self.path, err)
+
+
+class SandboxCgroup:
+    """One sandbox's cgroup(s): v2, one folder; v1, one per hierarchy (memory, pids, and cpu where mounted); and its
+    freezer (``freezer``; None where none could be made)."""
+
+    def __init__(self, kind: str, paths: dict[str, Path], freezer: CgroupFreezer | None = None) -> None:
+        self.kind, self.paths, self.freezer = kind, paths, freezer
 
     @classmethod
     def create(cls, name: str, group: str, memory_bytes: int, max_processes: int,
                parent: Path | None = None, cpu_cores: int | None = None) -> "SandboxCgroup | None":
-        """A cgroup for sandbox ``name`` of the run ``group`` with its limits, or None where none can be made.
-        ``parent``: a v2 cgroup to make it in (the run's build freezer group). ``cpu_cores``: the cores' worth of
-        CPU time it may use (default: every core of the machine)."""
+        """A cgroup for sandbox ``name`` of the run ``group`` with its limits and its freezer, or None where none can be
+        made. ``parent``: the freezer cgroup of the run's builds (``freezer.BuildFreezer.cgroup_parent``), which the
+        sandbox is frozen with: on v2 its cgroup is made beneath it, elsewhere its freezer. ``cpu_cores``: the cores'
+        worth of CPU time it may use (default: every core of the machine)."""
         try:
             if (V2_ROOT / "cgroup.controllers").exists():
                 made = cls._create_v2(parent or V2_ROOT / f"evalkit-{group}-sandboxes", name, memory_bytes,
                                       max_processes)
             else:
                 made = cls._create_v1(f"evalkit-{group}-{name}", memory_bytes, max_processes)
+                if made is not None:
+                    made.freezer = CgroupFreezer.create(name, parent) if parent is not None else \
+                        CgroupFreezer.create(f"evalkit-{group}-{name}")  # named as its v1 cgroups are
         except OSError as err:
             logger.debug("no cgroup for sandbox %s: %s", name, err)
             return None
@@ -67,7 +171,8 @@ class SandboxCgroup:
             _write_if_there(parent / "cgroup.subtree_control", "+cpu")
         path = parent / name
         path.mkdir()
-        group = cls("cgroup2", {"memory": path, "pids": path, **({"cpu": path} if (path / "cpu.max").exists() else {})})
+        group = cls("cgroup2", {"memory": path, "pids": path, **({"cpu": path} if (path / "cpu.max").exists() else {})},
+                    CgroupFreezer("cgroup2", path) if (path / "cgroup.freeze").exists() else None)
         group._limit(memory_bytes, max_processes)
         return group
 
@@ -115,11 +220,13 @@ class SandboxCgroup:
 
     @property
     def walls(self) -> str:
-        return f"{self.kind} (memory, tasks{', cpu time' if 'cpu' in self.paths else ''})"
+        frozen_by = "; frozen by signals" if self.freezer is None else \
+            ", freezer" if self.freezer.path == self.paths["pids"] else f"; freezer: {self.freezer.kind}"
+        return f"{self.kind} (memory, tasks{', cpu time' if 'cpu' in self.paths else ''}{frozen_by})"
 
     def add(self, pid: int) -> None:
         """Put ``pid`` in the sandbox's cgroup(s): before it runs anything untrusted; its children are born inside."""
-        for path in set(self.paths.values()):
+        for path in set(self.paths.values()) | ({self.freezer.path} if self.freezer else set()):
             (path / "cgroup.procs").write_text(f"{pid}\n")
 
     def pids(self) -> set[int]:
@@ -158,6 +265,8 @@ class SandboxCgroup:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        if self.freezer is not None:  # a frozen v1 process dies only once thawed; killed first, it runs nothing more
+            self.freezer.thaw()
 
     def remove(self, wait_s: float = 2.0) -> None:
         """Kill what is left and remove the cgroup(s) (a cgroup goes only once empty)."""
@@ -170,6 +279,8 @@ class SandboxCgroup:
                 path.rmdir()
             except OSError as err:
                 logger.debug("cgroup %s not removed: %s", path, err)
+        if self.freezer is not None and self.freezer.path not in self.paths.values():
+            self.freezer.remove()
 
 
 def _write_if_there(path: Path, text: str) -> None:
@@ -186,15 +297,23 @@ def remove_run_cgroups(group: str) -> None:
     leftovers = [child for parent in parents if parent.is_dir() for child in parent.iterdir() if child.is_dir()]
     leftovers += [path for controller in ("memory", "pids", "cpu") if (V1_ROOT / controller / "cgroup.procs").exists()
                   for path in (V1_ROOT / controller).glob(f"evalkit-{group}-*")]
+    freezers = [CgroupFreezer(kind, path) for kind, root in FREEZER_ROOTS[1:]  # the freezers beside v1 controllers
+                if (root / "cgroup.procs").exists() for path in root.glob(f"evalkit-{group}-*")
+                if path.name != f"evalkit-{group}-builds"]  # the run's build freezer is its BuildFreezer's
+    for freezer in freezers:  # a frozen v1 process dies only once thawed
+        freezer.thaw()
     for path in leftovers + parents:
         SandboxCgroup("cgroup2" if path.parent in parents else "cgroup1", {"memory": path, "pids": path}).remove(0.5)
+    for freezer in freezers:
+        freezer.remove()
 
 
 def sandbox_cgroups() -> str:
     """Whether each sandbox gets a cgroup of its own here, in words (for the report's environment)."""
     probe = SandboxCgroup.create("probe", f"probe-{os.getpid()}", 2**30, 1)
     if probe is None:
-        return "none (no writable cgroup): processes found by session and marker, memory by resident size"
+        return ("none (no writable cgroup): processes found by session and marker, memory by resident size, "
+                "frozen by signals")
     probe.remove(0.5)
     remove_run_cgroups(f"probe-{os.getpid()}")
     return f"one per sandbox, {probe.walls}"

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import select
 import struct
+import time
+from multiprocessing.connection import Connection
 from typing import Callable
 
 
@@ -20,6 +22,18 @@ class FrameTimeout(Exception):
 
 class FrameTooLarge(Exception):
     """The message says it is longer than the reader takes."""
+
+
+def readable(conn: Connection, wait_s: float, spin: bool) -> bool:
+    """Whether a message began to arrive within ``wait_s``: polled without sleeping with ``spin`` (a timed request
+    on a GPU: a core that slept through milliseconds takes longer to wake), else slept on."""
+    if not spin:
+        return conn.poll(wait_s)
+    until = time.monotonic() + wait_s
+    while not conn.poll(0):
+        if time.monotonic() >= until:
+            return False
+    return True
 
 
 def read_frame(fd: int, most: int, left: Callable[[], float], poll_s: float) -> bytes:

@@ -13,12 +13,14 @@ the measurement for as long as any judge is timing, in one of two ways (``isolat
 
 How a sandbox is frozen, best first (``mechanism`` says which one a run used):
 
-- ``cgroup2`` / ``cgroup1``: each build sandbox is put in one freezer cgroup of the run before it runs any
-  code, and the cgroup is frozen as a whole. A process cannot leave its cgroup: that needs a write to
-  ``/sys/fs/cgroup``, which its Landlock rules deny, and every child it forks is born inside.
-- ``signals`` (no writable cgroup): SIGSTOP to every process of the sandbox (its session, and anything
-  carrying its marker). A process that both left the session and dropped its marker (exec with a clean
-  environment) escapes it: ``docs/hostile.md`` lists this limit.
+- ``cgroup2`` / ``cgroup1``: one freezer cgroup of the run holds every build sandbox, frozen as a whole: each
+  sandbox's own cgroup (v2), or its own freezer cgroup (v1 controllers; ``cgroup.SandboxCgroup``), is made beneath
+  it before the sandbox runs any code, else the sandbox is put in it. A process cannot leave its cgroup: that needs
+  a write to ``/sys/fs/cgroup``, which its Landlock rules deny, and every child it forks is born inside.
+- ``signals`` (no writable cgroup): SIGSTOP to every process of the sandbox (its process group, its session,
+  anything carrying its marker, and its cgroup's members where it has a cgroup without a freezer), looked for again
+  until none is new. A process that both left the session and dropped its marker (exec with a clean environment)
+  escapes it where the sandbox has no cgroup: ``docs/hostile.md`` lists this limit.
 
 A frozen build's own time limit does not run while it is frozen (``paused_s``).
 """
@@ -26,69 +28,36 @@ A frozen build's own time limit does not run while it is frozen (``paused_s``).
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import threading
 import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Iterator
 
+from evalkit.sandbox.cgroup import FREEZE_WAIT_S, CgroupFreezer, SandboxCgroup
 from evalkit.sandbox.host_timing import POLL_S, Token, open_registry
-from evalkit.sandbox.processes import ProcessTable, until_stopped
+from evalkit.sandbox.processes import ProcessTable, continue_all, stop_all
 
 logger = logging.getLogger(__name__)
 STOP_SETTLE_S = 0.5  # how long a freeze by signals waits for its SIGSTOPs to land before the judge may time
 
 THAWED, PARTIAL, FROZEN = "thawed", "partial", "frozen"  # partial: partitioned, only sandboxes outside the cgroup stopped
-CGROUP_ROOTS = (("cgroup2", Path("/sys/fs/cgroup")), ("cgroup2", Path("/sys/fs/cgroup/unified")),
-                ("cgroup1", Path("/sys/fs/cgroup/freezer")))
-FREEZE_WAIT_S = 5.0
 
 
-class _Cgroup:
-    """One freezer cgroup (v1 ``freezer.state`` or v2 ``cgroup.freeze``) holding every build sandbox of a run."""
-
-    def __init__(self, kind: str, path: Path) -> None:
-        self.kind, self.path = kind, path
+class _Cgroup(CgroupFreezer):
+    """The freezer cgroup holding every build sandbox of a run (``CgroupFreezer.create`` picks v2 or v1), which can also
+    confine them to the build cores."""
 
     @classmethod
-    def create(cls, name: str) -> "_Cgroup | None":
-        for kind, root in CGROUP_ROOTS:
-            control = "cgroup.freeze" if kind == "cgroup2" else "freezer.state"
-            if not (root / ("cgroup.procs")).exists() or not os.access(root, os.W_OK):
-                continue
-            path = root / name
-            try:
-                path.mkdir(exist_ok=True)
-            except OSError:
-                continue
-            if (path / control).exists():
-                return cls(kind, path)
-            _remove(path)
-        return None
-
-    def add(self, pid: int) -> None:
-        (self.path / "cgroup.procs").write_text(f"{pid}\n")
+    def create(cls, name: str, parent: Path | None = None) -> "_Cgroup | None":
+        made = super().create(name, parent)
+        return made if isinstance(made, _Cgroup) else None
 
     def set_frozen(self, frozen: bool) -> None:
-        try:
-            self._set_frozen(frozen)
-        except FileNotFoundError:  # removed by the run's clean-up while a judge still held the freeze
-            logger.debug("cgroup %s is gone: nothing left to %s", self.path, "freeze" if frozen else "thaw")
-
-    def _set_frozen(self, frozen: bool) -> None:
-        if self.kind == "cgroup2":
-            (self.path / "cgroup.freeze").write_text("1\n" if frozen else "0\n")
-            self._wait_for("frozen 1" if frozen else "frozen 0", "cgroup.events")
-        else:
-            (self.path / "freezer.state").write_text("FROZEN\n" if frozen else "THAWED\n")
-            self._wait_for("FROZEN" if frozen else "THAWED", "freezer.state")
-
-    def _wait_for(self, state: str, file: str) -> None:
-        deadline = time.monotonic() + FREEZE_WAIT_S
-        while state not in (self.path / file).read_text() and time.monotonic() < deadline:
-            time.sleep(0.001)
+        if not frozen:
+            self.thaw()
+        elif not self.freeze(FREEZE_WAIT_S):
+            logger.warning("builds of %s: not every process froze within %g s", self.path, FREEZE_WAIT_S)
 
     def confine(self, cpus: tuple[int, ...]) -> bool:
         """Keep every process of this cgroup on ``cpus`` (cgroup v2 cpuset); True when the kernel enforces
@@ -103,10 +72,6 @@ class _Cgroup:
             return False
         return effective == set(cpus)
 
-    def remove(self) -> None:
-        self.set_frozen(False)
-        _remove(self.path)
-
 
 def parse_cpu_list(text: str) -> set[int]:
     """The cores of a kernel CPU list (``0-3,8,10-11``)."""
@@ -116,13 +81,6 @@ def parse_cpu_list(text: str) -> set[int]:
             low, _, high = part.partition("-")
             cores.update(range(int(low), int(high or low) + 1))
     return cores
-
-
-def _remove(path: Path) -> None:
-    try:
-        path.rmdir()
-    except OSError as err:  # still holds a process (it dies with the run) or already gone
-        logger.debug("cgroup %s not removed: %s", path, err)
 
 
 class BuildFreezer:
@@ -136,8 +94,9 @@ class BuildFreezer:
         self.mechanism = self._cgroup.kind if self._cgroup else "signals"
         self._lock = threading.Condition()
         self._timers = 0
-        self._sandboxes: dict[int, str] = {}  # session leader pid -> marker, of sandboxes frozen by signals
-        self._stopped: list[int] = []
+        # session leader pid -> marker and cgroup (if any), of the sandboxes frozen by signals
+        self._sandboxes: dict[int, tuple[str, SandboxCgroup | None]] = {}
+        self._stopped: set[int] = set()
         self._frozen_since: float | None = None
         self._paused_total_s = 0.0
         self.partitioned = False
@@ -192,15 +151,17 @@ class BuildFreezer:
                 self._apply()
 
     def cgroup_parent(self) -> Path | None:
-        """The v2 cgroup a build sandbox's own cgroup is made in, so freezing this one freezes it; None elsewhere
-        (v1: the freezer is a hierarchy of its own)."""
-        return self._cgroup.path if self._cgroup is not None and self._cgroup.kind == "cgroup2" else None
+        """The freezer cgroup every build sandbox is frozen with: a build's own cgroup is made beneath it (v2), or its
+        own freezer is (v1 controllers: ``SandboxCgroup.create``); None where there is none."""
+        return self._cgroup.path if self._cgroup is not None else None
 
-    def register(self, pid: int, marker: str, in_own_cgroup: bool = False) -> None:
-        """A new build sandbox, before it runs any untrusted code (inside ``launching``). ``in_own_cgroup``: it is
-        already in a cgroup of its own under ``cgroup_parent()``, which this group's freeze reaches."""
+    def register(self, pid: int, marker: str, cgroup: SandboxCgroup | None = None) -> None:
+        """A new build sandbox, before it runs any untrusted code (inside ``launching``). ``cgroup``: its own, if it has
+        one: when its freezer lies beneath ``cgroup_parent()``, this group's freeze reaches it; else it is put in this
+        group, or, where that fails, frozen by signals (its cgroup's members among them)."""
         self._builds.add(pid)
-        if self._cgroup is not None and in_own_cgroup and self.cgroup_parent() is not None:
+        if self._cgroup is not None and cgroup is not None and cgroup.freezer is not None \
+                and cgroup.freezer.path.parent == self._cgroup.path:
             return
         if self._cgroup is not None:
             try:
@@ -209,7 +170,7 @@ class BuildFreezer:
             except OSError as err:
                 logger.warning("could not put build sandbox %d in %s (%s): freezing it by signals", pid,
                                self._cgroup.path, err)
-        self._sandboxes[pid] = marker
+        self._sandboxes[pid] = (marker, cgroup)
 
     def unregister(self, pid: int) -> None:
         with self._lock:
@@ -283,15 +244,14 @@ class BuildFreezer:
             self._foreign = self._foreign or self._host.others_timing()
         wanted = self._wanted()
         if wanted != THAWED and self._state == THAWED:
-            self._stopped = self._members()  # only sandboxes outside the cgroup, when there is one
-            _signal_all(self._stopped, signal.SIGSTOP)
-            until_stopped(self._stopped, STOP_SETTLE_S)  # a judge must not begin timing before
+            # only sandboxes outside the cgroup, when there is one; a judge must not begin timing before they stop
+            self._stopped, _ = stop_all(list(self._sandboxes), self._members, STOP_SETTLE_S)
         if self._cgroup is not None and (wanted == FROZEN) != self._cgroup_frozen:
             self._cgroup.set_frozen(wanted == FROZEN)
             self._cgroup_frozen = wanted == FROZEN
         if wanted == THAWED and self._state != THAWED:
-            _signal_all(self._stopped, signal.SIGCONT)
-            self._stopped = []
+            continue_all(list(self._sandboxes), self._stopped)
+            self._stopped = set()
         self._count_pause(wanted == FROZEN or (wanted == PARTIAL and bool(self._stopped)))
         self._state = wanted
         if wanted == FROZEN or not may_run:
@@ -326,17 +286,11 @@ class BuildFreezer:
                     self._apply()
                     self._lock.notify_all()
 
-    def _members(self) -> list[int]:
+    def _members(self) -> set[int]:
+        """Every live process of the sandboxes frozen by signals: their sessions, markers and cgroups, read now."""
         found: set[int] = set()
-        reading = ProcessTable(max_age_s=FREEZE_WAIT_S)  # one reading of /proc for every sandbox
-        for pid, marker in self._sandboxes.items():
+        reading = ProcessTable(max_age_s=0.0)  # one fresh reading of /proc for every sandbox
+        for pid, (marker, cgroup) in self._sandboxes.items():
             found.update(reading.members(pid, marker))
-        return sorted(found)
-
-
-def _signal_all(pids: list[int], signum: int) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
+            found |= cgroup.pids() if cgroup is not None else set()
+        return found

@@ -1,13 +1,12 @@
 """Trusted side: launching untrusted code, one fresh process per submission and stage.
 
-The process runs ``python -m evalkit.sandbox.untrusted.worker`` in its own temporary directory, session
-and process group, with a scrubbed environment, bounded captured output, resource
-limits (set by the worker on itself before it imports any submission code) and a
-watchdog that kills the whole session on timeout, memory or process-count excess.
+The process runs ``python -m evalkit.sandbox.untrusted.worker`` in its own temporary directory, session and process
+group, with a scrubbed environment, bounded captured output, resource limits (set by the worker on itself before it
+imports any submission code) and a watchdog that kills the whole sandbox on timeout, memory or process-count excess.
 
-Requests go to the worker pickled (trusted -> untrusted); replies come back as JSON only and are read
-through ``evalkit.sandbox.protocol``, so nothing the submission sends can execute code in the judge, and
-a reply that breaks the protocol gets the worker killed at once.
+Requests go to the worker pickled (trusted -> untrusted); replies come back as JSON only and are read through
+``evalkit.sandbox.protocol``, so nothing the submission sends can execute code in the judge, and a reply that breaks
+the protocol gets the worker killed at once.
 """
 
 from __future__ import annotations
@@ -25,14 +24,14 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable
 
-from evalkit.sandbox.cgroup import SandboxCgroup
+from evalkit.sandbox.cgroup import FREEZE_WAIT_S, SandboxCgroup
 from evalkit.sandbox.identity import hand_over, scrubbed_env
-from evalkit.sandbox.processes import (MARKER_VARIABLE, ProcessTable, compiling, pin, resident_bytes,
-                                      until_gone, until_stopped)
+from evalkit.sandbox.processes import (MARKER_VARIABLE, ProcessTable, compiling, continue_all, pin,
+                                      resident_bytes, signal_group, stop_all, until_gone)
 from evalkit.sandbox.programs import ANSWER_WORKER, SETUP_REQUESTS, Program
 from evalkit.sandbox.protocol import ARMED_FILE, MAX_REPLY_BYTES, ProtocolViolation
 from evalkit.sandbox.capture import BoundedCapture
-from evalkit.sandbox.frames import FrameTimeout, FrameTooLarge, read_frame
+from evalkit.sandbox.frames import FrameTimeout, FrameTooLarge, read_frame, readable
 from evalkit.sandbox.remains import entry_lock, files_under, folder_usage, remove_added, remove_shared_memory
 from evalkit.sandbox.shared_buffers import receive_fds, send_fds
 from evalkit.sandbox.uid_pool import UidLease
@@ -116,6 +115,7 @@ class UntrustedProcess:
         self.killed_because = ""
         self._last_watch = 0.0
         self._seen = {self._proc.pid}  # every process of the sandbox seen alive, for cleaning up after them
+        self._stopped: set[int] = set()  # what a freeze by signals stopped, for its thaw
         self._none_left = False  # set once ``kill`` finds no process of the sandbox alive
         self._reclaim = False  # a build's folder goes back to evalkit's user when its worker is gone
         self._built: set[str] | None = None  # a judged worker's extension folder as its build left it
@@ -190,7 +190,7 @@ class UntrustedProcess:
 
     def receive_fds(self, count: int, timeout_s: float) -> list[int]:
         """``count`` file descriptors the worker hands over (a CPU worker's own memory, after its setup)."""
-        if self._ready(timeout_s, spin=False):
+        if readable(self._conn, timeout_s, spin=False):
             try:
                 return receive_fds(self._conn.fileno(), count)
             except (OSError, ValueError) as err:
@@ -206,7 +206,7 @@ class UntrustedProcess:
         deadline = time.monotonic() + timeout_s - self._paused_s()  # pushed back by any time spent frozen
         left = lambda: deadline + self._paused_s() - time.monotonic()  # noqa: E731
         while True:
-            if self._ready(max(min(left(), WATCHDOG_PERIOD_S), 0), spin):
+            if readable(self._conn, max(min(left(), WATCHDOG_PERIOD_S), 0), spin):
                 raw = self._read_frame(stage, timeout_s, left)  # whole, before anything stops the worker
                 if arrived is not None:
                     arrived()
@@ -219,18 +219,7 @@ class UntrustedProcess:
                 self.kill(f"timeout: stage '{stage}' exceeded its {timeout_s:g} s limit")
                 raise WorkerGone("timeout", self.killed_because)
 
-    def _ready(self, wait_s: float, spin: bool) -> bool:
-        """Whether a reply came within ``wait_s``: polled without sleeping with ``spin``, else slept on."""
-        if not spin:
-            return self._conn.poll(wait_s)
-        until = time.monotonic() + wait_s
-        while not self._conn.poll(0):
-            if time.monotonic() >= until:
-                return False
-        return True
-
-    def _read_frame(self, stage: str, timeout_s: float, left: Callable[[], float]) -> bytes:
-        """The reply whole (``frames``): one the worker leaves unfinished past the stage's limit is a timeout."""
+    def _read_frame(self, stage: str, timeout_s: float, left: Callable[[], float]) -> bytes:  # whole: ``frames``
         try:
             return read_frame(self._conn.fileno(), MAX_REPLY_BYTES, left, WATCHDOG_PERIOD_S)
         except (EOFError, ConnectionResetError) as err:
@@ -306,20 +295,28 @@ class UntrustedProcess:
             message += f" (exit code {code})"
         return WorkerGone("timeout" if self.killed_because.startswith("timeout") else "crash", message)
 
-    def freeze(self, settle_s: float = 0.0) -> None:
-        """Stop the worker's process group (between calls: nothing it started runs on while the judge works);
-        with ``settle_s``, wait up to that long until the worker shows as stopped (a signal lands a moment later)."""
-        self._signal_group(signal.SIGSTOP)
-        until_stopped([self._proc.pid], settle_s)
+    @property
+    def freezing(self) -> str:
+        """How the sandbox is frozen: ``cgroup2`` or ``cgroup1`` (its cgroup's freezer), else ``signals``."""
+        return self.cgroup.freezer.kind if self.cgroup is not None and self.cgroup.freezer is not None else "signals"
+
+    def freeze(self) -> None:
+        """Stop every process of the sandbox, whatever its group, session or environment, and return once each is
+        stopped (or, warned, after ``FREEZE_WAIT_S``): by its cgroup's freezer, else by SIGSTOP to its group and to
+        every process of its session, marker or cgroup, looked for in /proc until none is new."""
+        if self.cgroup is not None and self.cgroup.freezer is not None:
+            frozen = self.cgroup.freezer.freeze()
+        else:
+            stopped, frozen = stop_all([self._proc.pid], lambda: self._members(fresh=True), FREEZE_WAIT_S)
+            self._stopped |= stopped
+        if not frozen:
+            logger.warning("sandbox %d: not every process stopped within %g s of its freeze", self.pid, FREEZE_WAIT_S)
 
     def thaw(self) -> None:
-        self._signal_group(signal.SIGCONT)
-
-    def _signal_group(self, signum: int) -> None:
-        try:
-            os.killpg(self._proc.pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
+        if self.cgroup is not None and self.cgroup.freezer is not None:
+            return self.cgroup.freezer.thaw()
+        continue_all([self._proc.pid], self._stopped)
+        self._stopped = set()
 
     def cancel(self, reason: str) -> None:
         """Kill the worker's group from another thread or a signal handler, taking no lock: the thread driving it
@@ -328,7 +325,7 @@ class UntrustedProcess:
             self.killed_because = reason
         if self.cgroup is not None:
             self.cgroup.kill()
-        self._signal_group(signal.SIGKILL)
+        signal_group(self._proc.pid, signal.SIGKILL)
 
     def kill(self, reason: str = "") -> None:
         """Kill the worker's whole session: its group and any child that left the group."""
@@ -338,10 +335,7 @@ class UntrustedProcess:
             self.cgroup.kill()
         for _ in range(3):
             targets = self._members(fresh=True)
-            try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            signal_group(self._proc.pid, signal.SIGKILL)
             for pid in targets:
                 try:
                     os.kill(pid, signal.SIGKILL)

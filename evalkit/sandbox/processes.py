@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import time
 from pathlib import Path
+from typing import Callable, Iterator
 
 logger = logging.getLogger(__name__)
 
 MARKER_VARIABLE = "EVALKIT_SANDBOX_ID"
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 _MARKER_PREFIX = f"{MARKER_VARIABLE}=".encode()
+_TICKS_PER_S = os.sysconf("SC_CLK_TCK")  # the unit of a process's start time in /proc/<pid>/stat
+UNMARKED_AFTER_S = 5.0
 
 
 class ProcessTable:
@@ -32,9 +36,12 @@ class ProcessTable:
         self._lock = threading.Lock()
         self._taken_at = float("-inf")
         self._live: list[tuple[int, int, tuple[bytes, ...]]] = []  # (pid, session, markers), zombies left out
-        # Markers found in a process's environment, by (pid, start time): a process keeps its marker through
-        # exec unless it clears its environment, and a marked process stays a member even if it then does.
-        self._marked: dict[tuple[int, str], tuple[bytes, ...]] = {}
+        # The markers found in each process's environment, by (pid, start time): a process keeps its marker through
+        # exec unless it clears its environment, and a marked process stays a member even if it then does. One found
+        # without a marker is read again until it is UNMARKED_AFTER_S old (a process started with a marker shows
+        # its parent's environment until its exec), then taken as unmarked for good: only sandboxes' processes carry
+        # one, and a child is born with its parent's. So a scan reads the environment of young processes only.
+        self._markers: dict[tuple[int, str], tuple[bytes, ...]] = {}
 
     def members(self, sid: int, marker: str, fresh: bool = False) -> list[int]:
         """PIDs of every live process of one sandbox: session ``sid``, or a marker starting with ``marker``
@@ -54,7 +61,8 @@ class ProcessTable:
             return self._live
 
     def _scan(self) -> list[tuple[int, int, tuple[bytes, ...]]]:
-        live, seen = [], set()
+        live, known = [], {}
+        settled = _ticks_since_boot() - UNMARKED_AFTER_S * _TICKS_PER_S  # processes started before are settled
         for name in os.listdir("/proc"):
             if not name.isdigit():
                 continue
@@ -63,15 +71,19 @@ class ProcessTable:
                 if fields[0] == "Z":
                     continue
                 key = (int(name), fields[19])  # field 22 of stat: the start time, which tells a reused pid apart
-                markers = self._marked.get(key) or _environment_markers(int(name))
+                markers = self._markers[key] if key in self._markers else _environment_markers(int(name))
             except (OSError, IndexError, ValueError):
                 continue
-            if markers:
-                self._marked[key] = markers
-                seen.add(key)
+            if markers or int(fields[19]) < settled:
+                known[key] = markers
             live.append((int(name), int(fields[3]), markers))
-        self._marked = {key: markers for key, markers in self._marked.items() if key in seen}
+        self._markers = known
         return live
+
+
+def _ticks_since_boot() -> float:
+    with open("/proc/uptime") as uptime:
+        return float(uptime.read().split()[0]) * _TICKS_PER_S
 
 
 def _environment_markers(pid: int) -> tuple[bytes, ...]:
@@ -88,7 +100,11 @@ def sandbox_members(sid: int, marker: str) -> list[int]:
 
 def stat_fields(pid: int) -> list[str]:
     """The fields of ``/proc/<pid>/stat`` after the command name (state first), which may hold spaces and ")"."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+    try:
+        return os.read(fd, 4096).decode(errors="replace").rsplit(")", 1)[1].split()
+    finally:
+        os.close(fd)
 
 
 def process_state(pid: int) -> str:
@@ -111,10 +127,10 @@ STOPPED_STATES = ("T", "t", "", "Z", "X")  # stopped, traced, gone, zombie, dead
 GONE_STATES = ("", "Z", "X")  # gone, zombie, dead: a SIGKILL has landed
 
 
-def until_stopped(pids: list[int], within_s: float) -> None:
+def until_stopped(pids: list[int], within_s: float) -> bool:
     """Wait (up to ``within_s``) until every one of ``pids`` is stopped or gone: SIGSTOP lands when the kernel next
-    schedules the process, which on a loaded machine is not at once."""
-    _until_in(pids, STOPPED_STATES, within_s)
+    schedules the process, which on a loaded machine is not at once. Whether they all were in time."""
+    return _until_in(pids, STOPPED_STATES, within_s)
 
 
 def until_gone(pids: list[int], within_s: float) -> None:
@@ -123,19 +139,70 @@ def until_gone(pids: list[int], within_s: float) -> None:
     _until_in(pids, GONE_STATES, within_s)
 
 
-SPIN_S = 0.005  # a signal usually lands within this: until then look again after yielding the core, not sleeping
+def _until_in(pids: list[int], states: tuple[str, ...], within_s: float) -> bool:
+    deadline, pause = time.monotonic() + within_s, pauses()
+    while any(process_state(pid) not in states for pid in pids):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        time.sleep(min(next(pause), remaining))
+    return True
 
 
-def _until_in(pids: list[int], states: tuple[str, ...], within_s: float) -> None:
-    """Wait until each of ``pids`` is in one of ``states``: a timed request waits so for its worker's stop, so the
-    first few milliseconds only yield the core (the process to be stopped may need it) rather than sleep."""
-    began = time.monotonic()
-    deadline = began + within_s
-    while any(process_state(pid) not in states for pid in pids) and time.monotonic() < deadline:
-        if time.monotonic() - began > SPIN_S:
-            time.sleep(0.0005)
-        else:
-            os.sched_yield()
+def pauses(first_s: float = 20e-6, most_s: float = 1e-3) -> Iterator[float]:
+    """How long to sleep between two looks at something the kernel does for another process (a stop, a freeze, an
+    exit): 20 us first, as it is often done by then, doubling to 1 ms, so a long wait costs few looks."""
+    pause = first_s
+    while True:
+        yield pause
+        pause = min(2 * pause, most_s)
+
+
+STOP_LOOKS = 16  # looks for processes forked before their parent stopped (each look's new ones are stopped first)
+
+
+def stop_all(leaders: list[int], members: Callable[[], set[int]], within_s: float) -> tuple[set[int], bool]:
+    """SIGSTOP the process groups ``leaders`` lead (processes the caller started: their pids cannot have been reused),
+    wait until they are stopped, then look for the others ``members()`` finds, stop those and look again until a look
+    finds none new: a process forked before its parent stopped is found by the next look, and none is forked once all
+    are stopped. One look when every process is in the leaders' groups. The processes stopped (to be continued:
+    ``continue_all``), and whether all stopped within ``within_s``."""
+    for leader in leaders:
+        signal_group(leader, signal.SIGSTOP)
+    stopped, deadline = set(leaders), time.monotonic() + within_s
+    for _ in range(STOP_LOOKS):
+        if not until_stopped(sorted(stopped), max(deadline - time.monotonic(), 0.0)):
+            return stopped, False
+        new = members() - stopped
+        if not new:
+            return stopped, True
+        for pid in new:
+            _signal(pid, signal.SIGSTOP)
+        stopped |= new
+    return stopped, False
+
+
+def continue_all(leaders: list[int], stopped: set[int]) -> None:
+    """SIGCONT what ``stop_all`` stopped."""
+    for leader in leaders:
+        signal_group(leader, signal.SIGCONT)
+    for pid in stopped:
+        _signal(pid, signal.SIGCONT)
+
+
+def signal_group(leader: int, signum: int) -> None:
+    """Send ``signum`` to the process group ``leader`` leads, if it is still there."""
+    try:
+        os.killpg(leader, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 # What a build runs while it compiles (torch's extension builder: ninja, the host compiler, nvcc and its stages).

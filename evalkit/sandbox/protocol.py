@@ -278,7 +278,8 @@ def encode_called(nonce: int, formed: bool, form: dict[str, Any], call_ms: list[
 
 @dataclass(frozen=True)
 class ProfiledClaim(Claim):
-    """The device kernels one call launched, each with its device time, and the operators it called."""
+    """The device kernels one call launched, each with its device time, and the operators it called; on a CPU, in
+    ``kernels``, the functions of native code the answer built that the call ran (``module.function``, no times)."""
 
     OP: ClassVar[str] = "profiled"
     kernels: list[str]

@@ -97,3 +97,15 @@ def receive_fds(sock_fd: int, count: int) -> list[int]:
     with socket.socket(fileno=os.dup(sock_fd)) as sock:
         _, fds, _, _ = socket.recv_fds(sock, len(FDS_MESSAGE), count)
     return list(fds)
+
+
+def send_own_memory(sock_fd: int) -> None:
+    """The worker's side: hand the judge a descriptor of this process's memory, opened by the process itself (which
+    may always read its own) before it confines itself and before any submission code runs. The judge reads a CPU
+    call's outputs through it while the worker is frozen (``worker_memory``), whatever uid or namespace the worker
+    moves to afterwards."""
+    memory = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        send_fds(sock_fd, [memory])
+    finally:
+        os.close(memory)

@@ -31,7 +31,6 @@ T = TypeVar("T")
 
 WORKDIR_PREFIX = "evalkit-judge-"
 ARM_WAIT_S = 5.0  # a spare normally arms within tens of milliseconds of its start
-STOP_WAIT_S = 0.5  # SIGSTOP lands within microseconds on an idle core
 
 
 class SpareWorker:
@@ -72,7 +71,7 @@ class SpareWorker:
             discard(spare)
         stopped = list(self._spares)
         for spare in stopped:
-            spare.freeze(settle_s=STOP_WAIT_S)
+            spare.freeze()
         try:
             yield
         finally:

@@ -98,6 +98,16 @@ def test_inductors_kernels_are_library_work(rows):
     assert "no_custom_kernel" in row["flags"], row["correctness"].get("kernels")
 
 
+@pytest.mark.parametrize("sample", ["j_comment_names_pytorchs_kernel", "k_unused_triton_stub"])
+def test_a_kernel_named_in_a_comment_or_by_an_unused_stub_is_not_the_answers(rows, sample):
+    # Issue 42, G: both were judged correct with no flag on an H200, PyTorch's or Inductor's kernel taken for theirs.
+    row = rows[sample]
+    assert row["verdict"] == "correct", row["reason"]
+    assert row["correctness"]["kernels"], "the profiler saw no kernel: nothing was tested"
+    assert row["correctness"]["custom_kernels"] == [], row["correctness"]["kernels"]
+    assert "no_custom_kernel" in row["flags"], row["correctness"]["kernels"]
+
+
 BIG_OUTPUT_PROBLEM = '''
 import torch
 import torch.nn as nn

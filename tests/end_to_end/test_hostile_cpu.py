@@ -14,7 +14,7 @@ from conftest import FIXTURES
 from evalkit.cli.main import main
 from feedback_checks import check_feedback
 
-# 32 hostile answers in one run (a fork bomb, a memory hog, background processes, huge replies): minutes.
+# 33 hostile answers in one run (a fork bomb, a memory hog, background processes, huge replies): minutes.
 pytestmark = pytest.mark.slow
 
 CANARIES = [Path("/tmp/evalkit-escape-canary.txt"), Path("/evalkit-escape-canary.txt")]
@@ -180,3 +180,13 @@ def test_a_sandbox_that_fills_its_folders_with_files_is_stopped(rows):
     row = rows["many_files"]
     assert row["verdict"] == "crash", row["reason"]
     assert "file(s), over the limit" in row["reason"]
+
+
+def test_a_file_named_like_an_extension_is_no_custom_kernel(rows):
+    # Issue 42, F: on a CPU, "custom kernel" meant "some *.so in the extension folder": plain PyTorch that wrote a
+    # four-byte x.so at import was judged with no flag, where its twin was flagged. Now only native code the answer
+    # built and called counts.
+    row = rows["fake_extension_file"]
+    assert row["verdict"] == "correct", row["reason"]
+    assert "no_custom_kernel" in row["flags"] and row["correctness"]["kernels"] == []
+    assert "no_custom_kernel" in rows["zz_correct_after_all"]["flags"]

@@ -104,10 +104,12 @@ def test_times_are_the_judges_own_and_baselines_take_the_same_path(scored):
         timing["below_resolution"]
 
 
-def test_on_cpu_an_answer_that_builds_no_extension_is_flagged_no_custom_kernel(scored):
+def test_on_cpu_an_answer_that_calls_no_native_code_it_built_is_flagged_no_custom_kernel(scored):
     _, _, rows = scored
     assert "no_custom_kernel" in _by_key(rows)[("linear_relu", "correct_python")]["flags"]
-    assert "no_custom_kernel" not in _by_key(rows)[("linear_relu", "correct_cpp")]["flags"]
+    cpp = _by_key(rows)[("linear_relu", "correct_cpp")]
+    assert "no_custom_kernel" not in cpp["flags"]
+    assert cpp["correctness"]["kernels"] == ["conv2d.relu_forward"]  # the function of its extension forward called
 
 
 def test_an_answer_that_builds_nothing_skips_the_build_sandbox_and_is_judged_all_the_same(scored):

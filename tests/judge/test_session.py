@@ -167,7 +167,7 @@ def test_an_honest_worker_is_correct_and_timed(judge):
     assert worker.requests[0].fd_count == 1  # one anonymous buffer per input, every call's stacked; outputs stay the worker's
     assert judgement.timing["calls_per_request"] == batch
     assert judgement.timing["clock"] == "judge" and judgement.timing["overhead_ms"] > 0
-    # where the judge's time went, stage by stage (a CPU judge observes no kernels: no profile_s)
+    # where the judge's time went, stage by stage (judged through judge_with, which profiles nothing: no profile_s)
     assert set(judgement.stage_seconds) == {"setup_s", "calibrate_s", "load_s", "correctness_s", "timing_s", "close_s"}
 
 
@@ -629,6 +629,27 @@ def test_an_answer_that_fails_when_profiled_gets_that_verdict(judge, tmp_path):
     judgement = judge.judge(timed, code, profiler=lambda: (profiling, code))
     assert VERDICT_OF[judgement.finding] is Verdict.CRASH and "ended when profiled" in judgement.reason
     assert {"timing_s", "profile_s"} <= set(judgement.stage_seconds) and profiling.closed
+
+
+@pytest.mark.parametrize("called, flags", [(["ext.relu_forward"], []),
+                                           ([], ["fallback", "no_custom_kernel"])])
+def test_on_a_cpu_the_timed_worker_is_profiled_once_timed_for_the_native_code_the_answer_called(judge, tmp_path,
+                                                                                             called, flags):
+    # No profiler names kernels on a CPU: one more call in the answer's own worker, after its timing, says which
+    # native code it built was called (issue 42, F: a *.so in its folder is no longer what decides).
+    code = tmp_path / "submission.py"
+    code.write_text("ext = load_inline(name='ext', cpp_sources=SRC, functions=['relu_forward'])\n")
+
+    def script(worker: FakeWorker, request: protocol.Request) -> Any:
+        if request.op == Op.PROFILE:
+            return protocol.ProfiledClaim(kernels=called, aten_ops=[], kernel_us=[])
+        return honest(worker, request)
+    timed = FakeWorker(judge.ref, script)
+    judgement = judge.judge(timed, code)
+    assert VERDICT_OF[judgement.finding] is Verdict.CORRECT and judgement.timing, judgement.reason
+    assert [r.op for r in timed.requests][-1] == Op.PROFILE, "profiled last, after its timing"
+    assert judgement.flags == flags and judgement.correctness["kernels"] == called
+    assert "profile_s" in judgement.stage_seconds
 
 
 def test_a_failing_answer_is_never_profiled(judge, tmp_path):

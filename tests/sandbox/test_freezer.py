@@ -92,3 +92,79 @@ def test_a_timing_that_outlives_the_runs_clean_up_ends_without_error():
     with freezer.timing():
         freezer.close()
     assert freezer.paused_s() >= 0.0
+
+
+# A build that counts at import, and a child that left its session and its environment (and so the sandbox's marker):
+# each writes its count into the build's extension folder, where the test reads it.
+COUNT = "import os, sys\nfd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)\ncount = 0\n" \
+        "while True:\n    count += 1\n    os.pwrite(fd, b'%20d' % count, 0)\n"
+ESCAPING_BUILD = f"""
+import os, sys
+folder = os.environ["TORCH_EXTENSIONS_DIR"]
+os.makedirs(folder, exist_ok=True)
+if os.fork() == 0:
+    os.setsid()
+    os.execve(sys.executable, [sys.executable, "-c", {COUNT!r}, folder + "/escaped"], {{}})
+sys.argv = ["build", folder + "/build"]
+exec({COUNT!r})
+"""
+
+
+def _running_with(argument: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and argument.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
+
+
+def _counts(cache: Path) -> dict[str, int]:
+    found = {}
+    for path in cache.glob("*/extensions/*"):
+        try:
+            found[path.name] = int(path.read_bytes() or b"0")
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+@pytest.mark.parametrize("use_cgroup", [True, False], ids=["cgroup-if-available", "signals"])
+def test_a_build_and_a_child_that_left_its_session_and_marker_make_no_progress_while_a_judge_times(tmp_path,
+                                                                                                    use_cgroup):
+    # Through the build stage itself, so the build sandbox is registered as a run registers it (its own cgroup made
+    # for the freezer's group): on a host whose controllers are v1 beside a v2 tree, builds were never frozen at all.
+    from evalkit.judge import builder
+    from evalkit.sandbox.cgroup import SandboxCgroup
+    from evalkit.sandbox.launcher import Limits
+    from process_helpers import sandboxes, wait_for
+
+    probe = SandboxCgroup.create("probe", f"test-freezer-probe-{uuid.uuid4().hex[:8]}", 2**30, 8)
+    if probe is None:
+        pytest.skip("no cgroup can be made here: a process that left the session and the marker escapes signals")
+    probe.remove()
+    freezer = BuildFreezer(f"test-{uuid.uuid4().hex[:8]}", use_cgroup=use_cgroup, host_wide=False)
+    limits = Limits(group=f"test-freezer-{uuid.uuid4().hex[:8]}")
+    cache = tmp_path / "cache"
+    build = threading.Thread(target=builder.build, args=(ESCAPING_BUILD, cache, "cpu", 120, limits),
+                             kwargs={"freezer": freezer})
+    build.start()
+    try:
+        wait_for(lambda: len(_counts(cache)) == 2 and all(_counts(cache).values()), 60, "the build and its child")
+        for _ in range(2):
+            with freezer.timing():
+                frozen = _counts(cache)
+                time.sleep(0.3)
+                assert _counts(cache) == frozen, f"{freezer.mechanism}: the build counted on while frozen"
+            wait_for(lambda: all(_counts(cache)[name] > frozen[name] for name in frozen), 30, "both to count again")
+    finally:  # the build's worker, and the child holding its socket: then the build sees it end
+        for pid in [*sandboxes(limits.group), *_running_with(f"{cache}/")]:
+            os.kill(pid, 9)
+        build.join(60)
+        freezer.close()
+    assert not build.is_alive()
+    settled = _counts(cache)
+    time.sleep(0.3)
+    assert _counts(cache) == settled, "a process of the build outlived it"

@@ -76,6 +76,28 @@ def test_a_marked_process_stays_a_member_after_clearing_its_environment():
         proc.wait()
 
 
+def test_a_process_read_unmarked_before_its_exec_gave_it_a_marker_is_found_after():
+    # Between its fork and its exec, a sandbox's first process shows its parent's environment, with no marker; a
+    # table that took that for good (it reads a settled process's environment once) would never find it.
+    marker = _marker()
+    name, value = marker.split("=", 1)
+    code = ("import os, sys; sys.stdin.readline(); os.execve(sys.executable, [sys.executable, '-c', "
+            f"'import time; time.sleep(60)'], {{**os.environ, {name!r}: {value!r}}})")
+    table = ProcessTable(max_age_s=0.0)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, start_new_session=True)
+    try:
+        assert proc.pid not in table.members(-1, marker, fresh=True)  # read while it has no marker yet
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + 10
+        while proc.pid not in table.members(-1, marker, fresh=True):
+            assert time.monotonic() < deadline, "the process the table read unmarked was never found once marked"
+            time.sleep(0.01)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_a_marker_prefix_finds_every_sandbox_of_a_group():
     group = f"test-{uuid.uuid4().hex[:8]}"
     procs = [_marked_process(f"{MARKER_VARIABLE}={group}.{uuid.uuid4().hex}") for _ in range(2)]

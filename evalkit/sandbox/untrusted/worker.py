@@ -19,6 +19,7 @@ from typing import Any
 
 from evalkit.sandbox import protocol
 from evalkit.sandbox.protocol import Op
+from evalkit.sandbox.untrusted.native_calls import NativeCalls
 from evalkit.sandbox.untrusted.outputs import OutputPlacer, StandIn
 
 SUBMISSION_MODULE = "submission"
@@ -88,6 +89,9 @@ class Harness:
         self.placer = OutputPlacer(self.device, setup["outputs"])
         self._kept: list[Any] = []  # the last request's outputs, where the judge reads them while this is frozen
         self._stand_in: StandIn | None = None  # what a ping calls, before any submission code ran
+        # On a CPU no profiler names kernels: what tells an answer's own is native code it built and called.
+        self.native = NativeCalls.before_the_answer([setup.get("extensions_dir") or "", os.getcwd()]) \
+            if self.device == "cpu" and setup["mode"] == "judge" else None
 
     def reply(self, claim: protocol.Claim | bytes) -> None:
         self.conn.send_bytes(claim if isinstance(claim, bytes) else claim.encode())
@@ -182,7 +186,14 @@ class Harness:
         self._stand_in = None  # its outputs may be gigabytes the answer's own will want
 
     def profile(self) -> protocol.ProfiledClaim:
-        """The device kernels one forward call launches, with their device time, and the operators it calls."""
+        """The device kernels one forward call launches, with their device time, and the operators it calls; on a
+        CPU, in place of kernels, the functions of native code the answer built that it called (``native_calls``:
+        no profiler, whose start took seconds of the call's limit on a loaded machine)."""
+        if self.native is not None:
+            with self._no_grad(), self.native.watching():
+                self.model(*self.inputs[0])
+            return protocol.ProfiledClaim(kernels=[name[:200] for name in self.native.called()[:protocol.MAX_ITEMS]],
+                                          aten_ops=[])
         activities = [self._activity.CPU] + ([self._activity.CUDA] if self.device == "cuda" else [])
         with self._profile(activities=activities) as prof, self._no_grad():
             self.model(*self.inputs[0])
@@ -238,6 +249,7 @@ def sets_of(stacked: list[Any], batch: int) -> list[list[Any]]:
 
 
 def serve(conn: Connection) -> None:
+    from evalkit.sandbox.shared_buffers import send_own_memory
     from evalkit.sandbox.untrusted.confine import confine
 
     mappings: list[Any] = []  # the judge's CPU buffers stay mapped for the worker's life
@@ -246,7 +258,7 @@ def serve(conn: Connection) -> None:
         os.environ["TORCH_EXTENSIONS_DIR"] = setup["extensions_dir"]
     drives_gpu = setup["mode"] != "build" and setup["device"] == "cuda"
     if setup["mode"] == "judge" and setup["device"] == "cpu":
-        _hand_over_memory(conn)
+        send_own_memory(conn.fileno())
     landlock_abi, setup["privileges"] = confine(setup["limits"], setup["judge_pid"], gpu=drives_gpu)
     harness = Harness(conn, setup)
     harness.inputs = setup["inputs"]
@@ -270,19 +282,6 @@ def serve(conn: Connection) -> None:
         raise  # the judge's request, not the submission: never reported as the submission's failure
     except BaseException as exc:  # noqa: BLE001 - report everything, including SystemExit
         harness.reply(error_claim(exc, stage, harness.code_path))
-
-
-def _hand_over_memory(conn: Connection) -> None:
-    """Give the judge a descriptor of this process's memory, opened by the process itself (which may always read
-    its own) before it confines itself and before any submission code runs: the judge reads a CPU call's outputs
-    through it while the worker is frozen, whatever uid or namespace the worker moves to afterwards."""
-    from evalkit.sandbox.shared_buffers import send_fds
-
-    memory = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        send_fds(conn.fileno(), [memory])
-    finally:
-        os.close(memory)
 
 
 def _serve_until_load(conn: Connection, harness: Harness) -> bool:
