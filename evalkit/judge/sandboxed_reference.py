@@ -106,7 +106,7 @@ def _check(problem: Problem, limits: Limits, freezer: Any) -> tuple[dict[str, An
         worker = UntrustedProcess(workdir, limits, {"CUDA_VISIBLE_DEVICES": ""}, freezer=freezer,
                                   program=REFERENCE_WORKER)
         if freezer:
-            freezer.register(worker.pid, worker.marker, in_own_cgroup=worker.cgroup is not None)
+            freezer.register(worker.pid, worker.marker, worker.cgroup)
     try:
         worker.send(rp.setup("check", code_path, "cpu", "fp32", 0, 0, limits.to_dict()))
         claim = worker.receive(CHECK_S, "check")

@@ -103,7 +103,7 @@ class Session:
         self.inputs = [[b[k] if isinstance(b, torch.Tensor) else b for b in self._shared] for k in range(self.batch)]
         entries = [e for _, e in described]
         self.worker.send(protocol.setup_request(**fields, inputs=entries, outputs=output_entries(specs),
-                                                fd_count=len(fds), batch=self.batch))
+                                                fd_count=len(fds), batch=self.batch, memory=device == "cpu"))
         try:
             if fds:
                 self.worker.send_fds(fds)

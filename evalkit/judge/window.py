@@ -14,7 +14,8 @@ process, are trusted for this one figure: in each pair the judge takes what the 
 its events, and once there are ``MIN_BEYOND`` of these their median is the part subtracted from both sides, one
 figure for both (``window_overhead``), kept within ``OVERHEAD_BOUND_MS`` of the same figure measured by pings
 before either worker loaded. A baseline timed alone measures it the same way on itself; an answer timed alone
-keeps its own pings' figure, made before its code was loaded. An answer's own clock is never used. The window stops
+keeps its own pings' figure, made before its code was loaded, and so do both sides of a problem given as text, whose
+reference is a client's code. An answer's own clock is never used. The window stops
 by the repetition rule (``repetitions``), its precision asked of the pairs' ratios when there is a partner; its
 budget counts both sides' requests.
 
@@ -82,8 +83,10 @@ def time_window(answer: Contender, partner: Contender | None, rule: RepetitionRu
     """Warm-up pairs, then timed pairs until ``rule`` stops them (``Repetitions``): see the module's docstring."""
     window = Window(Repetitions(rule, answer.rng, floor_ms=answer.per_call.jitter_ms), Side(),
                     Side() if partner is not None else None)
-    # Whose own events may measure the part of a request subtracted: a worker that runs the reference only.
+    # Whose own events may measure the part of a request subtracted: a worker that runs a trusted reference only (a
+    # reference given as text is a client's code, as untrusted as an answer: its sides keep their pings' figures).
     trusted = partner if partner is not None else (None if answer.verify else answer)
+    trusted = trusted if answer.ref.problem.trusted else None
     calibrated = (trusted or answer).calibrated  # its pings, made before it loaded
     request = 0
     while request < warmup or not window.count.done:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import os
 import pickle
 from dataclasses import dataclass, field
@@ -84,8 +85,8 @@ class SetupRequest:
     follow the request on the socket; ``outputs`` the form of one call's outputs, one
     ``{"shape": [...], "dtype": "float32"}`` each. Each ``call`` runs forward once on each of its first ``calls``
     sets, in order, and keeps each result in the worker's own memory, where the judge reads it once the worker is
-    frozen (``CalledClaim.places``). A judged worker on a CPU hands the judge a descriptor of its own memory
-    (``/proc/self/mem``, opened before any submission code runs) right after this request.
+    frozen (``CalledClaim.places``). With ``memory`` (a judged worker on a CPU), the worker answers this request with
+    a descriptor of its own memory (``/proc/self/mem``, opened before any submission code runs).
     ``extensions_dir`` and ``limits["run_as"]`` are the launcher's to fill (``completed``)."""
 
     op: ClassVar[str] = Op.SETUP
@@ -103,6 +104,7 @@ class SetupRequest:
     batch: int
     judge_pid: int
     dtype: str = "float32"  # the problem's precision as torch names its dtype: ModelNew is cast to it (not float32)
+    memory: bool = False  # hand the judge a descriptor of the worker's own memory (``shared_buffers.send_own_memory``)
     extensions_dir: str = ""
     version: int = REQUEST_VERSION
 
@@ -126,11 +128,11 @@ class Request:
 def setup_request(mode: str, code_path: str, device: str, limits: dict[str, Any], *, init_inputs: Any = None,
                   init_seed: int = 0, n_inputs: int = 0, state_dict: Any = None, inputs: list[Any] | None = None,
                   outputs: list[Any] | None = None, fd_count: int = 0, batch: int = 1,
-                  dtype: str = "float32") -> SetupRequest:
+                  dtype: str = "float32", memory: bool = False) -> SetupRequest:
     return SetupRequest(mode=mode, code_path=code_path, device=device, limits=limits,
                         init_inputs=pickle.dumps(init_inputs), init_seed=init_seed, n_inputs=n_inputs,
                         state_dict=pickle.dumps(state_dict), inputs=inputs or [], outputs=outputs or [],
-                        fd_count=fd_count, batch=batch, judge_pid=os.getpid(), dtype=dtype)
+                        fd_count=fd_count, batch=batch, judge_pid=os.getpid(), dtype=dtype, memory=memory)
 
 
 def simple_request(op: str) -> Request:
@@ -298,3 +300,28 @@ class PongClaim(Claim):
 
 CLAIMS: dict[str, type[Claim]] = {c.OP: c for c in (ErrorClaim, ReadyClaim, BuiltClaim, CalledClaim,
                                                      ProfiledClaim, PongClaim)}
+
+
+def reply_object(raw: bytes) -> dict[str, Any]:
+    """The JSON object of one reply (of any worker's protocol), or ``ProtocolViolation`` saying what is wrong."""
+    if len(raw) > MAX_REPLY_BYTES:
+        raise ProtocolViolation(f"a reply of {len(raw)} bytes is over the {MAX_REPLY_BYTES}-byte limit")
+    try:
+        message = json.loads(raw)
+    except RecursionError:
+        raise ProtocolViolation("a reply nested too deeply to read") from None
+    except ValueError as err:
+        raise ProtocolViolation(f"a reply that is not JSON ({str(err)[:100]})") from None
+    if not isinstance(message, dict):
+        raise ProtocolViolation(f"a reply that is a JSON {type(message).__name__}, not an object")
+    return message
+
+
+_UNSAFE = re.compile("[\ud800-\udfff\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def safe_text(text: str, limit: int = MAX_TEXT) -> str:
+    """``text`` as the judge may store and print it: at most ``limit`` characters, lone surrogates (which no UTF-8
+    file can hold: one in a reply stopped the results writer) and control characters other than tab and newline
+    each replaced by U+FFFD."""
+    return _UNSAFE.sub("\ufffd", text[:limit])

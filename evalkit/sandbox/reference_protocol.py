@@ -30,8 +30,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from evalkit.sandbox.protocol import MAX_DIMS, MAX_NAME, Claim, ProtocolViolation, RequestRefused
-from evalkit.sandbox.reply_reading import reply_object, safe_text
+from evalkit.sandbox.protocol import (MAX_DIMS, MAX_NAME, Claim, ProtocolViolation, RequestRefused, reply_object,
+                                      safe_text)
 from evalkit.sandbox.typed_fields import wrong_field
 from evalkit.sandbox.values import TENSOR_DTYPES
 

@@ -8,15 +8,14 @@ A reply that breaks the protocol raises ``protocol.ProtocolViolation``: the subm
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 from typing import Any
 
 from evalkit.sandbox.protocol import (CLAIMS, IPC_HANDLE_HEX, MAX_CALLS, MAX_DIMS, MAX_FRAMES, MAX_ITEMS, MAX_NAME,
-                                      MAX_REPLY_BYTES, MAX_SEGMENTS, MAX_TEXT, CalledClaim, Claim, ErrorClaim,
+                                      MAX_SEGMENTS, MAX_TEXT, CalledClaim, Claim, ErrorClaim,
                                       FrameClaim, PlaceClaim, PongClaim, ProfiledClaim, ProtocolViolation, ReadyClaim,
-                                      BuiltClaim, SegmentClaim)
+                                      BuiltClaim, SegmentClaim, reply_object, safe_text)
 
 
 def decode_reply(raw: bytes) -> Claim:
@@ -26,21 +25,6 @@ def decode_reply(raw: bytes) -> Claim:
     if not isinstance(op, str) or op not in CLAIMS:
         raise ProtocolViolation(f"a reply with an unknown op {_show(op)}")
     return _READERS[op](message)
-
-
-def reply_object(raw: bytes) -> dict[str, Any]:
-    """The JSON object of one reply (of any worker's protocol), or ``ProtocolViolation`` saying what is wrong."""
-    if len(raw) > MAX_REPLY_BYTES:
-        raise ProtocolViolation(f"a reply of {len(raw)} bytes is over the {MAX_REPLY_BYTES}-byte limit")
-    try:
-        message = json.loads(raw)
-    except RecursionError:
-        raise ProtocolViolation("a reply nested too deeply to read") from None
-    except ValueError as err:
-        raise ProtocolViolation(f"a reply that is not JSON ({str(err)[:100]})") from None
-    if not isinstance(message, dict):
-        raise ProtocolViolation(f"a reply that is a JSON {type(message).__name__}, not an object")
-    return message
 
 
 def _show(value: Any) -> str:
@@ -56,16 +40,6 @@ def _get(message: dict[str, Any], key: str, kind: type | tuple[type, ...], defau
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise ProtocolViolation(f"'{message['op']}' reply with '{key}' = {_show(value)}")
     return value
-
-
-_UNSAFE = re.compile("[\ud800-\udfff\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-def safe_text(text: str, limit: int = MAX_TEXT) -> str:
-    """``text`` as the judge may store and print it: at most ``limit`` characters, lone surrogates (which no UTF-8
-    file can hold: one in a reply stopped the results writer) and control characters other than tab and newline
-    each replaced by U+FFFD."""
-    return _UNSAFE.sub("\ufffd", text[:limit])
 
 
 def _text(message: dict[str, Any], key: str, limit: int = MAX_TEXT, default: Any = dataclasses.MISSING) -> str:

@@ -90,7 +90,7 @@ class ProblemSettings:
                                            help="time allowed per judging step (loading, one call); unset: "
                                                 "derived from the reference's own time (docs/judge.md)",
                                            old_names=("timeout_s",))
-    hang_limit_s: float = _setting(60.0, low=0, inclusive=False, unit="s",
+    hang_limit_s: float = _setting(60.0, low=0, inclusive=False, unit="s", client_max=3600,
                                    help="the most one judging step of an answer may take when its limit is derived "
                                         "from the reference's time: what a hang costs at most (docs/judge.md)")
     flops: float | None = _setting(None, low=0, inclusive=False, unit="FLOP", example=1e9, per_run=False,

@@ -215,3 +215,14 @@ def test_an_answer_faster_than_the_judge_can_tell_reads_its_floor_never_zero(jud
     judge, timing = _paired(judge, clock, {"ms": 11.0, "part_ms": 1.0}, {"ms": 1.0, "wobble": 0.5})
     assert timing["speedup"]["value"] > 1 and all(math.isfinite(v) for v in timing["speedup"]["ci"])
     assert min(timing["samples_ms"]) > 0
+
+
+def test_a_reference_given_as_text_is_no_trusted_clock(judge, clock, monkeypatch):
+    import dataclasses
+
+    # The same requests as above, on a problem given as text: its baseline runs a client's code, whose own events are
+    # as untrusted as an answer's, so both sides keep their pings' figure (no time here) and nothing else is taken out.
+    monkeypatch.setattr(judge.ref, "problem", dataclasses.replace(judge.ref.problem, trusted=False))
+    judge, timing = _paired(judge, clock, {"ms": 11.5, "part_ms": 1.5}, {"ms": 4.0, "part_ms": 1.5})
+    assert timing["overhead_ms"] == pytest.approx(0.0, abs=1e-3) and timing["overhead_requests"] is None
+    assert timing["speedup"]["value"] == pytest.approx(11.5 / 4.0)

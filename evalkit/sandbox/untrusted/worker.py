@@ -233,7 +233,7 @@ def receive_setup(conn: Connection, mappings: list[Any]) -> dict[str, Any]:
              "limits": request.limits, "judge_pid": request.judge_pid, "extensions_dir": request.extensions_dir,
              "init_seed": request.init_seed, "n_inputs": request.n_inputs, "dtype": request.dtype,
              "init_inputs": pickle.loads(request.init_inputs), "state_dict": pickle.loads(request.state_dict),
-             "inputs": sets_of(map_entries(request.inputs, fds, mappings), request.batch),
+             "inputs": sets_of(map_entries(request.inputs, fds, mappings), request.batch), "memory": request.memory,
              "outputs": request.outputs}
     for fd in fds:
         os.close(fd)
@@ -257,7 +257,7 @@ def serve(conn: Connection) -> None:
     if setup.get("extensions_dir"):  # chosen when the answer was: a worker may have started before it
         os.environ["TORCH_EXTENSIONS_DIR"] = setup["extensions_dir"]
     drives_gpu = setup["mode"] != "build" and setup["device"] == "cuda"
-    if setup["mode"] == "judge" and setup["device"] == "cpu":
+    if setup["memory"]:
         send_own_memory(conn.fileno())
     landlock_abi, setup["privileges"] = confine(setup["limits"], setup["judge_pid"], gpu=drives_gpu)
     harness = Harness(conn, setup)
