@@ -153,7 +153,7 @@ def _run_build(code: str, build_dir: Path, device: str, timeout_s: float, limits
     with freezer.launching() if freezer else nullcontext():
         worker = UntrustedProcess(workdir, limits, env, freezer=freezer, processes=processes, idle_s=idle_s)
         if freezer:
-            freezer.register(worker.pid, worker.marker, in_own_cgroup=worker.cgroup is not None)
+            freezer.register(worker.pid, worker.marker, worker.cgroup.folder() if worker.cgroup else None)
     outcome = BuildOutcome(status="ok", seconds=0.0, extension_dir=str(build_dir / "extensions"))
     try:
         worker.send(protocol.setup_request("build", str(code_path), "cpu", limits.to_dict(), init_inputs=init_inputs))

@@ -113,6 +113,10 @@ class SandboxCgroup:
             logger.debug("no CPU bound for cgroup %s: %s", path, err)
             del self.paths["cpu"]
 
+    def folder(self) -> Path | None:
+        """v2: the sandbox's one cgroup folder (None for v1, one folder per hierarchy)."""
+        return self.paths["memory"] if self.kind == "cgroup2" else None
+
     @property
     def walls(self) -> str:
         return f"{self.kind} (memory, tasks{', cpu time' if 'cpu' in self.paths else ''})"

@@ -14,7 +14,7 @@ the measurement for as long as any judge is timing, in one of two ways (``isolat
 How a sandbox is frozen, best first (``mechanism`` says which one a run used):
 
 - ``cgroup2`` / ``cgroup1``: each build sandbox is put in one freezer cgroup of the run before it runs any
-  code, and the cgroup is frozen as a whole. A process cannot leave its cgroup: that needs a write to
+  code (v2: its own cgroup made beneath it, else the run's ``LOOSE`` leaf), and the cgroup is frozen as a whole. A process cannot leave its cgroup: that needs a write to
   ``/sys/fs/cgroup``, which its Landlock rules deny, and every child it forks is born inside.
 - ``signals`` (no writable cgroup): SIGSTOP to every process of the sandbox (its session, and anything
   carrying its marker). A process that both left the session and dropped its marker (exec with a clean
@@ -44,6 +44,11 @@ THAWED, PARTIAL, FROZEN = "thawed", "partial", "frozen"  # partial: partitioned,
 CGROUP_ROOTS = (("cgroup2", Path("/sys/fs/cgroup")), ("cgroup2", Path("/sys/fs/cgroup/unified")),
                 ("cgroup1", Path("/sys/fs/cgroup/freezer")))
 FREEZE_WAIT_S = 5.0
+# v2: the leaf that holds the processes registered without a cgroup of their own (torch's header compiles, a sandbox
+# whose own cgroup could not be made or sits in another hierarchy). Never the run's cgroup itself: v2 lets a cgroup
+# hold processes or hand controllers to children, not both, so a process there made every later sandbox's cgroup
+# fail (EBUSY enabling memory and pids), and once a sandbox's cgroup enabled them, a process added there failed.
+LOOSE = "loose"
 
 
 class _Cgroup:
@@ -69,7 +74,12 @@ class _Cgroup:
         return None
 
     def add(self, pid: int) -> None:
-        (self.path / "cgroup.procs").write_text(f"{pid}\n")
+        """Put ``pid`` under this cgroup (v2: in its ``LOOSE`` leaf), where a freeze of it reaches."""
+        target = self.path
+        if self.kind == "cgroup2":
+            target = self.path / LOOSE
+            target.mkdir(exist_ok=True)
+        (target / "cgroup.procs").write_text(f"{pid}\n")
 
     def set_frozen(self, frozen: bool) -> None:
         try:
@@ -105,6 +115,8 @@ class _Cgroup:
 
     def remove(self) -> None:
         self.set_frozen(False)
+        if (self.path / LOOSE).is_dir():
+            _remove(self.path / LOOSE)
         _remove(self.path)
 
 
@@ -196,11 +208,14 @@ class BuildFreezer:
         (v1: the freezer is a hierarchy of its own)."""
         return self._cgroup.path if self._cgroup is not None and self._cgroup.kind == "cgroup2" else None
 
-    def register(self, pid: int, marker: str, in_own_cgroup: bool = False) -> None:
-        """A new build sandbox, before it runs any untrusted code (inside ``launching``). ``in_own_cgroup``: it is
-        already in a cgroup of its own under ``cgroup_parent()``, which this group's freeze reaches."""
+    def register(self, pid: int, marker: str, own_cgroup: Path | None = None) -> None:
+        """A new build sandbox, before it runs any untrusted code (inside ``launching``). ``own_cgroup``: the v2
+        cgroup of its own it already sits in; when that is beneath ``cgroup_parent()``, this group's freeze reaches
+        it as it is. Else it joins this group: a sandbox whose own cgroup is v1 (a host with v1 controllers and a v2
+        freezer) would otherwise never be frozen."""
         self._builds.add(pid)
-        if self._cgroup is not None and in_own_cgroup and self.cgroup_parent() is not None:
+        parent = self.cgroup_parent()
+        if parent is not None and own_cgroup is not None and own_cgroup.parent == parent:
             return
         if self._cgroup is not None:
             try:
