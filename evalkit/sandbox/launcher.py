@@ -25,7 +25,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable
 
-from evalkit.sandbox.cgroup import SandboxCgroup
+from evalkit.sandbox.cgroup import SandboxCgroup, host_oom_kills, sigkill_from_outside
 from evalkit.sandbox.identity import hand_over, scrubbed_env
 from evalkit.sandbox.processes import (MARKER_VARIABLE, ProcessTable, compiling, resident_bytes, until_gone,
                                       until_stopped)
@@ -114,6 +114,7 @@ class UntrustedProcess:
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
         )
         os.close(child_fd)
+        self._host_oom_kills = host_oom_kills()  # to tell the kernel's OOM kills from other SIGKILLs (``_gone``)
         # Its cgroup before it runs anything untrusted: every process it starts is born inside (``sandbox.cgroup``).
         self.cgroup = SandboxCgroup.create(uuid.uuid4().hex[:12], limits.group, limits.memory_bytes,
                                            limits.max_processes, freezer.cgroup_parent() if freezer else None,
@@ -291,7 +292,8 @@ class UntrustedProcess:
             message += (f" (killed by the kernel: its memory, page cache and shared memory included, went over the "
                         f"limit of {self.limits.memory_bytes / 2**30:.1f} GiB)")
         elif code is not None and code < 0 and not self.killed_because:
-            message += f" (killed by signal {signal.Signals(-code).name})"
+            who = sigkill_from_outside(self._host_oom_kills) if code == -signal.SIGKILL else ""
+            message += f" (killed by signal {signal.Signals(-code).name}{who})"
         elif code is not None and not self.killed_because:
             message += f" (exit code {code})"
         return WorkerGone("timeout" if self.killed_because.startswith("timeout") else "crash", message)
