@@ -57,6 +57,12 @@ def answer_file(path: Path, scratch: Path) -> Path | None:
     return written
 
 
+def reference_of(answer: Path) -> Path | None:
+    """The reference of the problem an answer under ``<run>/<problem-id>/`` answers (``problems/<problem-id>/``)."""
+    reference = ROOT / "problems" / answer.resolve().parent.name / "reference.py"
+    return reference if reference.exists() else None
+
+
 def cuda_variant(steps: list[Step], folder: Path, env: dict[str, str], times: Path, old: str, new: str) -> Step:
     """The `.cu` command of ``steps`` run again with ``old`` in it replaced by ``new``."""
     command = next(step.command for step in steps if step.kind == "cuda")
@@ -77,8 +83,9 @@ def levers(steps: list[Step], folder: Path, env: dict[str, str], scratch: Path, 
     number = arch.replace(".", "")
     found: dict[str, Any] = {}
     if any(step.kind == "cuda" for step in steps):
-        found["cu: torch's default for a visible GPU (+PTX)"] = cuda_variant(
-            steps, folder, env, scratch / "ptx.csv", flag, f"{flag} -gencode=arch=compute_{number},code=compute_{number}")
+        with_ptx = f"{flag} -gencode=arch=compute_{number},code=compute_{number}"
+        found["cu: torch's default for a visible GPU (+PTX)"] = cuda_variant(steps, folder, env, scratch / "ptx.csv",
+                                                                              flag, with_ptx)
         found["cu: a second arch (8.0)"] = cuda_variant(steps, folder, env, scratch / "two.csv", flag,
                                                         f"-gencode=arch=compute_80,code=sm_80 {flag}")
         found["cu: host -O0 (the answer's -O3 left out)"] = cuda_variant(
@@ -132,7 +139,7 @@ def main() -> None:
                     print(f"\n{path}: no code evalkit would judge, nothing to build")
                     continue
                 try:
-                    folder = cuda_build.write_build(answer, scratch, args.arch, home)
+                    folder = cuda_build.write_build(answer, scratch, args.arch, home, reference_of(path))
                 except RuntimeError as err:
                     print(f"\n{path}: {err}")
                     continue
