@@ -1,139 +1,153 @@
-"""Benchmark (GPU or CPU host): where one answer's build time and memory go, step by step.
+"""Benchmark (GPU or CPU host): where one answer's build time goes, step by step, and what each build lever saves.
 
-For each ANSWER (an answer text or a `.py` file holding a `load_inline` answer), its extension is built once by
-torch in a scratch folder (the answer imported in a subprocess, outside evalkit's sandbox: run it on answers you
-trust, such as the curated solutions), which leaves torch's ninja file. Then every command of that file runs again
-alone, from a cleaned folder, and is measured:
+For each ANSWER (an answer text, or a `.py` file holding a `load_inline` answer), torch writes its extension's
+sources and ninja file as it would on a GPU host (`benchmarks/cuda_build.py`: the answer imported in a subprocess,
+outside evalkit's sandbox, so run it on answers you trust, such as the curated solutions and the seeds). nvcc can be
+PyPI's on a machine without a GPU. Then every command of that file runs alone, from a cleaned folder, and is measured:
+its wall time, the CPU time of every process it ran (user + system: what a build costs a core, whatever else the
+machine does), and the peak resident memory of its largest process (what one build slot needs). For the `.cu`, nvcc's
+own phases (`nvcc --time`, wall): the preprocessing passes, cudafe++ and the host compiler (both parse torch's
+headers again), cicc and ptxas (the device code).
 
-- its wall time, and the peak resident memory of its largest process (the host compiler's cc1plus, nvcc's cicc or
-  ptxas): what one build slot needs, to size the build concurrency from the memory that is free;
-- for a CUDA source, nvcc's own phases (`nvcc --time`): the front end (cudafe++, cicc), ptxas, fatbinary and the
-  host compile of the translated source (which includes torch's headers);
-- the host compile of the C++ source (mostly torch's extension headers: what evalkit's precompiled header
-  saves, measured by `benchmarks/build_headers.py`), and the link.
+Each lever is one variant of the `.cu` compile, measured the same way:
 
-    python benchmarks/build_costs.py ANSWER [ANSWER ...] [--json FILE]
+- `arch`: the one architecture of the GPU that runs the answer (`TORCH_CUDA_ARCH_LIST`, which evalkit already
+  sets: `builder.extension_env`) against torch's own choice for a visible GPU (that arch +PTX) and a second arch;
+- `pch`: the `.cpp` compiled with evalkit's precompiled torch header (`evalkit/judge/torch_headers.py`) or without;
+- `host -O0`: the host pass without the answer's optimization level: what the answer's `-O3` costs (not a lever to
+  take: it would change the answer's host code);
+- `cache key`: what a key over the preprocessed translation unit costs (`nvcc -E` with the same flags, host and
+  device), against the compile a cache hit would save.
 
-Steps run one at a time on an otherwise quiet machine; say what else ran.
+    python benchmarks/build_costs.py ANSWER [ANSWER ...] [--arch 9.0] [--levers] [--json FILE]
+
+Say what else ran on the machine (`uptime` before and after): wall times follow the load, CPU times much less.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
-from collections import defaultdict
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-# Runs one command and reports its wall time and the peak RSS of its largest process (the wrapper's children).
-_MEASURE = ("import json, resource, subprocess, sys, time\n"
-            "start = time.monotonic()\n"
-            "code = subprocess.run(sys.argv[1], shell=True).returncode\n"
-            "print(json.dumps({'wall_s': time.monotonic() - start, 'exit': code,\n"
-            "                  'peak_rss_mib': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))\n")
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import cuda_build  # noqa: E402 - beside this script
+from cuda_build import Step  # noqa: E402
 
 
-def answer_code(path: Path) -> str:
-    """The code evalkit would judge: the answer's final code block, or the file itself when it is Python."""
+def answer_file(path: Path, scratch: Path) -> Path | None:
+    """A `.py` file of the code evalkit would judge: the answer's final code block, or the file itself; None where
+    the answer holds no code evalkit would judge."""
     if path.suffix == ".py":
-        return path.read_text()
+        return path
     sys.path.insert(0, str(ROOT))
     from evalkit.intake.triage import triage
 
     code = triage(path.read_text()).code
     if not code:
-        sys.exit(f"build_costs.py: {path} holds no code evalkit would judge")
-    return code
+        return None
+    written = scratch / "answer.py"
+    written.write_text(code)
+    return written
 
 
-def build_folder(code: str, scratch: Path) -> Path:
-    """Build the answer's extension with torch in ``scratch``; the folder holding its ninja file."""
-    (scratch / "answer.py").write_text(code)
-    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(scratch / "extensions"), "MAX_JOBS": "1"}
-    done = subprocess.run([sys.executable, "-c", "import runpy; runpy.run_path('answer.py')"], cwd=scratch, env=env,
-                          capture_output=True, text=True)
-    found = sorted((scratch / "extensions").glob("*/build.ninja"))
-    if not found:
-        sys.exit(f"build_costs.py: the answer built no extension (exit {done.returncode}):\n{done.stderr[-3000:]}")
-    return found[0].parent
+def reference_of(answer: Path) -> Path | None:
+    """The reference of the problem an answer under ``<run>/<problem-id>/`` answers (``problems/<problem-id>/``)."""
+    reference = ROOT / "problems" / answer.resolve().parent.name / "reference.py"
+    return reference if reference.exists() else None
 
 
-def ninja_commands(folder: Path) -> list[str]:
-    listed = subprocess.run(["ninja", "-C", str(folder), "-t", "commands"], capture_output=True, text=True, check=True)
-    return [line for line in listed.stdout.splitlines() if line.strip()]
+def cuda_variant(steps: list[Step], folder: Path, env: dict[str, str], times: Path, old: str, new: str) -> Step:
+    """The `.cu` command of ``steps`` run again with ``old`` in it replaced by ``new``."""
+    command = next(step.command for step in steps if step.kind == "cuda")
+    if old not in command:
+        raise ValueError(f"{old!r} not in the .cu command")
+    return cuda_build.run_step(command.replace(old, new, 1), folder, env, times)
 
 
-def step_kind(command: str) -> str:
-    if "nvcc" in command.split()[0] and " -c " in command and ".cu" in command:
-        return "nvcc compile (.cu)"
-    if " -c " in command:
-        return "host compile (.cpp)"
-    return "link"
+def arch_flag(arch: str) -> str:
+    number = arch.replace(".", "")
+    return f"-gencode=arch=compute_{number},code=sm_{number}"
 
 
-def nvcc_phases(times_csv: Path) -> dict[str, float]:
-    """nvcc --time's rows summed by phase (milliseconds)."""
-    phases: dict[str, float] = defaultdict(float)
-    if not times_csv.exists():
-        return {}
-    with times_csv.open() as handle:
-        for raw in csv.DictReader(handle, skipinitialspace=True):
-            row = {(key or "").strip(): (value or "").strip() for key, value in raw.items()}
-            name = row.get("phase name") or row.get("phase") or "?"
-            try:
-                phases[name] += float(row.get("metric") or "0")
-            except ValueError:
-                continue
-    return dict(phases)
+def levers(steps: list[Step], folder: Path, env: dict[str, str], scratch: Path, arch: str,
+           other_cpp: tuple[str, dict[str, str]]) -> dict[str, Any]:
+    """Each lever's variant of the build, measured as the build itself was."""
+    flag = arch_flag(arch)
+    number = arch.replace(".", "")
+    found: dict[str, Any] = {}
+    if any(step.kind == "cuda" for step in steps):
+        with_ptx = f"{flag} -gencode=arch=compute_{number},code=compute_{number}"
+        found["cu: torch's default for a visible GPU (+PTX)"] = cuda_variant(steps, folder, env, scratch / "ptx.csv",
+                                                                              flag, with_ptx)
+        found["cu: a second arch (8.0)"] = cuda_variant(steps, folder, env, scratch / "two.csv", flag,
+                                                        f"-gencode=arch=compute_80,code=sm_80 {flag}")
+        found["cu: host -O0 (the answer's -O3 left out)"] = cuda_variant(
+            steps, folder, env, scratch / "o0.csv", " -c ", " -Xcompiler -O0 -c ")
+        cuda = next(step for step in steps if step.kind == "cuda")
+        preprocess = cuda.command.split(" -c ")[0] + " -E " + cuda.command.split(" -c ")[1].split(" -o ")[0]
+        found["cache key: nvcc -E (host and device)"] = cuda_build.run_step(preprocess + " -o /dev/null", folder, env)
+    cpp = next((step for step in steps if step.kind == "cpp"), None)
+    if cpp is not None:
+        found[f"cpp: {other_cpp[0]} the precompiled header"] = cuda_build.run_step(cpp.command, folder, other_cpp[1])
+    return found
 
 
-def measure_steps(folder: Path, scratch: Path) -> list[dict[str, Any]]:
-    subprocess.run(["ninja", "-C", str(folder), "-t", "clean"], capture_output=True, check=True)
-    steps = []
-    for number, command in enumerate(ninja_commands(folder)):
-        kind = step_kind(command)
-        times_csv = scratch / f"nvcc-time-{number}.csv"
-        run = command + (f" --time {times_csv}" if kind.startswith("nvcc") else "")
-        done = subprocess.run([sys.executable, "-c", _MEASURE, run], cwd=folder, capture_output=True, text=True)
-        figures = json.loads(done.stdout.strip().splitlines()[-1])
-        steps.append({"kind": kind, **figures, "nvcc_phases_ms": nvcc_phases(times_csv)})
-    return steps
-
-
-def report(name: str, total_s: float, steps: list[dict[str, Any]]) -> None:
-    print(f"\n{name}: torch's own build {total_s:.1f} s; its steps alone:")
+def report(name: str, steps: list[Step], variants: dict[str, Any]) -> None:
+    print(f"\n{name}: its steps alone (wall s, CPU s = user+sys of its processes, peak RSS):")
     for step in steps:
-        print(f"  {step['kind']:<20} {step['wall_s']:6.1f} s  peak RSS {step['peak_rss_mib']:7.0f} MiB"
-              + ("" if step["exit"] == 0 else f"  (exit {step['exit']})"))
-        for phase, ms in sorted(step["nvcc_phases_ms"].items(), key=lambda item: -item[1]):
+        print(f"  {step.kind:<5} {step.wall_s:7.1f} s wall {step.cpu_s:7.1f} CPU-s {step.peak_rss_mib:7.0f} MiB"
+              + ("" if step.exit_code == 0 else f"  (exit {step.exit_code}: {step.output[-300:]})"))
+        for phase, ms in sorted(step.nvcc_phases_ms.items(), key=lambda item: -item[1]):
             if ms >= 50:
-                print(f"      {phase:<28} {ms / 1000:6.2f} s")
-    print(f"  sum of steps {sum(s['wall_s'] for s in steps):.1f} s; largest process "
-          f"{max(s['peak_rss_mib'] for s in steps):.0f} MiB")
+                print(f"        {phase:<26} {ms / 1000:6.1f} s wall")
+    print(f"  build: {sum(s.cpu_s for s in steps):.1f} CPU-s; its .cu alone "
+          f"{sum(s.cpu_s for s in steps if s.kind == 'cuda'):.1f} CPU-s")
+    for lever, step in variants.items():
+        print(f"  lever {lever:<46} {step.wall_s:7.1f} s wall {step.cpu_s:7.1f} CPU-s"
+              + ("" if step.exit_code == 0 else f"  (exit {step.exit_code})"))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("answers", nargs="+", type=Path)
+    parser.add_argument("--arch", default="9.0", help="TORCH_CUDA_ARCH_LIST of the build (default 9.0: H100, H200)")
+    parser.add_argument("--levers", action="store_true", help="also measure each lever's variant")
+    parser.add_argument("--no-pch", action="store_true", help="build the .cpp without the precompiled header")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
+    home = cuda_build.nvcc_home()
+    if home is None:
+        sys.exit("build_costs.py: no nvcc (pip install nvidia-cuda-nvcc nvidia-cuda-runtime nvidia-cuda-cccl)")
     figures = {}
-    for path in args.answers:
-        with tempfile.TemporaryDirectory(prefix="evalkit-build-costs-") as scratch_name:
-            scratch = Path(scratch_name)
-            start = time.monotonic()
-            folder = build_folder(answer_code(path), scratch)
-            total_s = time.monotonic() - start
-            steps = measure_steps(folder, scratch)
-        report(str(path), total_s, steps)
-        figures[str(path)] = {"torch_build_s": total_s, "steps": steps}
+    with tempfile.TemporaryDirectory(prefix="evalkit-build-costs-") as shared_name:
+        env = cuda_build.stand_ins(Path(shared_name), home)
+        header = cuda_build.precompiled_header(Path(shared_name) / "builds", home, ROOT, args.arch)
+        with_pch = {**env, "CPATH": os.pathsep.join([header, env["CPATH"]])} if header else env
+        build_env, other_cpp = (env, ("with", with_pch)) if args.no_pch else (with_pch, ("without", env))
+        for path in args.answers:
+            with tempfile.TemporaryDirectory(prefix="evalkit-build-costs-") as scratch_name:
+                scratch = Path(scratch_name)
+                answer = answer_file(path, scratch)
+                if answer is None:
+                    print(f"\n{path}: no code evalkit would judge, nothing to build")
+                    continue
+                try:
+                    folder = cuda_build.write_build(answer, scratch, args.arch, home, reference_of(path))
+                except RuntimeError as err:
+                    print(f"\n{path}: {err}")
+                    continue
+                steps = cuda_build.build_steps(folder, build_env, scratch)
+                variants = levers(steps, folder, build_env, scratch, args.arch, other_cpp) if args.levers else {}
+            report(str(path), steps, variants)
+            figures[str(path)] = {"steps": [asdict(step) for step in steps],
+                                  "levers": {name: asdict(step) for name, step in variants.items()}}
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
 

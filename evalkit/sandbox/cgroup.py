@@ -290,6 +290,27 @@ def _write_if_there(path: Path, text: str) -> None:
         pass
 
 
+def host_oom_kills() -> int:
+    """How many processes the kernel's OOM killer has killed on this host since boot (``/proc/vmstat``); 0 unknown."""
+    try:
+        with open("/proc/vmstat", encoding="ascii") as vmstat:
+            for line in vmstat:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def sigkill_from_outside(oom_kills_before: int) -> str:
+    """Who sent a SIGKILL that no limit of evalkit's sent (those say why), given ``host_oom_kills()`` when the sandbox
+    started: the kernel's OOM killer if it ran on the host meanwhile, else someone outside evalkit."""
+    if host_oom_kills() > oom_kills_before:
+        return (": the kernel's OOM killer ran on the host meanwhile, and this sandbox was under its own memory "
+                "limit: the host ran out of memory")
+    return ": no limit of evalkit's was reached (those kill saying why): another process, or the host's OOM daemon"
+
+
 def remove_run_cgroups(group: str) -> None:
     """Remove what is left of the cgroups of the run ``group``'s sandboxes (each is removed with its sandbox;
     a judge killed mid-run leaves its own behind), and the run's v2 parent."""

@@ -15,7 +15,8 @@ How a sandbox is frozen, best first (``mechanism`` says which one a run used):
 
 - ``cgroup2`` / ``cgroup1``: one freezer cgroup of the run holds every build sandbox, frozen as a whole: each
   sandbox's own cgroup (v2), or its own freezer cgroup (v1 controllers; ``cgroup.SandboxCgroup``), is made beneath
-  it before the sandbox runs any code, else the sandbox is put in it. A process cannot leave its cgroup: that needs
+  it before the sandbox runs any code, else the sandbox is put in it (v2: in its ``LOOSE``
+  leaf, never in the run's cgroup itself). A process cannot leave its cgroup: that needs
   a write to ``/sys/fs/cgroup``, which its Landlock rules deny, and every child it forks is born inside.
 - ``signals`` (no writable cgroup): SIGSTOP to every process of the sandbox (its process group, its session,
   anything carrying its marker, and its cgroup's members where it has a cgroup without a freezer), looked for again
@@ -42,6 +43,11 @@ logger = logging.getLogger(__name__)
 STOP_SETTLE_S = 0.5  # how long a freeze by signals waits for its SIGSTOPs to land before the judge may time
 
 THAWED, PARTIAL, FROZEN = "thawed", "partial", "frozen"  # partial: partitioned, only sandboxes outside the cgroup stopped
+# v2: the leaf that holds the processes registered without a freezer of their own beneath this group (torch's header
+# compiles, a sandbox whose own cgroup could not be made or sits elsewhere). Never the run's cgroup itself: v2 lets a
+# cgroup hold processes or hand controllers to children, not both, so a process there made every later sandbox's
+# cgroup fail (EBUSY enabling memory and pids), and once a sandbox's cgroup enabled them, a process added there failed.
+LOOSE = "loose"
 
 
 class _Cgroup(CgroupFreezer):
@@ -52,6 +58,14 @@ class _Cgroup(CgroupFreezer):
     def create(cls, name: str, parent: Path | None = None) -> "_Cgroup | None":
         made = super().create(name, parent)
         return made if isinstance(made, _Cgroup) else None
+
+    def add(self, pid: int) -> None:
+        """Put ``pid`` under this cgroup (v2: in its ``LOOSE`` leaf), where a freeze of it reaches."""
+        target = self.path
+        if self.kind == "cgroup2":
+            target = self.path / LOOSE
+            target.mkdir(exist_ok=True)
+        (target / "cgroup.procs").write_text(f"{pid}\n")
 
     def set_frozen(self, frozen: bool) -> None:
         if not frozen:
@@ -71,6 +85,14 @@ class _Cgroup(CgroupFreezer):
             logger.debug("cgroup %s: cannot confine to cores %s: %s", self.path, cpus, err)
             return False
         return effective == set(cpus)
+
+    def remove(self) -> None:
+        if (self.path / LOOSE).is_dir():
+            try:
+                (self.path / LOOSE).rmdir()
+            except OSError:
+                pass  # still holds a process: the base removal says so
+        super().remove()
 
 
 def parse_cpu_list(text: str) -> set[int]:

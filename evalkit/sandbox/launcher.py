@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable
 
-from evalkit.sandbox.cgroup import FREEZE_WAIT_S, SandboxCgroup
+from evalkit.sandbox.cgroup import FREEZE_WAIT_S, SandboxCgroup, host_oom_kills, sigkill_from_outside
 from evalkit.sandbox.identity import hand_over, scrubbed_env
 from evalkit.sandbox.processes import (MARKER_VARIABLE, ProcessTable, compiling, continue_all, pin,
                                       resident_bytes, signal_group, stop_all, until_gone)
@@ -91,8 +91,7 @@ class UntrustedProcess:
         # The extension folder may also be chosen after the start (a worker started ahead: ``sandbox.spare``).
         self.extensions_dir: Path | None = \
             Path(env_extra["TORCH_EXTENSIONS_DIR"]) if env_extra.get("TORCH_EXTENSIONS_DIR") else None
-        # ``limits.run_as`` says a uid of the pool can run workers here; this sandbox gets one of its own.
-        self._uid = UidLease.take() if limits.run_as else None
+        self._uid = UidLease.take() if limits.run_as else None  # a uid of the pool, its own (``limits.run_as``: may)
         self.run_as = self._uid.identity if self._uid else None
         parent_sock, child_sock = socket.socketpair()
         self._conn = Connection(parent_sock.detach())
@@ -104,6 +103,7 @@ class UntrustedProcess:
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
         )
         os.close(child_fd)
+        self._host_oom_kills = host_oom_kills()  # to tell the kernel's OOM kills from other SIGKILLs (``_gone``)
         # Its cgroup before it runs anything untrusted: every process it starts is born inside (``sandbox.cgroup``).
         self.cgroup = SandboxCgroup.create(uuid.uuid4().hex[:12], limits.group, limits.memory_bytes,
                                            limits.max_processes, freezer.cgroup_parent() if freezer else None,
@@ -290,14 +290,14 @@ class UntrustedProcess:
             message += (f" (killed by the kernel: its memory, page cache and shared memory included, went over the "
                         f"limit of {self.limits.memory_bytes / 2**30:.1f} GiB)")
         elif code is not None and code < 0 and not self.killed_because:
-            message += f" (killed by signal {signal.Signals(-code).name})"
+            who = sigkill_from_outside(self._host_oom_kills) if code == -signal.SIGKILL else ""
+            message += f" (killed by signal {signal.Signals(-code).name}{who})"
         elif code is not None and not self.killed_because:
             message += f" (exit code {code})"
         return WorkerGone("timeout" if self.killed_because.startswith("timeout") else "crash", message)
 
     @property
-    def freezing(self) -> str:
-        """How the sandbox is frozen: ``cgroup2`` or ``cgroup1`` (its cgroup's freezer), else ``signals``."""
+    def freezing(self) -> str:  # how the sandbox is frozen: ``cgroup2`` or ``cgroup1`` (its cgroup's), else ``signals``
         return self.cgroup.freezer.kind if self.cgroup is not None and self.cgroup.freezer is not None else "signals"
 
     def freeze(self) -> None:

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.sandbox.freezer import BuildFreezer
-from evalkit.sandbox.launcher import MARKER_VARIABLE
+from evalkit.sandbox.cgroup import FREEZER_ROOTS, remove_run_cgroups
+from evalkit.sandbox.freezer import LOOSE, BuildFreezer
+from evalkit.sandbox.launcher import MARKER_VARIABLE, Limits, UntrustedProcess
 from process_helpers import children
 
 # Two spinning processes, the sandbox and a child, started once told to: like a build, which runs no code of
@@ -168,3 +169,72 @@ def test_a_build_and_a_child_that_left_its_session_and_marker_make_no_progress_w
     settled = _counts(cache)
     time.sleep(0.3)
     assert _counts(cache) == settled, "a process of the build outlived it"
+
+
+def _cgroup_lines(pid: int) -> list[str]:
+    """``/proc/<pid>/cgroup``: one ``id:controllers:path`` line per hierarchy the process is in."""
+    return Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+
+
+def _under(freezer: BuildFreezer, pid: int) -> bool:
+    """Whether ``pid`` sits in the freezer's cgroup or beneath it (where a freeze of that cgroup reaches)."""
+    folder = freezer._cgroup.path  # noqa: SLF001 - the cgroup the freeze writes to
+    v1 = freezer.mechanism == "cgroup1"
+    root = max((root for kind, root in FREEZER_ROOTS if kind == freezer.mechanism and folder.is_relative_to(root)),
+               key=lambda root: len(root.parts))  # /sys/fs/cgroup/unified, not /sys/fs/cgroup, on a hybrid host
+    wanted = "/" + str(folder.relative_to(root))
+    for line in _cgroup_lines(pid):
+        _, controllers, path = line.split(":", 2)
+        if ("freezer" in controllers.split(",") if v1 else controllers == "") and \
+                (path == wanted or path.startswith(wanted + "/")):
+            return True
+    return False
+
+
+def test_a_build_sandbox_is_frozen_with_the_run_whatever_hierarchy_its_own_cgroup_is_in(tmp_path):
+    # A host with v1 controllers and a v2 hierarchy beside them (this project's machines): the sandbox's own
+    # cgroup is v1 (memory, pids), the run's freezer v2. Registered as being in a cgroup of its own, it was left
+    # outside the freezer's, so no timing ever froze a build there.
+    freezer = BuildFreezer(f"test-{uuid.uuid4().hex[:8]}", host_wide=False)
+    if freezer.mechanism == "signals":
+        freezer.close()
+        pytest.skip("no writable freezer cgroup on this machine")
+    group = f"test-{uuid.uuid4().hex[:8]}"
+    try:
+        with freezer.launching():
+            worker = UntrustedProcess(tmp_path, Limits(group=group), {}, freezer=freezer)
+            freezer.register(worker.pid, worker.marker, worker.cgroup)
+        try:
+            assert _under(freezer, worker.pid), _cgroup_lines(worker.pid)
+        finally:
+            worker.close()
+    finally:
+        freezer.close()
+        remove_run_cgroups(group)
+
+
+def test_a_process_without_a_cgroup_of_its_own_never_sits_in_the_runs_v2_cgroup_itself():
+    # v2 lets a cgroup hold processes or give its children controllers, not both: torch's header compiles, put in
+    # the run's build cgroup itself, failed with EBUSY once a build's own cgroup had enabled memory and pids there
+    # (and, put there first, would have made every later build's cgroup fail).
+    freezer = BuildFreezer(f"test-{uuid.uuid4().hex[:8]}", host_wide=False)
+    if freezer.mechanism != "cgroup2":
+        freezer.close()
+        pytest.skip(f"the run's freezer here is {freezer.mechanism}, not a v2 cgroup")
+    marker = f"{MARKER_VARIABLE}=test.{uuid.uuid4().hex}"
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()"], stdin=subprocess.PIPE,
+                            start_new_session=True)
+    own = freezer._cgroup.path  # noqa: SLF001 - the run's build cgroup
+    try:
+        with freezer.launching():
+            freezer.register(proc.pid, marker)
+        assert (own / "cgroup.procs").read_text().split() == []
+        assert _under(freezer, proc.pid), _cgroup_lines(proc.pid)
+        with freezer.timing():
+            assert "frozen 1" in (own / LOOSE / "cgroup.events").read_text()
+    finally:
+        proc.kill()
+        proc.wait()
+        freezer.unregister(proc.pid)
+        freezer.close()
+    assert not own.exists(), "the run's cgroup (and its leaf) removed with the freezer"

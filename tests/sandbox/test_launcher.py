@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 import evalkit
 from evalkit.sandbox.identity import scrubbed_env
 
@@ -108,3 +110,33 @@ def test_one_judged_worker_at_a_time_holds_a_build_cache_entry(tmp_path):
     assert not second.is_alive()
     workers[1].close()
     assert not list(extensions.iterdir())  # nothing either worker left
+
+
+@pytest.mark.parametrize("host_oom", [False, True], ids=["someone-else", "host-oom-killer"])
+def test_a_sigkill_from_outside_evalkit_says_who_may_have_sent_it(tmp_path, monkeypatch, host_oom):
+    # Two torch.compile baselines of an H200 run read "killed by signal SIGKILL", which no limit of evalkit's sends
+    # (those say why): the row now says whether the kernel's OOM killer ran on the host meanwhile.
+    import signal
+    import uuid
+
+    from evalkit.sandbox import cgroup, launcher
+    from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
+
+    kills = [100]
+    monkeypatch.setattr(launcher, "host_oom_kills", lambda: kills[0])
+    monkeypatch.setattr(cgroup, "host_oom_kills", lambda: kills[0])
+    worker = UntrustedProcess(tmp_path, Limits(group=f"test-{uuid.uuid4().hex[:8]}"))
+    try:
+        if host_oom:
+            kills[0] += 1
+        os.kill(worker.pid, signal.SIGKILL)
+        with pytest.raises(WorkerGone) as gone:
+            worker.receive(60, "load")
+    finally:
+        worker.close()
+    message = str(gone.value)
+    assert "killed by signal SIGKILL" in message
+    if host_oom:
+        assert "OOM killer ran on the host" in message and "no limit of evalkit's" not in message
+    else:
+        assert "no limit of evalkit's was reached" in message and "OOM killer" not in message

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.sandbox import freezer as freezer_module
-from evalkit.sandbox.freezer import BuildFreezer, _Cgroup, parse_cpu_list
+from evalkit.sandbox.freezer import LOOSE, BuildFreezer, _Cgroup, parse_cpu_list
 from evalkit.sandbox.processes import MARKER_VARIABLE, process_state
 from evalkit.sandbox.untrusted import confine
 from evalkit.schedule import engine
@@ -61,8 +61,7 @@ def test_no_partition_where_the_kernel_grants_other_cores_than_asked(tmp_path, m
 
 def test_a_build_left_outside_the_partition_is_still_stopped_while_a_judge_times(tmp_path, monkeypatch):
     group = _fake_cgroup(tmp_path / "builds", "2-3\n")
-    (group.path / "cgroup.procs").unlink()
-    (group.path / "cgroup.procs").mkdir()  # writing the pid fails: the build falls back to signals
+    (group.path / LOOSE / "cgroup.procs").mkdir(parents=True)  # writing the pid fails: the build falls back to signals
     freezer = _freezer_on(monkeypatch, group)
     assert freezer.partition((2, 3))
     marker = f"{MARKER_VARIABLE}=test.{uuid.uuid4().hex}"
