@@ -1,6 +1,6 @@
-"""Trusted side: where the engine's builds and judges run: the ``Backend`` protocol, and ``LocalBackend``, this
-machine (a Ray cluster is ``ray_backend.RayBackend``). A pool of build threads, each build in a sandbox; one judge in
-the scheduler's own process, or one judge process per slot.
+"""Trusted side: where the engine's builds and judges run: ``Machines`` (a run's device, judges and backend), the
+``Backend`` protocol, and ``LocalBackend``, this machine (a Ray cluster is ``ray_backend.RayBackend``). A pool of build
+threads, each build in a sandbox; one judge in the scheduler's own process, or one judge process per slot.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import logging
 import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -23,7 +23,7 @@ from evalkit.sandbox.processes import ProcessTable
 from evalkit.schedule.judge_client import DirectStation
 from evalkit.schedule.judge_messages import StationSpec
 from evalkit.schedule.judge_process import ProcessStation
-from evalkit.schedule.placement import JudgeSlot, host_device
+from evalkit.schedule.placement import JudgeSlot, Placement, host_device
 
 logger = logging.getLogger(__name__)
 
@@ -106,3 +106,14 @@ class LocalBackend:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+
+
+@dataclass
+class Machines:
+    """A run's device, judges and backend; ``environment``: the judging machine's facts when they are not this
+    machine's (a Ray cluster's GPU node), else None."""
+
+    device: str
+    placement: Placement
+    backend: Backend | None = None  # None: this machine (``LocalBackend``)
+    environment: dict[str, Any] | None = None

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future, wait
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable, Iterable, Iterator
 
 from evalkit.intake.static_scan import builds_nothing
@@ -25,11 +25,10 @@ from evalkit.intake.triage import Triage, triage
 from evalkit.judge import torch_headers, verdicts
 from evalkit.judge.builder import BuildOutcome, builds_root, nothing_to_build
 from evalkit.records import EvalkitError, ResultRow, Submission
-from evalkit.sandbox.freezer import BuildFreezer
+from evalkit.sandbox.freezer import BuildFreezer, partition_builds
 from evalkit.sandbox.launcher import Limits
 from evalkit.sandbox.processes import MARKER_VARIABLE
 from evalkit.sandbox.remains import kill_group
-from evalkit.sandbox.untrusted.landlock import LANDLOCK_ABI_FOR_DEVICES, abi_version
 from evalkit.schedule.backend import Backend, LocalBackend, Station
 from evalkit.schedule.dispatch import Batch, Item, Preparation, ReadyQueue
 from evalkit.schedule.judge_messages import StationSpec
@@ -307,23 +306,3 @@ class Engine:
             station.prepare(problem_id, kinds)
             if kinds is None:
                 self.prepared.add(problem_id)
-
-
-def partition_builds(freezer: BuildFreezer, device: str, build_cpus: tuple[int, ...]) -> None:
-    """Let builds run on while a GPU judge times, where the kernel keeps them off its cores (a cpuset) and off its
-    GPU (Landlock ABI 5+ denies them the device files and their ioctls). A CPU judge's timed work shares the
-    memory system with the builds, so there they are always frozen (``evalkit.sandbox.freezer``)."""
-    if device == "cuda" and build_cpus and abi_version() >= LANDLOCK_ABI_FOR_DEVICES:
-        freezer.partition(build_cpus)
-    logger.info("builds are kept off timings by %s", freezer.isolation)
-
-
-@dataclass
-class Machines:
-    """A run's device, judges and backend; ``environment``: the judging machine's facts when they are not this
-    machine's (a Ray cluster's GPU node), else None."""
-
-    device: str
-    placement: Placement
-    backend: Backend | None = None  # None: this machine (``LocalBackend``)
-    environment: dict[str, Any] | None = None

@@ -32,7 +32,8 @@ from evalkit.judge.feedback import feedback_for
 from evalkit.records import EvalkitError, ResultRow, Submission, sha256_text
 from evalkit.sandbox.launcher import Limits
 from evalkit.schedule.dispatch import Batch
-from evalkit.schedule.engine import ROW_POLL_S, Machines, check_deadline
+from evalkit.schedule.backend import Machines
+from evalkit.schedule.engine import ROW_POLL_S, check_deadline
 from evalkit.schedule.options import JudgeOptions, judge_options
 from evalkit.schedule.station import BaselineFiles
 from evalkit.schedule.verdict_cache import VerdictCache
