@@ -88,6 +88,14 @@ def test_imports_never_flow_from_a_later_stage(path):
     assert not wrong, f"{module} imports {sorted(wrong)} across the layering"
 
 
+@pytest.mark.parametrize("path", [p for p in MODULES if not _name(p).startswith("evalkit.sandbox")], ids=lambda p: _name(p))
+def test_only_the_sandbox_imports_its_untrusted_side(path):
+    """The untrusted side is the sandbox's to start and speak to; the judge, the scheduler and everything above
+    them reach it only through the sandbox's trusted modules."""
+    wrong = sorted(i for i in _evalkit_imports(path) if i.startswith("evalkit.sandbox.untrusted"))
+    assert not wrong, f"{_name(path)} imports {wrong}: go through the sandbox's trusted side (evalkit.sandbox.*)"
+
+
 def test_the_report_and_its_command_import_no_torch():
     code = ("import sys; sys.modules['torch'] = None\n"
             "import pkgutil, importlib, evalkit.report, evalkit.cli.report\n"
