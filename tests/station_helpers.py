@@ -16,7 +16,7 @@ def cpu_station_spec(cache: Path, timing_trials: int = 5) -> Any:
     """A ``StationSpec`` of the fixture problems, judged on CPU with eager baselines only, no baseline files."""
     from evalkit.schedule.judge_process import StationSpec
     from evalkit.schedule.options import JudgeOptions, default_limits
-    from evalkit.schedule.station import BaselineFiles
+    from evalkit.schedule.device_judge import BaselineFiles
     from evalkit.sources.problems import discover_problems
 
     options = JudgeOptions(device="cpu", baselines=("eager",), timing_trials=timing_trials, warmup_trials=1,

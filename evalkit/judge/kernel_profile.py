@@ -9,7 +9,7 @@ started the profiler while it waited (``protocol.PRELOAD_PROFILER_VARIABLE``), c
 
 What that worker claims can only add flags (``plausibility.kernel_flags``): the verdict and the times come
 from the answer's own worker. One that fails, hangs or breaks the protocol fails the answer, as the same
-failure in the timed worker would (``Judge.judge``): an answer cannot escape its flags by failing when
+failure in the timed worker would (``Judge.examine``): an answer cannot escape its flags by failing when
 profiled. On a CPU, where no profiler names kernels, the answer's own worker, once timed, is profiled instead,
 for the native code the answer built and called (``observe_native_calls``).
 """

@@ -145,7 +145,7 @@ class Judge:
         """A session with ``worker``, sharing the judge's idle probe."""
         return Session(worker, self.ref, limits, batch or self.batch, idle=self.idle)
 
-    def judge(self, worker: WorkerChannel, code_path: Path, compiles_on_first_call: bool = True,
+    def examine(self, worker: WorkerChannel, code_path: Path, compiles_on_first_call: bool = True,
               profiler: ProfilingWorker | None = None, partner: Partner | None = None) -> Judgement:
         """Judge the code at ``code_path`` in ``worker``, a fresh sandboxed one (the first call's limit is the longer
         one unless the caller knows the answer has nothing to compile then: ``time_limits.compiles_on_first_call``),

@@ -32,11 +32,15 @@ BUILD_STOP_S = 5.0  # how long an interrupted run keeps killing sandboxes while 
 
 
 class Station(Protocol):
+    """The scheduler's handle on one judge (a ``device_judge.DeviceJudge``), wherever that judge runs: in this
+    process (``judge_client.DirectStation``), in a judge process (``judge_process.ProcessStation``) or in a Ray actor
+    (``ray_backend.RayStation``); each speaks the judge protocol (``judge_messages``) to it."""
+
     current_problem: str | None
 
     def start(self) -> None: ...  # start the judge now (its process, its spare workers), ahead of its first request
     def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]: ...
-    def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow: ...
+    def judge_answer(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow: ...
     def cancel(self, key: str) -> None: ...  # that answer's caller left: end it now if it is in hand
     def abandon(self) -> None: ...  # the run is stopping: end the answer in hand now, start nothing new
     def close(self) -> None: ...

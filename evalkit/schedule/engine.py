@@ -34,7 +34,7 @@ from evalkit.schedule.dispatch import Batch, Item, Preparation, ReadyQueue
 from evalkit.schedule.judge_messages import StationSpec
 from evalkit.schedule.options import JudgeOptions
 from evalkit.schedule.placement import JudgeSlot, Placement
-from evalkit.schedule.station import BaselineFiles
+from evalkit.schedule.device_judge import BaselineFiles
 from evalkit.sources.problems import Problem
 
 logger = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ class Engine:
         self.prepared: set[str] = set()  # problems whose every baseline some station has timed (or found)
         self._ahead: set[str] = set()  # problems whose baselines were queued to be timed ahead
 
-    def judge(self, submissions: Iterable[tuple[Submission, list[str]]],
+    def rows(self, submissions: Iterable[tuple[Submission, list[str]]],
               deadline: float | None = None) -> Iterator[ResultRow]:
         """Rows of ``submissions`` (each with its file's warnings) in the order they are decided. Any number of
         calls may be in flight at once, from any threads; one left unfinished cancels what it had not received,
@@ -271,7 +271,7 @@ class Engine:
                 self._prepare(station, submission.problem, kinds=())  # a build that failed needs no problem loaded
             if item.batch.cancelled:  # while its problem loaded: judge nothing (the row is dropped)
                 return verdicts.judge_failed_row(submission, early, self.device, RuntimeError("cancelled"))
-            return station.judge(submission, early, outcome)
+            return station.judge_answer(submission, early, outcome)
         except Exception as err:  # noqa: BLE001 - a judge process that died, a build that raised: this row only
             if self._stopping:  # its station was abandoned: the row is never recorded, and --resume judges it
                 logger.debug("%s/%s: abandoned as the run stops (%s)", submission.problem, submission.sample, err)

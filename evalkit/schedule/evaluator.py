@@ -35,7 +35,7 @@ from evalkit.schedule.dispatch import Batch
 from evalkit.schedule.backend import Machines
 from evalkit.schedule.engine import ROW_POLL_S, check_deadline
 from evalkit.schedule.options import JudgeOptions, judge_options
-from evalkit.schedule.station import BaselineFiles
+from evalkit.schedule.device_judge import BaselineFiles
 from evalkit.schedule.verdict_cache import VerdictCache
 from evalkit.sources.problems import Problem
 
@@ -55,7 +55,7 @@ class Evaluator:
 
     def __init__(self, problems: str | Path | None = None, device: str = "auto", **settings: Any) -> None:
         from evalkit.schedule.machines import machines_and_limits
-        from evalkit.schedule.station import BaselineFiles
+        from evalkit.schedule.device_judge import BaselineFiles
         from evalkit.sources.problems import discover_problems
 
         from evalkit.schedule.preflight import check_torch_include
@@ -167,7 +167,7 @@ class Evaluator:
 
     def judge_submissions(self, submissions: Iterable[tuple[Submission, list[str]]]) -> Iterator[ResultRow]:
         """Rows (``ResultRow``) of already named submissions, each with its file's warnings, as they are decided."""
-        for row in self._engine.judge(submissions):
+        for row in self._engine.rows(submissions):
             yield self._finished(row)
 
     def _finished(self, row: ResultRow, text: str | None = None) -> ResultRow:
@@ -200,7 +200,7 @@ class Evaluator:
         for row in known:
             yield row.to_dict()
         texts = _texts_by_sample(submissions)
-        for row in self._engine.judge(((s, []) for s in submissions), deadline):
+        for row in self._engine.rows(((s, []) for s in submissions), deadline):
             yield self._finished(row, texts.get(row.sample)).to_dict()
 
     def _submissions(self, pairs: Iterable[Pair], on_error: str) -> tuple[list[Submission], list[ResultRow]]:

@@ -42,7 +42,7 @@ from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.launcher import Limits
 from evalkit.sandbox.typed_fields import wrong_field
 from evalkit.schedule.options import JudgeOptions
-from evalkit.schedule.station import BaselineFiles
+from evalkit.schedule.device_judge import BaselineFiles
 from evalkit.sources.problems import Problem
 
 PROTOCOL_VERSION = 8  # bump when a message changes; a judge refuses a Start (a Ray task its request) of another version
@@ -55,7 +55,7 @@ PROTOCOL_VERSION = 8  # bump when a message changes; a judge refuses a Start (a 
 
 @dataclass(frozen=True)
 class StationSpec:
-    """Everything a judge needs to build its ``JudgeStation``."""
+    """Everything a judge needs to build its ``DeviceJudge``."""
 
     problems: dict[str, Problem]
     options: JudgeOptions

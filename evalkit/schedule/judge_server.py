@@ -3,8 +3,8 @@ scheduler's own process (``judge_client.DirectStation``), a judge process (``jud
 (``ray_judge.JudgeActor``). Each message in, its reply out.
 
 The first message must be a Start of this protocol version (another version is answered ``Refused``); it builds
-the ``JudgeStation``. Every message after it is checked with ``expect``: one the judge does not take there, a
-failure of the station, are answered ``Failed`` (the scheduler raises it; an answer's ``judge_failed`` row),
+the ``DeviceJudge``. Every message after it is checked with ``expect``: one the judge does not take there, a
+failure of the device judge, are answered ``Failed`` (the scheduler raises it; an answer's ``judge_failed`` row),
 so the judge goes on serving.
 """
 
@@ -15,31 +15,31 @@ from typing import Any, Callable
 
 from evalkit.schedule import judge_messages as m
 from evalkit.schedule.judge_messages import StationSpec
-from evalkit.schedule.station import JudgeStation, Quiet
+from evalkit.schedule.device_judge import DeviceJudge, Quiet
 
 logger = logging.getLogger(__name__)
 
 Reply = m.Started | m.Refused | m.Done | m.Judged | m.Failed
 
 
-def open_station(spec: StationSpec, quiet: Quiet | None = None,
-                 progress: Callable[[str], None] | None = None) -> JudgeStation:
-    """The station ``spec`` describes."""
-    return JudgeStation(spec.problems, spec.options, spec.device, spec.seed, spec.limits, spec.baselines,
+def open_device_judge(spec: StationSpec, quiet: Quiet | None = None,
+                 progress: Callable[[str], None] | None = None) -> DeviceJudge:
+    """The device judge ``spec`` describes."""
+    return DeviceJudge(spec.problems, spec.options, spec.device, spec.seed, spec.limits, spec.baselines,
                         spec.driver, quiet=quiet, progress=progress)
 
 
 class JudgeServer:
-    """Serves one judge's messages; ``open`` builds its station from the Start's spec."""
+    """Serves one judge's messages; ``open`` builds its device judge from the Start's spec."""
 
-    def __init__(self, open: Callable[[StationSpec], JudgeStation] = open_station) -> None:  # noqa: A002
+    def __init__(self, open: Callable[[StationSpec], DeviceJudge] = open_device_judge) -> None:  # noqa: A002
         self._open = open
-        self.station: JudgeStation | None = None
+        self.device_judge: DeviceJudge | None = None
 
     def handle(self, message: Any) -> Reply:
         """The reply to ``message``; never raises for what the scheduler sends."""
         try:
-            if self.station is None and not isinstance(message, m.Exit):
+            if self.device_judge is None and not isinstance(message, m.Exit):
                 return self._start(m.expect(message, m.Start))
             return self._serve(m.expect(message, m.AddProblem, m.Prepare, m.JudgeAnswer, m.Exit))
         except Exception as err:  # noqa: BLE001 - reported to the scheduler, which records the answer's row
@@ -47,27 +47,27 @@ class JudgeServer:
             return m.Failed(f"{type(err).__name__}: {err}")
 
     def close(self) -> None:
-        station, self.station = self.station, None
-        if station is not None:
-            station.close()
+        judge, self.device_judge = self.device_judge, None
+        if judge is not None:
+            judge.close()
 
     def _start(self, start: m.Start) -> m.Started | m.Refused:
         if start.version != m.PROTOCOL_VERSION:
             logger.error("judge: refused a Start of judge protocol %s (this judge speaks %s)", start.version,
                          m.PROTOCOL_VERSION)
             return m.Refused(m.PROTOCOL_VERSION, start.version)
-        self.station = self._open(start.spec)
+        self.device_judge = self._open(start.spec)
         return m.Started()
 
     def _serve(self, message: m.AddProblem | m.Prepare | m.JudgeAnswer | m.Exit) -> m.Done | m.Judged:
-        station = self.station
+        judge = self.device_judge
         if isinstance(message, m.Exit):
             self.close()
             return m.Done(None)
         if isinstance(message, m.AddProblem):
-            station.problems.setdefault(message.problem.id, message.problem)
+            judge.problems.setdefault(message.problem.id, message.problem)
             return m.Done(None)
         if isinstance(message, m.Prepare):
-            return m.Done(station.prepare(message.problem_id, message.kinds))
-        row = station.judge(message.submission, message.triage, message.outcome)
-        return m.Judged(row, station.current_problem, station.current_baselines)
+            return m.Done(judge.prepare(message.problem_id, message.kinds))
+        row = judge.judge_answer(message.submission, message.triage, message.outcome)
+        return m.Judged(row, judge.current_problem, judge.current_baselines)

@@ -39,7 +39,7 @@ from evalkit.schedule.backend import Machines
 from evalkit.schedule.machines import machines_and_limits, resolve_device
 from evalkit.schedule.options import (ResultsExist, ScoreOptions, ScoreOutcome, default_cache_dir,
                                       default_limits)
-from evalkit.schedule.station import BaselineFiles
+from evalkit.schedule.device_judge import BaselineFiles
 from evalkit.sources.problems import Problem, discover_problems
 from evalkit.sources.submissions import Discovered, discover
 

@@ -13,7 +13,7 @@ from evalkit.schedule import engine as engine_module
 from evalkit.schedule.engine import Engine
 from evalkit.schedule.options import JudgeOptions, default_limits
 from evalkit.schedule.placement import plan
-from evalkit.schedule.station import BaselineFiles
+from evalkit.schedule.device_judge import BaselineFiles
 from process_helpers import wait_for
 
 

@@ -18,7 +18,7 @@ from evalkit.cli.main import main
 from evalkit.schedule.judge_process import JudgeProcessDied, ProcessStation, StationSpec
 from evalkit.schedule.options import JudgeOptions, default_limits
 from evalkit.schedule.placement import JudgeSlot
-from evalkit.schedule.station import BaselineFiles
+from evalkit.schedule.device_judge import BaselineFiles
 from evalkit.sources.problems import discover_problems
 from process_helpers import wait_for
 from station_helpers import cpu_station_spec, prepare_in_background
@@ -82,14 +82,14 @@ def test_a_judge_process_on_the_gpu_times_what_the_schedulers_own_judge_times(tm
     another's in every GPU record since issue 11 (docs/gpu-runs/2026-11-27-trusted-residual-h200/), whichever
     judge held it; the worker's own events move with it, so the first bound is what tells a path's clock."""
     from evalkit.sandbox.freezer import BuildFreezer
-    from evalkit.schedule.station import JudgeStation
+    from evalkit.schedule.device_judge import DeviceJudge
 
     problems = discover_problems(FIXTURES / "timing_problems")
     options = JudgeOptions(device="cuda", baselines=("eager",), timing_trials=30, cache_dir=tmp_path)
     limits = default_limits("cuda", None)
     spec = StationSpec(problems, options, "cuda", 1, limits, BaselineFiles(None, None), None)
     freezer = BuildFreezer(limits.group)
-    in_process = JudgeStation(problems, options, "cuda", 1, limits, BaselineFiles(None, None), None,
+    in_process = DeviceJudge(problems, options, "cuda", 1, limits, BaselineFiles(None, None), None,
                               quiet=freezer.timing)
     station = ProcessStation(JudgeSlot("cuda:0", "cuda", 0, ()), spec, freezer)
     try:
