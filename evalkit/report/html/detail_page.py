@@ -10,7 +10,7 @@ out and named in one "not reached" line. Every value from the row is escaped.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from evalkit.report import scoring
 from evalkit.report.answer_text import Answer
@@ -57,12 +57,12 @@ def highlighted_lines(row: Row) -> dict[int, str]:
     error, build = part(row, "error"), part(row, "build")
     if _int(error.get("source_line")):
         marks[error["source_line"]] = f"{error.get('type') or 'error'}: {error.get('message', '')}"
-    for frame in error.get("traceback") or []:
-        frame = _dict(frame)
+    for claimed in error.get("traceback") or []:
+        frame = _dict(claimed)
         if frame.get("in_submission") and _int(frame.get("source_line")):
             marks.setdefault(frame["source_line"], f"traceback: {frame.get('function', '')}")
-    for entry in [*(build.get("errors") or []), *(error.get("compiler_errors") or [])]:
-        entry = _dict(entry)
+    for compiler_error in [*(build.get("errors") or []), *(error.get("compiler_errors") or [])]:
+        entry = _dict(compiler_error)
         if _int(entry.get("submission_line")):
             marks.setdefault(entry["submission_line"], f"compiler: {entry.get('message', '')}")
     return marks
@@ -109,7 +109,7 @@ def extraction_section(row: Row) -> str:
     return summary + table
 
 
-def _truncated(ext: dict[str, Any]) -> bool:
+def _truncated(ext: Mapping[str, Any]) -> bool:
     """Whether the answer was cut off: rows judged before ``extract`` set ``truncated`` for an answer cut off
     without a code block hold False beside a reason saying "cut off"."""
     return ext.get("truncated") is True or "cut off" in str(ext.get("reason") or "")
