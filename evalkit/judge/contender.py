@@ -14,7 +14,7 @@ import random
 import secrets
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -28,11 +28,14 @@ from evalkit.records import Flag
 from evalkit.row_parts import CorrectnessRecord
 from evalkit.sandbox import protocol
 
+if TYPE_CHECKING:  # the judge holds its contenders: its module imports this one
+    from evalkit.judge.submission_judge import Judge, JudgeSettings
+
 
 class Contender:
     """One worker's session with the judge's state (``judge``: a ``submission_judge.Judge``) and settings."""
 
-    def __init__(self, judge: Any, settings: Any, session: Session, verify: bool = True) -> None:
+    def __init__(self, judge: Judge, settings: JudgeSettings, session: Session, verify: bool = True) -> None:
         self.judge, self.settings, self.session, self.ref = judge, settings, session, judge.ref
         self.verify = verify  # check timed outputs against the reference (a baseline's are the reference's own)
         self.timing_secret = secrets.randbits(62)  # the key of every timed call's input seed: never sent

@@ -141,7 +141,7 @@ def _incorrect(row: ResultRow) -> str:
     return text
 
 
-def _value(value: Any) -> str:
+def _value(value: object) -> str:
     return f"{value:.6g}" if isinstance(value, (int, float)) else str(value)
 
 

@@ -50,7 +50,7 @@ class ExportError(EvalkitError, ValueError):
     """The rows cannot be written as one ``eval_results.json``; the message says why and what to do."""
 
 
-def _int(value: Any) -> int | None:
+def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -108,7 +108,7 @@ def _sample_ids(entries: list[tuple[Row, Place]]) -> list[tuple[Row, int]]:
     return sorted(numbered, key=lambda pair: pair[1])
 
 
-def _digits(value: Any) -> int | None:
+def _digits(value: object) -> int | None:
     text = str(value)
     return int(text) if _is_number(text) else None
 
@@ -164,7 +164,7 @@ def _error_metadata(row: Row) -> dict[str, Any]:
     return {"skipped": reason} if stage == "skipped" else {}
 
 
-def _stage(verdict: Any) -> str:
+def _stage(verdict: object) -> str:
     """The key of KernelBench's metadata the verdict's reason goes under (``VerdictInfo.kernelbench``), or ""."""
     try:
         return VERDICT_INFO[Verdict(verdict)].kernelbench

@@ -229,7 +229,7 @@ def not_measured(rows: list[Row], asked: tuple[str, ...] | None) -> list[str]:
     return [b for b in BASELINES if b in missing or (asked is not None and b not in asked)]
 
 
-def _unmeasured(value: Any) -> Any:
+def _unmeasured(value: object) -> Any:
     """``value`` with every number replaced by None (the scores of a baseline that was not measured)."""
     return {k: _unmeasured(v) for k, v in value.items()} if isinstance(value, dict) else None
 
@@ -361,7 +361,7 @@ def _fullest_baselines(rows: list[Row]) -> BaselinesRecord:
     return max(records, key=lambda record: sum(kind in record for kind in BASELINES), default=BaselinesRecord())
 
 
-def _median(entry: Any) -> float | None:
+def _median(entry: object) -> float | None:
     value = entry.get("median_ms") if isinstance(entry, dict) else None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 

@@ -95,5 +95,5 @@ def _move(d: dict[str, Any]) -> str:
             f"{_x(d['after'])}{_ci(d.get('after_ci'))}{change}{why}")
 
 
-def _ci(interval: Any) -> str:
+def _ci(interval: Sequence[float] | None) -> str:
     return f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else ""

@@ -47,7 +47,7 @@ CHANGE_LABELS = {"verdict": "verdict flipped",
 NOT_WARNED = ("seed",)
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     if value is None:
         return "unset"
     return (", ".join(map(str, value)) or "none") if isinstance(value, list) else str(value)

@@ -23,11 +23,11 @@ Row = dict[str, Any]
 OPTIONAL_CANDIDATE_FIELDS = ("closed", "in_final_answer", "defines_model_new")
 
 
-def _dict(value: Any) -> dict[str, Any]:
+def _dict(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _int(value: Any) -> int | None:
+def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -37,7 +37,7 @@ def kv_table(pairs: list[tuple[str, Any]], css_id: str = "") -> str:
     return f'<table class="kv"{ident}>{rows}</table>' if rows else '<p class="muted">none recorded</p>'
 
 
-def _value(value: Any) -> str:
+def _value(value: object) -> str:
     if isinstance(value, float):
         return esc(f"{value:.6g}")
     if isinstance(value, dict):
@@ -47,7 +47,7 @@ def _value(value: Any) -> str:
     return esc(value)
 
 
-def _plain(value: Any) -> str:
+def _plain(value: object) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
@@ -133,7 +133,7 @@ def build_section(row: Row) -> str:
     return info + table + shown + log
 
 
-def _line_link(line: Any) -> str:
+def _line_link(line: object) -> str:
     return f'<a href="#L{line}">{line}</a>' if _int(line) else esc(line)
 
 
