@@ -26,7 +26,7 @@ def open_station(spec: StationSpec, quiet: Quiet | None = None,
                  progress: Callable[[str], None] | None = None) -> JudgeStation:
     """The station ``spec`` describes."""
     return JudgeStation(spec.problems, spec.options, spec.device, spec.seed, spec.limits, spec.baselines,
-                        spec.driver, quiet=quiet, progress=progress)
+                        spec.driver, quiet=quiet, progress=progress, gpu=spec.gpu, gpu_judges=spec.gpu_judges)
 
 
 class JudgeServer:
