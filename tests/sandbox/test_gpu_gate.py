@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -25,6 +24,7 @@ from evalkit.sandbox import gpu_gate
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.gpu_gate import GpuGate
 from evalkit.sandbox.host_timing import FOLDER_ENV, HostTiming
+from process_helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 BOUND_S = 60.0  # how long a state that must come may take (on a loaded machine); reached only when broken
@@ -66,15 +66,6 @@ def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "registry"
     monkeypatch.setenv(FOLDER_ENV, str(folder))
     return folder
-
-
-def _until(condition, within_s: float = BOUND_S) -> bool:
-    deadline = time.monotonic() + within_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def _tokens(registry: Path, kind: str) -> list[str]:
@@ -149,7 +140,7 @@ def test_once_a_timing_wants_the_gpu_no_new_use_starts_and_it_waits_for_those_in
             with newcomer.use():
                 order.append("new use")
         timing, timed = _in_thread(time_it)
-        assert _until(lambda: _tokens(registry, "want")), "the timing never said it wants the GPU"
+        wait_for(lambda: _tokens(registry, "want"), BOUND_S, "the timing to say it wants the GPU")
         newcomer_thread, used = _in_thread(use_it)
         assert not timed.wait(QUIET_S), "the timing did not wait for the use in progress"
         assert not used.is_set(), "a new use started while a timing wanted the GPU"
@@ -226,7 +217,7 @@ def test_one_runs_judges_of_one_gpu_time_one_at_a_time_and_of_two_gpus_at_once(r
                 with freezer.timing(device="0"):
                     order.append("second enters")
             _, first_in = _in_thread(first)
-            assert _until(lambda: order == ["first enters"])
+            wait_for(lambda: order == ["first enters"], BOUND_S, "the first timing")
             def on_another_gpu() -> None:
                 with freezer.timing(device="1"):
                     other_gpu.set()
