@@ -102,7 +102,7 @@ class JudgeStation:
         self.problems, self.options, self.device, self.seed, self.limits = problems, options, device, seed, limits
         self.driver = driver
         self._gate = GpuGate.open(gpu) if device == "cuda" else None  # its GPU's, host-wide (``gpu_gate``)
-        self._memory_bound = KEPT_PROBLEMS_MEMORY_SHARE / max(1, gpu_judges)
+        self._memory_bound = kept_memory_share(gpu_judges)
         self._cache = baselines.open()
         self._builds_frozen = quiet or nullcontext
         env = {**extension_env(device), **header_env(builds_root(options.cache_dir), device), **_pinned(limits),
@@ -249,8 +249,7 @@ class JudgeStation:
 
     @contextmanager
     def _quiet(self) -> Iterator[list[str]]:
-        """Around every measurement: the GPU this judge's alone (other judges' uses waited for; those it could not
-        wait out are yielded), the builds frozen, and this judge's own spare workers stopped too."""
+        """Around every measurement: the GPU its alone (yields the uses not waited out), builds and spares frozen."""
         turn = partial(self._gate.exclusive, self._builds_frozen) if self._gate is not None else self._builds_frozen
         with turn() as contended, self._spare.parked(), self._references.parked(), \
                 (self._profilers.parked() if self._profilers is not None else nullcontext()):
@@ -348,6 +347,10 @@ class JudgeStation:
         row = verdicts.built_row(submission, early, outcome, self.device)
         return verdicts.judged_row(row, judgement, early, baselines, (settings.flops, settings.min_bytes), extensions,
                                    self.options.baselines)
+
+
+def kept_memory_share(gpu_judges: int) -> float:  # a judge's kept problems', with ``gpu_judges`` on its GPU
+    return KEPT_PROBLEMS_MEMORY_SHARE / max(1, gpu_judges)
 
 
 def _cancel_workers(workers: list[UntrustedProcess]) -> None:

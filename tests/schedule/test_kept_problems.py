@@ -51,8 +51,14 @@ def test_the_least_recently_used_problem_goes_once_the_judge_keeps_its_most(monk
 def test_a_judge_over_its_share_of_the_gpus_memory_unloads_the_least_recently_used_until_under_it(monkeypatch):
     judge = station.JudgeStation.__new__(station.JudgeStation)  # no worker, no problem: only its bounds
     judge.device, judge._kept = "cuda", station.OrderedDict(old=None, recent=None, current=None)
+    judge._memory_bound = station.kept_memory_share(1)
     shares = iter([0.4, 0.2])  # measured before each drop
     monkeypatch.setattr(judge, "_memory_share", lambda: next(shares))
     monkeypatch.setattr(station, "_free_garbage", lambda device: None)
     judge._make_room()
     assert judge.kept_problems == ["recent", "current"]
+
+
+def test_the_judges_of_one_gpu_split_its_memory_share_for_kept_problems():
+    assert station.kept_memory_share(1) == station.KEPT_PROBLEMS_MEMORY_SHARE
+    assert station.kept_memory_share(2) == station.KEPT_PROBLEMS_MEMORY_SHARE / 2
