@@ -9,6 +9,9 @@
 # variance (benchmarks/worker_variance.py: what moves a fresh worker's kernel times).
 # fidelity (benchmarks/fidelity.py: evalkit's speedups beside the in-process method's, FIDELITY_RUNS runs, default 3,
 # FIDELITY_EXTRA more options, e.g. "--baselines eager,compile --compile").
+# judges (issue 43: two judges per GPU): the fidelity benchmark with one judge and with --judges 2 (does the overlap
+# move a speedup?), then benchmarks/rl_step.py (the curated solutions and seeds as answers) with one judge and with
+# --judges 2 (rewards a minute), on the first GPU.
 # Everything worth keeping is written under $OUT (default /tmp/out).
 set -uo pipefail
 # .whl/ is optional (ignored by git): a GPU machine with no package registry may carry the wheels it lacks
@@ -116,4 +119,21 @@ fi
 if [ "$stage" = fidelity ]; then
   python3 benchmarks/fidelity.py --runs "${FIDELITY_RUNS:-3}" --keep "$run_dir/fidelity" --json "$OUT/fidelity.json" \
     ${FIDELITY_EXTRA:-} 2>&1 | tee "$OUT/fidelity.log"
+fi
+if [ "$stage" = judges ]; then
+  export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
+  for judges in 1 2; do
+    python3 benchmarks/fidelity.py --runs "${FIDELITY_RUNS:-3}" --keep "$run_dir/fidelity-judges$judges" \
+      --json "$OUT/fidelity_judges$judges.json" --extra "--judges $judges" 2>&1 | tee "$OUT/fidelity_judges$judges.log"
+  done
+  answers=$run_dir/rl-answers
+  for problem in problems/*/; do
+    name=$(basename "$problem"); mkdir -p "$answers/$name"
+    cp "$problem"solutions/*.py "$answers/$name/" 2>/dev/null; cp submissions/seeds/"$name"/* "$answers/$name/" 2>/dev/null
+  done
+  for judges in 1 2; do
+    python3 benchmarks/rl_step.py --device cuda --answers "$answers" --steps 2 --group 4 --extra "--judges $judges" \
+      --json "$OUT/rl_step_judges$judges.json" 2>&1 | tee "$OUT/rl_step_judges$judges.log"
+  done
+  grep -h contended_gpu "$run_dir"/fidelity-judges*/*/set*/results.jsonl 2>/dev/null | wc -l | sed 's/^/rows flagged contended_gpu: /' | tee "$OUT/judges_contended.txt"
 fi

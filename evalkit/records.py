@@ -99,6 +99,7 @@ class Flag(str, enum.Enum):
     MUTATES_INPUTS = "mutates_inputs"
     WRONG_DURING_TIMING = "wrong_during_timing"
     NOISY_TIMING = "noisy_timing"
+    CONTENDED_GPU = "contended_gpu"
     LIBRARY_DOMINATED = "library_dominated"
 
     def __str__(self) -> str:
@@ -122,6 +123,10 @@ FLAG_INFO: dict[Flag, FlagInfo] = {
     Flag.NOISY_TIMING: FlagInfo(
         "the calls' times spread more than the noise bound (docs/judge.md), twice", True,
         "a median that moves between measurements is not a speedup anyone can reproduce"),
+    Flag.CONTENDED_GPU: FlagInfo(
+        "timed while another judge's work on the same GPU still ran: it outlasted the judge's wait for it "
+        "(docs/judge.md, Several judges on one GPU)", True,
+        "a time measured beside other work on the GPU may be slowed, and the speedup with it"),
     Flag.REDUCED_PRECISION: FlagInfo(
         "within tolerance, but over 10x less precise than PyTorch's own float32 result on the same inputs", False,
         "the tolerance accepted it; users of stricter tolerances can filter on it"),

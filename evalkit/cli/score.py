@@ -73,9 +73,10 @@ def machine_options(command: Any) -> Any:
                            help="Parallel builds [default: one per core left by the judges, as far as free memory "
                                 "holds a build's peak for each: 1.5 GiB for C++, 4.25 GiB for CUDA].")(command)
     command = click.option("--judges", type=click.IntRange(min=RUN_MINIMUMS["judges"]), default=1, show_default=True,
-                           help="CPU judges at once (--device cpu; on a GPU, one judge per GPU of --gpus).")(command)
+                           help="Judges at once: on the CPU, N judges; on GPUs, N per GPU of --gpus (they time in turn, "
+                                "their other work overlaps).")(command)
     command = click.option("--gpus", default="all", show_default=True,
-                           help="GPUs to judge on, one judge each: all, a count (2), or indices (0,2; 1, for GPU 1 "
+                           help="GPUs to judge on (--judges each): all, a count (2), or indices (0,2; 1, for GPU 1 "
                                 "alone).")(command)
     return click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto",
                         show_default=True)(command)

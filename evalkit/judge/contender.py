@@ -27,6 +27,7 @@ from evalkit.judge.verdicts import Finding, Judgement, Stop, confinement_warning
 from evalkit.records import Flag
 from evalkit.row_parts import CorrectnessRecord
 from evalkit.sandbox import protocol
+from evalkit.sandbox.gpu_gate import contention_note
 
 if TYPE_CHECKING:  # the judge holds its contenders: its module imports this one
     from evalkit.judge.submission_judge import Judge, JudgeSettings
@@ -67,38 +68,48 @@ class Contender:
 
     def prepare(self, code_path: Path, stages: dict[str, float]) -> Judgement:
         """Start, calibrate, load and check the code at ``code_path``: a passing judgement with its correctness
-        record, or ``Stop`` with what failed."""
-        start = time.monotonic()
-        setup_s = self._start_and_calibrate(code_path)
-        stages["setup_s"] = setup_s  # until the worker answered its first ping: it was set up (and started)
-        stages["calibrate_s"] = time.monotonic() - start - setup_s
-        start = time.monotonic()
-        ready = self.session.load()
-        stages["load_s"] = time.monotonic() - start
-        start = time.monotonic()
-        correctness = self._check_correctness()
-        correctness["weights"] = ready.weights
-        stages["correctness_s"] = time.monotonic() - start
+        record, or ``Stop`` with what failed. All of it but the calibration is a shared use of the GPU
+        (``judge.use``): it may run beside other judges' work, never beside a timing."""
+        contended: list[str] = []
+        with self.judge.use():
+            start = time.monotonic()
+            setup_s = self._start_and_calibrate(code_path, contended)
+            stages["setup_s"] = setup_s  # until the worker answered its first ping: it was set up (and started)
+            stages["calibrate_s"] = time.monotonic() - start - setup_s
+            start = time.monotonic()
+            ready = self.session.load()
+            stages["load_s"] = time.monotonic() - start
+            start = time.monotonic()
+            correctness = self._check_correctness()
+            correctness["weights"] = ready.weights
+            stages["correctness_s"] = time.monotonic() - start
         correctness["precision_class"] = precision_class(correctness["rel_l2_err"])
         judgement = Judgement(Finding.PASSED, "", correctness=correctness)
         if reduced_precision(correctness):
             judgement.flags.append(Flag.REDUCED_PRECISION.value)
+        if contended:  # its overhead was calibrated beside other judges' work on the GPU
+            judgement.flags.append(Flag.CONTENDED_GPU.value)
+            judgement.warnings.append(contention_note(contended))
         judgement.warnings.extend(confinement_warnings(ready))
         if ready.weights == "seeded":
             judgement.warnings.append("ModelNew's parameters differ from Model's in names or shapes: "
                                       "weights come from seeding the RNG identically, not from the state_dict")
         return judgement
 
-    def _start_and_calibrate(self, code_path: Path) -> float:
+    def _start_and_calibrate(self, code_path: Path, contended: list[str]) -> float:
         """Set the worker up, then time pings along a timed request's path while no submission code has run; the
-        seconds until the first ping's reply (the setup, and what was left of the worker's start)."""
+        seconds until the first ping's reply (the setup, and what was left of the worker's start). The first ping
+        only waits for the setup (its time is not used): it is made outside the measurement, so the setup's work
+        is not in the GPU's exclusive turn, and the worker is frozen, its GPU work over, before the turn is asked
+        for. ``contended``: the other judges' uses the calibration was made beside, if any."""
         judge = self.judge
         self.session.start(judge.setup_fields(code_path), judge.specs, judge.input_templates)
         self.zeros = [judge.zero_inputs() for _ in range(self.batch)]  # a ping moves as much as a call, tells nothing
-        with judge.quiet(), collector_paused():  # a measurement like any timing: builds frozen meanwhile
-            start = time.monotonic()
-            self.session.calibrate(self.zeros, lambda made: bool(made))
-            first_s = time.monotonic() - start
+        start = time.monotonic()
+        self.session.calibrate(self.zeros, lambda made: bool(made))
+        first_s = time.monotonic() - start
+        with judge.quiet() as beside, collector_paused():  # a measurement like any timing: builds frozen meanwhile
+            contended.extend(beside or [])
             self.session.calibrate(self.zeros, CALIBRATION_WARMUP.enough)
             pings = self.session.calibrate(self.zeros, CALIBRATION_PINGS.enough)
         self.calibrated = self.overhead = Overhead.from_pings(pings)

@@ -36,6 +36,7 @@ from evalkit.judge.speedups import Speedup
 from evalkit.records import Flag
 from evalkit.row_parts import (BaselineEntry, CorrectnessRecord, ErrorRecord, PytorchOwnRecord, RelativeRecord,
                                TimingRecord, WindowSpeedupRecord)
+from evalkit.sandbox.gpu_gate import contention_note
 from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
 from evalkit.sources.settings import TIMING_KEYS, ProblemSettings
 
@@ -45,7 +46,8 @@ logger = logging.getLogger(__name__)
 # inputs without computing them again: float64 references were most of a judged answer's time on the H200.
 EXPECTED_CACHE_BYTES = {"cuda": 4 * 2**30, "cpu": 2**30}
 COMPILE_FIRST_CALL_S = 900.0  # torch.compile's first call compiles: the compile baseline gets this long
-Quiet = Callable[[], AbstractContextManager[None]]
+Quiet = Callable[[], AbstractContextManager[Any]]  # yields the other judges' uses of the GPU it timed beside, if any
+Use = Callable[[], AbstractContextManager[Any]]
 Partner = Callable[[], "tuple[str, Contender] | None"]  # the live baseline an answer is timed beside, and its kind
 _DEFAULTS = ProblemSettings()  # the one declaration of every setting's default
 
@@ -90,20 +92,24 @@ class Judge:
     """Judges submissions of one problem on one device; reuse it for all of that problem's submissions.
 
     ``quiet`` is entered around every timing: it keeps other untrusted code (builds) off the machine
-    (``evalkit.sandbox.freezer.BuildFreezer.timing``); by default nothing is paused.
+    (``evalkit.sandbox.freezer.BuildFreezer.timing``) and other judges' work off the GPU, and yields the other
+    judges' uses of the GPU it could not wait out (``evalkit.sandbox.gpu_gate``); ``use`` around the judge's other
+    GPU work (its worker's non-timed stages, its own float64 outputs): a shared use of the GPU. By default neither
+    pauses anything.
     """
 
     def __init__(self, ref: ReferenceProblem, settings: JudgeSettings, limits: Limits,
-                 quiet: Quiet | None = None) -> None:
+                 quiet: Quiet | None = None, use: Use | None = None) -> None:
         settings.repetitions()  # refuses a timing rule that makes no sense before anything runs
         self.ref, self.settings, self.limits = ref, settings, limits
-        self.quiet = quiet or nullcontext
-        self.flusher = L2Flusher(ref.device)
-        self.idle = GpuIdle(ref.device)
-        self.reference_ms = reference_ms(ref, settings.seed)  # also sizes the batch
+        self.quiet, self.use = quiet or nullcontext, use or nullcontext
+        with self.use():
+            self.flusher = L2Flusher(ref.device)
+            self.idle = GpuIdle(ref.device)
+            self.reference_ms = reference_ms(ref, settings.seed)  # also sizes the batch
+            self.specs, self.input_templates, self.pytorch_error = self._first_trial_facts()
         self.time_limits = time_limits(self.reference_ms, settings.run_timeout_s, settings.hang_limit_s)
         self.baseline_limits = time_limits(self.reference_ms, settings.run_timeout_s)  # trusted code: no ceiling
-        self.specs, self.input_templates, self.pytorch_error = self._first_trial_facts()
         self.batch = batch_size(self.reference_ms, values_bytes(self.input_templates) + values_bytes(self.specs), ref.device)
         # Secret, and the same for every answer this judge judges: their correctness trials share inputs, so each
         # float64 output is computed once (``expected``). Nothing carries from one sandbox to the next to use it.
@@ -163,15 +169,16 @@ class Judge:
             return judgement
         start, timed_stages = time.monotonic(), dict(judgement.stage_seconds)  # the profile's close is its own
         worker, code_path = profiler()
-        session = self.session(worker, limits, batch=1)
-        originals = self.ref.make_inputs(input_seed(secrets.randbits(62), 0))
+        with self.use():
+            session = self.session(worker, limits, batch=1)
+            originals = self.ref.make_inputs(input_seed(secrets.randbits(62), 0))
 
-        def observe() -> Judgement:
-            judgement.correctness = judgement.correctness or CorrectnessRecord()  # a passing answer's: never None
-            judgement.flags.extend(observe_kernels(session, self.setup_fields(code_path), self.specs,
-                                                   self.input_templates, originals, judgement.correctness))
-            return judgement
-        result = self._through(worker, session, observe, {})
+            def observe() -> Judgement:
+                judgement.correctness = judgement.correctness or CorrectnessRecord()  # a passing answer's: never None
+                judgement.flags.extend(observe_kernels(session, self.setup_fields(code_path), self.specs,
+                                                       self.input_templates, originals, judgement.correctness))
+                return judgement
+            result = self._through(worker, session, observe, {})
         result.stage_seconds = {**timed_stages, "profile_s": time.monotonic() - start}
         return result
 
@@ -208,8 +215,9 @@ class Judge:
         speedup over that kind from their window (``relative``). Raises ``BaselineFailed``."""
         start = time.monotonic()
         try:
-            with self.quiet(), collector_paused():
+            with self.quiet() as contended, collector_paused():
                 record, speedup = _timed(baseline, partner[1] if partner else None, baseline.flags)
+            note_contention(contended, baseline.flags, [])
         except (Stop, WorkerGone, PartnerFailed) as failure:
             baseline.failed = True
             raise BaselineFailed(f"the reference judged as a submission: {failure}"[:500]) from failure
@@ -263,12 +271,13 @@ class Judge:
     def _time_answer(self, answer: Contender, baseline: tuple[str, Contender] | None,
                      judgement: Judgement) -> TimingRecord:
         """The answer's timing record, its speedup over ``baseline`` (kind, live worker) from their window."""
-        with self.quiet(), collector_paused():
+        with self.quiet() as contended, collector_paused():
             try:
                 record, speedup = _timed(answer, baseline[1] if baseline else None, judgement.flags)
             except PartnerFailed as failure:
                 judgement.warnings.append(f"no speedup: {failure}")
                 record, speedup = _timed(answer, None, judgement.flags)
+        note_contention(contended, judgement.flags, judgement.warnings)
         if speedup is not None and baseline is not None:
             record["speedup"] = WindowSpeedupRecord(vs=baseline[0], **speedup.to_dict())
         return record
@@ -295,6 +304,13 @@ class Judge:
             if result.finding is Finding.WORKER_DIED:
                 result.reason = crash_reason(result.reason, stderr)
         return result
+
+
+def note_contention(contended: list[str] | None, flags: list[str], warnings: list[str]) -> None:
+    """A measurement made beside other judges' work on the GPU (``quiet`` yielded their uses): flagged, and said."""
+    if contended and Flag.CONTENDED_GPU.value not in flags:
+        flags.append(Flag.CONTENDED_GPU.value)
+        warnings.append(contention_note(contended))
 
 
 def close_contender(contender: Contender) -> None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -130,6 +130,7 @@ class BuildFreezer:
         self._builds: set[int] = set()  # every registered build sandbox, however it is frozen
         self._launching = 0
         self._tokens: dict[str, Token] = {}  # "timing", "running": this freezer's live tokens in the host registry
+        self._device_locks: dict[str, threading.RLock] = {}  # per GPU: this run's judges of it time one at a time
         self._closed = threading.Event()
         self._watcher: threading.Thread | None = None
         if self._host is not None:
@@ -206,8 +207,16 @@ class BuildFreezer:
         """Every build sandbox kept off the measurement for the duration: stopped, or (partitioned) confined to
         its cores, where only a sandbox that could not be put in the cgroup is stopped. Nested or concurrent
         uses share one freeze. Host-wide, every other evalkit process's builds are frozen before it starts, and
-        ``device`` (a GPU's ``CUDA_VISIBLE_DEVICES`` entry) is first waited for until no other process times on it."""
-        with self._host.device_turn(device) if self._host is not None and device else nullcontext():
+        ``device`` (a GPU's ``CUDA_VISIBLE_DEVICES`` entry) is first waited for until no other timing is on it:
+        of this run (one at a time per device: several judges may share a GPU), or of another process (its turn,
+        said wanted first, so no new use of the GPU starts meanwhile: ``gpu_gate``)."""
+        with ExitStack() as turn:
+            if self._host is not None and device:
+                turn.enter_context(self._host.wanting(device))
+            if device:
+                turn.enter_context(self._device_lock(device))
+            if self._host is not None and device:
+                turn.enter_context(self._host.device_turn(device))
             with self._lock:
                 self._timers += 1
                 if self._timers == 1:
@@ -224,6 +233,11 @@ class BuildFreezer:
                         self._hold_token("timing", False)
                         self._apply()
                         self._lock.notify_all()
+
+    def _device_lock(self, device: str) -> threading.RLock:
+        """The lock this run's timings of GPU ``device`` take one at a time (a nested one re-enters it)."""
+        with self._lock:
+            return self._device_locks.setdefault(device, threading.RLock())
 
     def wait_while_frozen(self) -> None:
         """Block the calling thread (a build's watcher in the judge's process) while any judge times, so it

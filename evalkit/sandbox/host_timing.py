@@ -12,12 +12,17 @@ dead process's token is dead at once, whatever is left on disk (old dead tokens 
 - ``running.<id>``: that freezer's builds may run. A judge that starts timing waits (at most ``FREEZE_WAIT_S``)
   until no other freezer's is live, i.e. until every other run has frozen its builds.
 - ``device.<gpu>.<ticket>.<id>``: that freezer wants, or holds, GPU ``<gpu>`` for a timing (``device_turn``).
+- ``want.<gpu>.<n>.<id>``: that freezer has a timing waiting for, or holding, GPU ``<gpu>`` (``wanting``), from
+  before it queues for the turn: no new *use* of the GPU starts while one is live (writer preference).
+- ``use.<gpu>.<id>``: that judge has non-timed work on GPU ``<gpu>`` (``take_use``; ``gpu_gate.GpuGate``): a judge
+  about to time waits for every other use to end, at most ``gpu_gate.USE_WAIT_S``.
 
 A token counts only if it is a regular file owned by root or by this process's user, and is write-locked: a write
 lock needs the file open for writing, which a sandbox's Landlock rules deny outside its own folders, so a sandbox
 can neither fake a token nor keep one alive (``docs/hostile.md``, Known limits, says what a sandbox can still do).
 Everything is observed by polling (``POLL_S``); nothing here blocks on another process's lock, so a process that
-hangs or dies can delay others by at most ``FREEZE_WAIT_S`` per timing (its GPU's turn: until its timing ends).
+hangs or dies can delay others by at most ``FREEZE_WAIT_S`` per timing (its GPU's turn, and a use of its GPU: until
+its timing ends; a timing waits for another judge's use of its GPU at most ``gpu_gate.USE_WAIT_S``).
 """
 
 from __future__ import annotations
@@ -93,6 +98,11 @@ def _unsafe(folder: Path) -> str:
     return ""
 
 
+def _safe(device: str) -> str:
+    """A GPU's name (a ``CUDA_VISIBLE_DEVICES`` entry) as a part of a token's name."""
+    return "".join(c if c in _NAME_SAFE else "_" for c in device)
+
+
 class Token:
     """One live token: the file and the open description that write-locks it."""
 
@@ -138,11 +148,46 @@ class HostTiming:
             time.sleep(WAIT_POLL_S)
 
     @contextmanager
+    def wanting(self, device: str) -> Iterator[None]:
+        """Say host-wide that a timing wants GPU ``device``, for the duration (around queueing for its turn and the
+        timing itself): no new use of it starts meanwhile (``take_use``). Each call's token is its own."""
+        token = self._publish(f"want.{_safe(device)}.{secrets.token_hex(4)}.{self.id}")
+        try:
+            yield
+        finally:
+            if token is not None:
+                token.release()
+
+    def take_use(self, device: str) -> Token | None:
+        """A live ``use`` token of GPU ``device``, taken once no other freezer or judge wants the GPU for a timing.
+        Announce, then look: a timing that announced first is seen here, and stood aside for (the token dropped until
+        no timing wants the GPU); one that announces after sees this use and waits for it (``wait_for_uses``).
+        None (warned by ``_publish``) where no token can be made: the use goes on unseen."""
+        wants = f"want.{_safe(device)}."
+        while True:
+            token = self._publish(f"use.{_safe(device)}.{self.id}")
+            if token is None or not self._live(wants):
+                return token
+            token.release()
+            while self._live(wants):
+                time.sleep(POLL_S)
+
+    def wait_for_uses(self, device: str, limit_s: float) -> list[str]:
+        """Wait (at most ``limit_s``) until no other judge of the host uses GPU ``device``; the uses still live
+        when the bound passed (empty when none was)."""
+        deadline = time.monotonic() + limit_s
+        while True:
+            uses = self._live(f"use.{_safe(device)}.")
+            if not uses or time.monotonic() >= deadline:
+                return uses
+            time.sleep(WAIT_POLL_S)
+
+    @contextmanager
     def device_turn(self, device: str) -> Iterator[None]:
         """Hold GPU ``device`` (a ``CUDA_VISIBLE_DEVICES`` entry) against every other freezer of the host: wait
         until none holds or is about to take it. Announce, then look: whoever finds an earlier ticket stands
         aside until it is gone; whoever finds only later ones waits for them to stand aside or finish."""
-        prefix = f"device.{''.join(c if c in _NAME_SAFE else '_' for c in device)}."
+        prefix = f"device.{_safe(device)}."
         mine = f"{prefix}{time.time_ns():020d}.{self.id}"
         token = None
         while True:

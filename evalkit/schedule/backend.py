@@ -1,6 +1,7 @@
 """Trusted side: where the engine's builds and judges run: ``Machines`` (a run's device, judges and backend), the
 ``Backend`` protocol, and ``LocalBackend``, this machine (a Ray cluster is ``ray_backend.RayBackend``). A pool of build
-threads, each build in a sandbox; one judge in the scheduler's own process, or one judge process per slot.
+threads, each build in a sandbox; one judge in the scheduler's own process, or one judge process per slot (several
+may share a GPU: each then gates its GPU work through ``evalkit.sandbox.gpu_gate``).
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ class LocalBackend:
 
     def station(self, slot: JudgeSlot, spec: StationSpec, judges: int, freezer: BuildFreezer,
                 progress: Callable[[str], None]) -> Station:
+        spec = replace(spec, gpu=host_device(slot, os.environ.get(VISIBLE)), gpu_judges=slot.gpu_judges)
         if judges == 1 and slot.gpu in (None, 0):
             # This process is not pinned (it may be a caller's training loop), so neither is its worker: a worker
             # on the judge's two cores shared them with this process's own thread once builds had pushed it

@@ -40,6 +40,7 @@ from evalkit.judge.sandboxed_reference import ReferenceFailed, SandboxedReferenc
 from evalkit.judge.submission_judge import BaselineFailed, Judge, close_contender
 from evalkit.judge.time_limits import compiles_on_first_call
 from evalkit.records import ResultRow, Submission
+from evalkit.sandbox.gpu_gate import GpuGate
 from evalkit.sandbox.launcher import Limits, UntrustedProcess
 from evalkit.sandbox.programs import REFERENCE_WORKER
 from evalkit.sandbox.protocol import PRELOAD_CUDA_VARIABLE, PRELOAD_PROFILER_VARIABLE
@@ -60,7 +61,7 @@ PROFILING_WORKERS = 2
 # Loading a problem again costs its judge 1-2 s on the H200 (the reference timed, its float64 outputs computed),
 # paid at every switch between problems, most of them at a corpus's end where answers of every problem queue
 # up. Kept problems hold GPU memory the answers' workers may need, hence the bound: a share of the device's
-# memory, which a problem larger than it never shares with another.
+# memory (split among the judges of one GPU), which a problem larger than it never shares with another.
 KEPT_PROBLEMS = 8
 KEPT_PROBLEMS_MEMORY_SHARE = 0.25
 
@@ -97,9 +98,11 @@ class DeviceJudge:
 
     def __init__(self, problems: dict[str, Problem], options: JudgeOptions, device: str, seed: int,
                  limits: Limits, baselines: BaselineFiles, driver: str | None, quiet: Quiet | None = None,
-                 progress: Callable[[str], None] | None = None) -> None:
+                 progress: Callable[[str], None] | None = None, gpu: str | None = None, gpu_judges: int = 1) -> None:
         self.problems, self.options, self.device, self.seed, self.limits = problems, options, device, seed, limits
         self.driver = driver
+        self._gate = GpuGate.open(gpu) if device == "cuda" else None  # its GPU's, host-wide (``gpu_gate``)
+        self._memory_bound = kept_memory_share(gpu_judges)
         self._cache = baselines.open()
         self._builds_frozen = quiet or nullcontext
         env = {**extension_env(device), **header_env(builds_root(options.cache_dir), device), **_pinned(limits),
@@ -245,11 +248,15 @@ class DeviceJudge:
         return kinds[0], context.partner
 
     @contextmanager
-    def _quiet(self) -> Iterator[None]:
-        """Around every measurement: the builds frozen, and this judge's own spare workers stopped too."""
-        with self._builds_frozen(), self._spare.parked(), self._references.parked(), \
+    def _quiet(self) -> Iterator[list[str]]:
+        """Around every measurement: the GPU its alone (yields the uses not waited out), builds and spares frozen."""
+        turn = partial(self._gate.exclusive, self._builds_frozen) if self._gate is not None else self._builds_frozen
+        with turn() as contended, self._spare.parked(), self._references.parked(), \
                 (self._profilers.parked() if self._profilers is not None else nullcontext()):
-            yield
+            yield contended or []
+
+    def _use(self) -> AbstractContextManager[Any]:  # around this judge's non-timed GPU work (``gpu_gate``)
+        return self._gate.use() if self._gate is not None else nullcontext()
 
     def _switch_to(self, problem_id: str) -> _ProblemContext:
         """Make ``problem_id`` the current problem: the one kept, else a new one, once room is made for it."""
@@ -265,7 +272,7 @@ class DeviceJudge:
 
     def _make_room(self) -> None:
         """Drop the least recently used problems (their tensors freed) until one more fits the bounds."""
-        while self._kept and (len(self._kept) >= KEPT_PROBLEMS or self._memory_share() > KEPT_PROBLEMS_MEMORY_SHARE):
+        while self._kept and (len(self._kept) >= KEPT_PROBLEMS or self._memory_share() > self._memory_bound):
             dropped, context = self._kept.popitem(last=False)
             _close_judge(context)
             logger.debug("%s: unloaded to make room for another problem", dropped)
@@ -286,8 +293,9 @@ class DeviceJudge:
             ref: ReferenceProblem | None = None
             try:
                 settings = self.options.judge_settings(problem, self.seed)
-                ref = self._reference(problem, settings.precision)
-                context.judge = Judge(ref, settings, self.limits, quiet=self._quiet)
+                with self._use():  # the reference's weights and its first outputs on the GPU
+                    ref = self._reference(problem, settings.precision)
+                    context.judge = Judge(ref, settings, self.limits, quiet=self._quiet, use=self._use)
             except Exception as err:  # noqa: BLE001 - a broken problem is reported on every row, the run goes on
                 logger.error("%s: the reference cannot be run: %s", problem.id, err)
                 if ref is not None:
@@ -339,6 +347,10 @@ class DeviceJudge:
         row = verdicts.built_row(submission, early, outcome, self.device)
         return verdicts.judged_row(row, judgement, early, baselines, (settings.flops, settings.min_bytes), extensions,
                                    self.options.baselines)
+
+
+def kept_memory_share(gpu_judges: int) -> float:  # a judge's kept problems', with ``gpu_judges`` on its GPU
+    return KEPT_PROBLEMS_MEMORY_SHARE / max(1, gpu_judges)
 
 
 def _cancel_workers(workers: list[UntrustedProcess]) -> None:

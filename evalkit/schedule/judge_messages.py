@@ -45,12 +45,13 @@ from evalkit.schedule.options import JudgeOptions
 from evalkit.schedule.device_judge import BaselineFiles
 from evalkit.sources.problems import Problem
 
-PROTOCOL_VERSION = 8  # bump when a message changes; a judge refuses a Start (a Ray task its request) of another version
+PROTOCOL_VERSION = 9  # bump when a message changes; a judge refuses a Start (a Ray task its request) of another version
 # 2: AddProblem. 3: Started, Judged, Prepare.report_entries (one vocabulary for judge processes and Ray actors).
 # 4: Cancel. 5: Build (a Ray build task's request, which took positional arguments before). 6: Probe, NodeFacts,
 # Sweep, ActorStart (the Ray probe and sweep tasks and the judge actor took positional arguments before).
 # 7: Start's options carry hang_limit_s (the ceiling of an answer's time limits). 8: Problem.trusted (a judge of an
-# earlier version would import a problem given as text in its own process).
+# earlier version would import a problem given as text in its own process). 9: StationSpec.gpu, gpu_judges (several
+# judges per GPU, and its host-wide gate).
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,8 @@ class StationSpec:
     limits: Limits
     baselines: BaselineFiles
     driver: str | None
+    gpu: str | None = None  # how every process of the host names its GPU (its gate: ``evalkit.sandbox.gpu_gate``)
+    gpu_judges: int = 1  # the judges of the run that share its GPU
 
 
 # ---- scheduler -> judge --------------------------------------------------------------------------------------

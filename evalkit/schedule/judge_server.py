@@ -23,10 +23,10 @@ Reply = m.Started | m.Refused | m.Done | m.Judged | m.Failed
 
 
 def open_device_judge(spec: StationSpec, quiet: Quiet | None = None,
-                 progress: Callable[[str], None] | None = None) -> DeviceJudge:
+                      progress: Callable[[str], None] | None = None) -> DeviceJudge:
     """The device judge ``spec`` describes."""
     return DeviceJudge(spec.problems, spec.options, spec.device, spec.seed, spec.limits, spec.baselines,
-                        spec.driver, quiet=quiet, progress=progress)
+                       spec.driver, quiet=quiet, progress=progress, gpu=spec.gpu, gpu_judges=spec.gpu_judges)
 
 
 class JudgeServer:

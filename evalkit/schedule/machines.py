@@ -25,7 +25,7 @@ def resolve_device(device: str) -> str:
 
 
 def plan_judges(options: JudgeOptions, device: str) -> Placement:
-    """The run's judges on this machine (one per GPU of ``--gpus``, or ``--judges`` CPU judges) and their cores."""
+    """The run's judges on this machine (``--judges`` per GPU of ``--gpus``, or ``--judges`` CPU judges), their cores."""
     visible = torch.cuda.device_count() if device == "cuda" else 0
     try:
         return plan(device, options.gpus, options.judges, sorted(os.sched_getaffinity(0)), visible)

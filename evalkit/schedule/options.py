@@ -40,7 +40,7 @@ class JudgeOptions:
 
     device: str = "auto"
     gpus: str = "all"  # cuda: "all", a count "N", or a list "0,2"; one judge per GPU
-    judges: int = 1  # cpu: how many judges run at once
+    judges: int = 1  # cpu: how many judges run at once; cuda: how many per GPU
     backend: str = "local"  # "local" (this machine) or "ray" (an existing Ray cluster: evalkit[ray])
     ray_address: str | None = None  # ray.init's address; None: RAY_ADDRESS, else a local cluster
     jobs: int = 0

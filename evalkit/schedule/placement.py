@@ -1,5 +1,5 @@
-"""Trusted side: where a run's judges and builds go: one judge per GPU (or N CPU judges), each on cores of its
-own, and the builds on the cores left over.
+"""Trusted side: where a run's judges and builds go: N judges per GPU (one unless ``--judges`` says more), or N CPU
+judges, each on cores of its own, and the builds on the cores left over.
 
 Pure: it is given the GPUs and cores it may use and returns a plan; nothing here starts a process.
 The cores are a start, not a wall (a sandbox may change its own affinity): while a judge times, the builds
@@ -24,10 +24,11 @@ class PlacementError(EvalkitError, ValueError):
 class JudgeSlot:
     """One judge: its device, the GPU it owns (an index among the GPUs this process sees), and its cores."""
 
-    name: str  # "cuda:0", "cpu:1": how rows and progress name the judge
+    name: str  # "cuda:0" (the first judge of GPU 0), "cuda:0/1" (its second), "cpu:1": how rows and progress name it
     device: str  # "cuda" or "cpu"
     gpu: int | None
     cpus: tuple[int, ...]  # empty: not pinned
+    gpu_judges: int = 1  # the judges sharing its GPU (their timings take turns: ``evalkit.sandbox.gpu_gate``)
 
 
 @dataclass(frozen=True)
@@ -64,26 +65,28 @@ def parse_gpus(spec: str, visible: int) -> list[int]:
 
 
 def plan(device: str, gpus: str, judges: int, cpus: list[int], visible_gpus: int) -> Placement:
-    """The judges of a run on ``device`` and the cores of everything, from the ``cpus`` this process may use."""
+    """The judges of a run on ``device`` and the cores of everything, from the ``cpus`` this process may use: on
+    CUDA, ``judges`` per GPU of ``gpus``."""
+    if judges < 1:
+        raise PlacementError(f"--judges {judges}: give at least one judge" + (" per GPU" if device == "cuda" else ""))
     if device == "cuda":
-        if judges != 1:
-            raise PlacementError(f"--judges {judges}: on a GPU there is one judge per GPU; choose the GPUs with "
-                                 f"--gpus (all, a count, or a list such as 0,1)")
-        devices = [("cuda", index) for index in parse_gpus(gpus, visible_gpus)]
+        devices = [("cuda", index) for index in parse_gpus(gpus, visible_gpus) for _ in range(judges)]
     else:
         if gpus.strip().lower() != "all":  # "all" is every GPU there is, none here; anything else names some
             raise PlacementError(f"--gpus {gpus}: asks for GPUs, but the judges run on the CPU (--device cpu, or "
                                  f"--device auto where torch sees no CUDA GPU: torch.cuda.is_available() is false); "
                                  f"leave --gpus out to judge on the CPU, or run where torch sees the GPUs")
-        if judges < 1:
-            raise PlacementError(f"--judges {judges}: give at least one judge")
         devices = [("cpu", None)] * judges
     cores = sorted(cpus)
     pinned = len(cores) - JUDGE_CORES * len(devices) >= MIN_BUILD_CORES
     slots = []
     for number, (kind, gpu) in enumerate(devices):
         own = tuple(cores[number * JUDGE_CORES:(number + 1) * JUDGE_CORES]) if pinned else ()
-        slots.append(JudgeSlot(f"{kind}:{gpu if gpu is not None else number}", kind, gpu, own))
+        if gpu is None:
+            slots.append(JudgeSlot(f"{kind}:{number}", kind, None, own))
+        else:
+            nth = number % judges  # the GPU's judges are listed together
+            slots.append(JudgeSlot(f"{kind}:{gpu}" + (f"/{nth}" if nth else ""), kind, gpu, own, judges))
     build_cpus = tuple(cores[JUDGE_CORES * len(devices):]) if pinned else ()
     return Placement(tuple(slots), build_cpus)
 

@@ -134,7 +134,7 @@ def _gpu_count(options: JudgeOptions, gpus: int) -> int:
     """``--gpus`` on a cluster: all, or a count; Ray picks which GPUs."""
     text = options.gpus.strip().lower()
     if options.judges != 1:
-        raise ScoreError(f"--judges {options.judges}: on GPUs there is one judge per GPU; choose how many with "
+        raise ScoreError(f"--judges {options.judges}: a Ray cluster's GPUs have one judge each; choose how many with "
                          f"--gpus (all, or a count)")
     if text != "all" and not text.isdigit():
         raise ScoreError(f"--gpus {options.gpus}: on a Ray cluster Ray assigns the GPUs, so indices mean nothing "

@@ -448,32 +448,73 @@ def test_a_request_runs_enough_calls_to_outweigh_the_overhead_within_memory():
     assert batch_size(0.01, 2 * 2**30, "cuda") == 1  # 3 copies of 2 GiB per call: no room for a second
 
 
-def test_the_overhead_probe_and_every_timed_request_run_while_builds_are_frozen(judge):
+def test_the_overhead_probe_and_every_timed_request_run_while_builds_are_frozen_the_rest_in_a_use_of_the_gpu(judge):
+    """Each request in the judge's exclusive turn (``quiet``: builds frozen, the GPU its alone) or in a shared use of
+    the GPU (``use``), never in neither: on a GPU another judge's timing waits for the use, and no use starts while
+    one times (evalkit/sandbox/gpu_gate.py)."""
     from contextlib import contextmanager
 
-    state = {"quiet": False}
-    seen: list[tuple[str, bool]] = []
+    state = {"quiet": False, "use": 0}
+    seen: list[tuple[str, bool, bool]] = []
 
     @contextmanager
     def quiet():
         state["quiet"] = True
         try:
-            yield
+            yield []
         finally:
             state["quiet"] = False
 
+    @contextmanager
+    def use():
+        state["use"] += 1
+        try:
+            yield
+        finally:
+            state["use"] -= 1
+
     def recording(worker: FakeWorker, request: protocol.Request) -> Any:
-        seen.append((request.op, state["quiet"]))
+        seen.append((request.op, state["quiet"], state["use"] > 0))
         return honest(worker, request)
 
-    quiet_judge = Judge(judge.ref, judge.settings, Limits(), quiet=quiet)
+    quiet_judge = Judge(judge.ref, judge.settings, Limits(), quiet=quiet, use=use)
     verdict, judgement, _ = _verdict(quiet_judge, recording)
     assert verdict is Verdict.CORRECT, judgement.reason
-    assert all(frozen for op, frozen in seen if op == Op.PING)
-    calls = [frozen for op, frozen in seen if op == Op.CALL]
+    pings = [frozen for op, frozen, _ in seen if op == Op.PING]
+    assert not pings[0] and all(pings[1:]), "the first ping only waits for the setup (its time unused): out of the turn"
+    calls = [frozen for op, frozen, _ in seen if op == Op.CALL]
     timed = judgement.timing["attempts"] * (judge.settings.warmup_trials + judge.settings.timing_trials)
     assert calls[-timed:] == [True] * timed  # warm-up and timed requests
     assert not any(calls[:judge.settings.correctness_trials])  # correctness needs no quiet machine
+    assert all(frozen or used for _, frozen, used in seen), [entry for entry in seen if not any(entry[1:])]
+    assert any(op == Op.LOAD and used for op, _, used in seen), "the load is in a use"
+    assert contended_gpu_flag() not in judgement.flags
+
+
+def contended_gpu_flag() -> str:
+    from evalkit.records import Flag
+
+    return Flag.CONTENDED_GPU.value
+
+
+@pytest.mark.parametrize("contended_at", ["calibration", "timing"])
+def test_a_timing_made_beside_another_judges_work_on_the_gpu_is_flagged_and_said(judge, contended_at):
+    """The exclusive turn could not wait out another judge's use (``GpuGate.exclusive`` yields it), when the overhead
+    was calibrated (the judge's first turn) or when the answer was timed (its later ones): the row says so."""
+    from contextlib import contextmanager
+
+    turns = []
+
+    @contextmanager
+    def contended_quiet():
+        turns.append(len(turns))
+        yield ["use.0.4242-abcdef"] if (turns[-1] == 0) == (contended_at == "calibration") else []
+
+    verdict, judgement, _ = _verdict(Judge(judge.ref, judge.settings, Limits(), quiet=contended_quiet), None)
+    assert verdict is Verdict.CORRECT, judgement.reason
+    assert len(turns) >= 2
+    assert judgement.flags.count(contended_gpu_flag()) == 1
+    assert sum("other judge(s) still had work on this GPU" in warning for warning in judgement.warnings) == 1
 
 
 def _settings(judge: Judge, **changes: Any) -> JudgeSettings:

@@ -51,8 +51,14 @@ def test_the_least_recently_used_problem_goes_once_the_judge_keeps_its_most(monk
 def test_a_judge_over_its_share_of_the_gpus_memory_unloads_the_least_recently_used_until_under_it(monkeypatch):
     judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)  # no worker, no problem: only its bounds
     judge.device, judge._kept = "cuda", device_judge.OrderedDict(old=None, recent=None, current=None)
+    judge._memory_bound = device_judge.kept_memory_share(1)
     shares = iter([0.4, 0.2])  # measured before each drop
     monkeypatch.setattr(judge, "_memory_share", lambda: next(shares))
     monkeypatch.setattr(device_judge, "_free_garbage", lambda device: None)
     judge._make_room()
     assert judge.kept_problems == ["recent", "current"]
+
+
+def test_the_judges_of_one_gpu_split_its_memory_share_for_kept_problems():
+    assert device_judge.kept_memory_share(1) == device_judge.KEPT_PROBLEMS_MEMORY_SHARE
+    assert device_judge.kept_memory_share(2) == device_judge.KEPT_PROBLEMS_MEMORY_SHARE / 2

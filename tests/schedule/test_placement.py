@@ -1,4 +1,4 @@
-"""Where judges and builds go: one judge per GPU (or N CPU judges), each on cores of its own, builds on the rest."""
+"""Where judges and builds go: N judges per GPU (or N CPU judges), each on cores of its own, builds on the rest."""
 
 from __future__ import annotations
 
@@ -43,9 +43,16 @@ def test_cpu_judges_and_a_machine_too_small_to_pin():
     assert all(s.cpus == () for s in small.slots) and small.build_cpus == ()
 
 
-def test_judges_on_a_gpu_are_chosen_with_gpus_not_judges():
-    with pytest.raises(PlacementError, match="one judge per GPU"):
-        plan("cuda", "all", 2, list(range(16)), 2)
+def test_judges_on_a_gpu_are_n_per_gpu_named_by_their_gpu_each_on_cores_of_its_own():
+    placement = plan("cuda", "0,2", 2, list(range(16)), 3)
+    assert [(s.name, s.gpu, s.cpus, s.gpu_judges) for s in placement.slots] == [
+        ("cuda:0", 0, (0, 1), 2), ("cuda:0/1", 0, (2, 3), 2), ("cuda:2", 2, (4, 5), 2), ("cuda:2/1", 2, (6, 7), 2)]
+    assert placement.build_cpus == tuple(range(8, 16))
+    assert host_device(placement.slots[1], "3,5,7") == "3", "both judges of GPU 0 take its turns under one name"
+    assert [(s.name, s.gpu_judges) for s in plan("cuda", "all", 1, list(range(16)), 2).slots] == [
+        ("cuda:0", 1), ("cuda:1", 1)], "one judge per GPU unless asked: named as before"
+    with pytest.raises(PlacementError, match="at least one judge per GPU"):
+        plan("cuda", "all", 0, list(range(16)), 2)
     with pytest.raises(PlacementError, match="at least one judge"):
         plan("cpu", "all", 0, [0, 1], 0)
 
