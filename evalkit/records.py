@@ -19,7 +19,7 @@ import dataclasses
 import enum
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from evalkit.row_parts import (BaselinesRecord, BuildRecord, CorrectnessRecord, ErrorRecord, ExtractionRecord,
                                TimingRecord, check_parts)
@@ -30,6 +30,24 @@ SCHEMA_VERSION = 5  # 2: timing is the judge's own clock (observed/reported_medi
 # where the worker keeps them, and everything but the calls' own events subtracted (``timing.overhead_requests``)
 CURATED_RUN = "curated"  # the run name of the curated solutions shipped in problems/<id>/solutions/
 BASELINE_KINDS: tuple[str, ...] = ("eager", "compile")
+
+
+def baseline_kinds(value: str | Iterable[str]) -> tuple[str, ...]:
+    """The baselines a run times, parsed once for ``--baselines`` and the API's ``baselines=``: a comma-separated
+    text or a list of ``BASELINE_KINDS``, or ``none`` alone (no baseline); ``ValueError`` saying what to give."""
+    words = [w.strip() for w in value.split(",")] if isinstance(value, str) else [str(w) for w in value]
+    if words == ["none"]:
+        return ()
+    if "none" in words:
+        raise ValueError("'none' means no baseline, so it cannot be listed with others; give 'none' alone, or any "
+                         "of eager,compile")
+    wrong = [w for w in words if w not in BASELINE_KINDS]
+    if wrong:
+        raise ValueError(f"unknown baseline(s) {', '.join(map(repr, wrong))}; choose from {', '.join(BASELINE_KINDS)}"
+                         f", or 'none'")
+    if len(set(words)) != len(words):
+        raise ValueError("a baseline is listed twice")
+    return tuple(words)
 
 
 class Verdict(str, enum.Enum):

@@ -267,7 +267,9 @@ def test_the_api_import_is_silent_and_keeps_the_callers_warning_filters():
     ({"judges": 0}, "'judges' must be at least 1, got 0"),
     ({"memory_gib": 0.01}, "'memory_gib' must be at least 0.5, got 0.01"),
     ({"seed": "3"}, "'seed' must be a number (int), got '3'"),
-    ({"baselines": ["eager", "eagre"]}, "unknown kind(s) ['eagre']"),
+    ({"baselines": ["eager", "eagre"]}, "unknown baseline(s) 'eagre'"),
+    ({"baselines": "none,eager"}, "'none' means no baseline, so it cannot be listed with others"),  # as --baselines
+    ({"baselines": ["eager", "eager"]}, "a baseline is listed twice"),
     ({"precision": "fp8"}, """'precision' must be one of "fp32", "fp16", "bf16", got 'fp8'"""),
 ])
 def test_a_wrong_keyword_setting_is_refused_with_what_would_do(settings, message):

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.judge.submission_judge import JudgeSettings
-from evalkit.records import BASELINE_KINDS, EvalkitError
+from evalkit.records import BASELINE_KINDS, EvalkitError, baseline_kinds
 from evalkit.sandbox.identity import unprivileged_identity
 from evalkit.sandbox.launcher import Limits
 from evalkit.sources.problems import Problem
-from evalkit.sources.settings import OLD_NAMES, PER_RUN, RUN_MINIMUMS, SETTINGS, checked_value, default_cache_dir
+from evalkit.sources.settings import (OLD_NAMES, PER_RUN, RUN_MINIMUMS, SETTINGS, checked_value,
+                                      default_cache_dir)
 
 
 class ScoreError(EvalkitError):
@@ -145,7 +146,10 @@ def judge_options(device: str, settings: dict[str, Any]) -> JudgeOptions:
             continue
         kind = str(known[name].type).replace(" | None", "")
         if name == "baselines":
-            value = _baseline_kinds(value)
+            try:
+                value = baseline_kinds(value)
+            except ValueError as wrong:
+                raise SettingError(f"setting 'baselines' {value!r}: {wrong}") from None
         elif name == "cache_dir":
             value = Path(value)
         elif name in SETTINGS:
@@ -159,17 +163,6 @@ def judge_options(device: str, settings: dict[str, Any]) -> JudgeOptions:
             raise SettingError(f"setting {name!r} must be at least {RUN_MINIMUMS[name]:g}, got {value!r}")
         values[name] = value
     return JudgeOptions(device=device, **values)
-
-
-def _baseline_kinds(value: Any) -> tuple[str, ...]:
-    words = [w.strip() for w in value.split(",")] if isinstance(value, str) else list(value)
-    if words == ["none"]:
-        return ()
-    wrong = [w for w in words if w not in BASELINE_KINDS]
-    if wrong:
-        raise SettingError(f"baselines: unknown kind(s) {wrong}; give any of {', '.join(BASELINE_KINDS)} "
-                           "(a list, or one comma-separated string), or 'none'")
-    return tuple(words)
 
 
 @dataclass(frozen=True, kw_only=True)
