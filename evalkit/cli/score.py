@@ -141,8 +141,9 @@ def score_command(ctx: click.Context, submissions: Path, problems_dir: Path, out
     from evalkit.schedule.local import score
     from evalkit.schedule.options import ScoreOptions, default_cache_dir
 
+    overrides = {key: options.pop(key) for key in PER_RUN}  # each problem setting this run overrides (None: unset)
     opts = ScoreOptions(submissions=submissions, problems_dir=problems_dir, out_dir=out_dir, resume=resume,
-                        baselines=baselines, cache_dir=cache_dir or default_cache_dir(), **options)
+                        baselines=baselines, cache_dir=cache_dir or default_cache_dir(), overrides=overrides, **options)
     logger.debug("scoring with %s", opts)
     interrupted = None
     with Progress(display_mode(progress, is_quiet())) as shown:

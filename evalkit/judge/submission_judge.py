@@ -15,7 +15,7 @@ import secrets
 import statistics
 import time
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,7 +34,7 @@ from evalkit.judge.verdicts import Finding, Judgement, Stop, crash_reason
 from evalkit.judge.window import PartnerFailed, Window, side_stats, time_window
 from evalkit.records import Flag, to_jsonable
 from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
-from evalkit.sources.settings import TIMING_KEYS, ProblemSettings
+from evalkit.sources.settings import TIMING_KEYS, JudgingPlan, ProblemSettings
 
 logger = logging.getLogger(__name__)
 
@@ -44,28 +44,27 @@ EXPECTED_CACHE_BYTES = {"cuda": 4 * 2**30, "cpu": 2**30}
 COMPILE_FIRST_CALL_S = 900.0  # torch.compile's first call compiles: the compile baseline gets this long
 Quiet = Callable[[], AbstractContextManager[None]]
 Partner = Callable[[], "tuple[str, Contender] | None"]  # the live baseline an answer is timed beside, and its kind
-_DEFAULTS = ProblemSettings()  # the one declaration of every setting's default
 
 
-@dataclass(frozen=True)
-class JudgeSettings:
-    """How one problem's submissions (and its baselines) are judged: problem.toml's settings, overridden
-    per run (``evalkit.schedule.options.ScoreOptions.judge_settings``). The timing fields default to
-    problem.toml's declared defaults (``evalkit.sources.settings.ProblemSettings``)."""
+@dataclass(frozen=True, kw_only=True)
+class JudgeSettings(ProblemSettings):
+    """How one problem's answers (and its baselines) are judged: its settings as the run's plan resolved them
+    (``evalkit.sources.settings.JudgingPlan``: problem.toml's, each override applied, atol and rtol filled in), declared
+    once by ``ProblemSettings``, and the run's seed."""
 
-    atol: float
-    rtol: float
-    correctness_trials: int
-    timing_trials: int
-    warmup_trials: int
-    run_timeout_s: float | None  # every step's limit; None: derived from the reference's time
     seed: int
-    precision: str = _DEFAULTS.precision  # the dtype of inputs, weights and outputs (``sources.settings.PRECISIONS``)
     time_submissions: bool = True
-    min_timing_trials: int = _DEFAULTS.min_timing_trials  # timing_trials is the most (evalkit/judge/repetitions.py)
-    timing_budget_s: float = _DEFAULTS.timing_budget_s
-    timing_precision: float = _DEFAULTS.timing_precision
-    hang_limit_s: float = _DEFAULTS.hang_limit_s  # the ceiling of an answer's derived limits (``time_limits``)
+
+    def __post_init__(self) -> None:
+        if self.atol is None or self.rtol is None:  # a plan fills them in; settings made by hand get the precision's
+            atol, rtol = self.tolerances()
+            object.__setattr__(self, "atol", atol)
+            object.__setattr__(self, "rtol", rtol)
+
+    @classmethod
+    def of(cls, plan: JudgingPlan, seed: int) -> "JudgeSettings":
+        """The settings ``plan`` resolved, with the run's ``seed``."""
+        return cls(**{f.name: getattr(plan.settings, f.name) for f in fields(ProblemSettings)}, seed=seed)
 
     def repetitions(self) -> RepetitionRule:
         """When a timing stops (docs/judge.md, How many calls)."""

@@ -106,7 +106,7 @@ class MessageStation:
         """Send the judge a problem added since it started (``spec.problems`` is the scheduler's table)."""
         self._ensure_started()
         if problem_id not in self._known and problem_id in self.spec.problems:
-            self._request(m.AddProblem(self.spec.problems[problem_id]), m.Done)
+            self._request(m.AddProblem(self.spec.problems[problem_id], self.spec.plans[problem_id]), m.Done)
             self._known.add(problem_id)
 
     def _ensure_started(self) -> None:

@@ -25,8 +25,7 @@ Reply = m.Started | m.Refused | m.Done | m.Judged | m.Failed
 def open_station(spec: StationSpec, quiet: Quiet | None = None,
                  progress: Callable[[str], None] | None = None) -> JudgeStation:
     """The station ``spec`` describes."""
-    return JudgeStation(spec.problems, spec.options, spec.device, spec.seed, spec.limits, spec.baselines,
-                        spec.driver, quiet=quiet, progress=progress)
+    return JudgeStation(spec, quiet=quiet, progress=progress)
 
 
 class JudgeServer:
@@ -65,6 +64,7 @@ class JudgeServer:
             self.close()
             return m.Done(None)
         if isinstance(message, m.AddProblem):
+            station.plans.setdefault(message.problem.id, message.plan)
             station.problems.setdefault(message.problem.id, message.problem)
             return m.Done(None)
         if isinstance(message, m.Prepare):

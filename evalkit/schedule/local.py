@@ -39,8 +39,9 @@ from evalkit.schedule.engine import Machines
 from evalkit.schedule.machines import machines_and_limits, resolve_device
 from evalkit.schedule.options import (ResultsExist, ScoreOptions, ScoreOutcome, default_cache_dir,
                                       default_limits)
-from evalkit.schedule.station import BaselineFiles
+from evalkit.schedule.judge_messages import BaselineFiles
 from evalkit.sources.problems import Problem, discover_problems
+from evalkit.sources.settings import JudgingPlan
 from evalkit.sources.submissions import Discovered, discover
 
 __all__ = ["Interrupted", "ScoreOptions", "ScoreOutcome", "default_cache_dir", "default_limits", "resolve_device",
@@ -99,8 +100,9 @@ def _score(options: ScoreOptions, inputs: _Inputs, where: Machines, limits: Limi
     device, problems, found = where.device, inputs.problems, inputs.found
     results_path = options.out_dir / RESULTS_FILE
     seed = run_settings.run_seed(options, device, inputs.holds_results)
+    plans = options.plans(problems)  # each problem's settings resolved once, for the whole run
     rows = read_rows(results_path) if options.resume else []
-    run_settings.refuse_mixed_precisions(options, problems, rows)
+    run_settings.refuse_mixed_precisions(options.out_dir, plans, rows)
     done = {resume_key_of(r) for r in rows}
     todo = [s for s in found.submissions if s.key not in done]
     unusable = preflight.check_references(problems[p] for p in sorted({s.problem for s in todo}))
@@ -118,7 +120,7 @@ def _score(options: ScoreOptions, inputs: _Inputs, where: Machines, limits: Limi
     started = time.monotonic()
     with GpuBusySampler(device_ids(gpus)) as sampler:
         try:
-            _Run(options, problems, device, seed, limits, report, where).judge_all(found, todo, outcome)
+            _Run(options, problems, plans, device, seed, limits, report, where).judge_all(found, todo, outcome)
         except Interrupted as stop:
             stop.outcome = outcome
             raise
@@ -197,6 +199,7 @@ def _recorded_driver(path: Path) -> str | None:
 class _Run:
     options: ScoreOptions
     problems: dict[str, Problem]
+    plans: dict[str, JudgingPlan]
     device: str
     seed: int
     limits: Limits
@@ -222,8 +225,8 @@ class _Run:
         options = self.options
         baselines = BaselineFiles(options.out_dir / BASELINES_FILE, options.cache_dir / BASELINES_FILE,
                                   remeasure=options.remeasure_baselines, run=self.limits.group)
-        evaluator = Evaluator.for_report(self.problems, options, self.where, self.seed, self.limits, baselines,
-                                         _recorded_driver(options.out_dir / ENVIRONMENT_FILE),
+        evaluator = Evaluator.for_report(self.problems, self.plans, options, self.where, self.seed, self.limits,
+                                         baselines, _recorded_driver(options.out_dir / ENVIRONMENT_FILE),
                                          progress=lambda text: self.report(text, Counter()))
         _note_environment(options.out_dir / ENVIRONMENT_FILE, "build_isolation", evaluator.build_isolation)
         try:

@@ -208,7 +208,7 @@ class RayStation(MessageStation):
         report = self.spec.baselines.report
         if report is not None and baselines.get("key"):
             with self._report_lock:
-                record_in_report(report, baselines["key"], baselines, self.spec.options.baselines)
+                record_in_report(report, baselines["key"], baselines, self.spec.kinds)
 
     def _running(self) -> bool:
         return self._actor is not None

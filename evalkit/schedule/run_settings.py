@@ -21,8 +21,7 @@ import torch
 from evalkit.version import __version__
 from evalkit.results_file import RESULTS_FILE, RUN_SETTINGS_FILE, write_file
 from evalkit.schedule.options import ScoreError, ScoreOptions
-from evalkit.sources.problems import Problem
-from evalkit.sources.settings import OLD_NAMES, PER_RUN, SETTINGS
+from evalkit.sources.settings import OLD_NAMES, PER_RUN, SETTINGS, JudgingPlan
 
 RUN_SETTINGS_VERSION = 2  # 2: the overrides under their problem.toml names (1: trials, warmup, timeout_s)
 OVERRIDES = PER_RUN  # every problem setting a run may override (``sources.settings``)
@@ -40,7 +39,7 @@ def gpu_name(device: str) -> str:
 
 def current_settings(options: ScoreOptions, device: str, seed: int) -> dict[str, Any]:
     """This run's settings as ``run.json`` holds them (JSON values: a tuple becomes a list)."""
-    values: dict[str, Any] = {name: getattr(options, name) for name in OVERRIDES}
+    values: dict[str, Any] = {name: options.overrides.get(name) for name in OVERRIDES}
     values.update(baselines=list(options.baselines), device=device, gpu=gpu_name(device),
                   evalkit_version=__version__, seed=seed)
     return json.loads(json.dumps(values))
@@ -82,14 +81,14 @@ def read_recorded(out_dir: Path) -> dict[str, Any] | None:
     return settings
 
 
-def refuse_mixed_precisions(options: ScoreOptions, problems: dict[str, Problem], rows: list[dict[str, Any]]) -> None:
-    """Raise ``ScoreError`` when a row of the report was judged in another precision than its problem would be now
-    (its ``problem.toml`` changed since): ``run.json`` holds ``--precision`` only, not each problem's own."""
+def refuse_mixed_precisions(out_dir: Path, plans: dict[str, JudgingPlan], rows: list[dict[str, Any]]) -> None:
+    """Raise ``ScoreError`` when a row of the report was judged in another precision than its problem's plan says
+    now (its ``problem.toml`` changed since): ``run.json`` holds ``--precision`` only, not each problem's own."""
     changed = sorted({f"{row['problem']} ({row.get('precision', 'fp32')} there, {now} now)" for row in rows
-                      if row.get("problem") in problems
-                      and row.get("precision", "fp32") != (now := options.precision_of(problems[row["problem"]]))})
+                      if row.get("problem") in plans
+                      and row.get("precision", "fp32") != (now := plans[row["problem"]].precision)})
     if changed:
-        raise ScoreError(f"{options.out_dir / RESULTS_FILE}: cannot --resume: answers to {', '.join(changed)} were "
+        raise ScoreError(f"{out_dir / RESULTS_FILE}: cannot --resume: answers to {', '.join(changed)} were "
                          f"judged in another precision than their problem asks for now (its problem.toml's "
                          f"precision changed); a report holds one precision per problem; {_NEW_REPORT}")
 

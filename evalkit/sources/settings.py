@@ -4,10 +4,14 @@ Trusted side; reads problem folders / files; never runs submission code.
 
 Each setting is a field of ``ProblemSettings`` declaring its default, its type (the annotation), its
 lower bound, its unit, a one-line help text, whether a run may override it and under which older names. One name
-from the command line to the worker: the field's name is the ``problem.toml`` key, the ``JudgeOptions`` field, the
-Python API's keyword, the ``run.json`` key and the ``JudgeSettings`` field; its option is that name in dashes
-without its unit (``timing_budget_s``: ``--timing-budget``), its older names stay as aliases (``--trials``,
-``trials=``). Everything else that shows a setting reads it from here: the ``problem.toml`` templates
+from the command line to the worker: the field's name is the ``problem.toml`` key, the key of a run's overrides
+(``JudgeOptions.overrides``), the Python API's keyword, the ``run.json`` key and the field the judge reads
+(``JudgeSettings`` extends ``ProblemSettings``); its option is that name in dashes without its unit
+(``timing_budget_s``: ``--timing-budget``), its older names stay as aliases (``--trials``, ``trials=``).
+
+A run resolves each problem's settings once, at its start, into a ``JudgingPlan`` (``judging_plan``: the problem's
+id, the sha256 of its files, its settings with the run's overrides applied); the plan travels to the judge, which
+judges by it and stamps the rows, and ``run.json`` records every plan. Everything else that shows a setting reads it from here: the ``problem.toml`` templates
 (``commented_toml``), the options of ``evalkit score`` (``evalkit.cli.score``, made from ``PER_RUN``), ``run.json``
 (``evalkit.schedule.run_settings``) and, kept in step by tests/sources/test_problems.py, the table in
 docs/problems.md.
@@ -25,7 +29,7 @@ import typing
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Protocol
 
 from evalkit.sources.errors import ProblemError
 
@@ -264,6 +268,63 @@ def parse_settings(data: dict[str, Any], path: Path) -> ProblemSettings:
     """The settings among the keys of ``path`` (already checked for unknown keys), over the defaults."""
     return ProblemSettings(**{key: _parse_setting(key, value, path) for key, value in data.items()
                               if key in SETTINGS})
+
+
+# ----------------------------------------------------------------------------------- a run's plan
+
+
+class PlannedProblem(Protocol):
+    """What a plan is made of (``evalkit.sources.problems.Problem``)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def sha256(self) -> str: ...  # of its files: reference.py and problem.toml
+
+    @property
+    def settings(self) -> ProblemSettings: ...
+
+
+@dataclass(frozen=True)
+class JudgingPlan:
+    """How one problem is judged in one run: its id, the sha256 of its files when the run resolved it, and its
+    settings with the run's overrides applied and the tolerances of their precision filled in (``judging_plan``)."""
+
+    problem: str
+    problem_sha256: str
+    settings: ProblemSettings
+
+    @property
+    def precision(self) -> str:
+        return self.settings.precision
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as ``run.json`` records it, under its problem's id."""
+        return {"problem_sha256": self.problem_sha256, "settings": dataclasses.asdict(self.settings)}
+
+
+def checked_overrides(overrides: Mapping[str, Any]) -> dict[str, int | float | str]:
+    """A run's overrides of problem settings, each checked against its declaration: a setting a run may override
+    (``PER_RUN``; an older name is read as today's), valued as problem.toml would have to value it; None (unset) is
+    left out. ``ValueError`` saying which is wrong and why."""
+    checked: dict[str, int | float | str] = {}
+    for name, value in overrides.items():
+        key = OLD_NAMES.get(name, name)
+        if key not in PER_RUN:
+            raise ValueError(f"{name!r} is no setting a run may override; those are: {', '.join(PER_RUN)}")
+        if value is not None:
+            checked[key] = checked_value(key, value)
+    return checked
+
+
+def judging_plan(problem: PlannedProblem, overrides: Mapping[str, Any]) -> JudgingPlan:
+    """``problem``'s plan in a run with ``overrides``: its own settings, each override applied, and atol and rtol
+    the precision's (``DEFAULT_TOLERANCES``) where neither gives one. The one place a problem's settings are
+    resolved: once per problem at a run's start (``Evaluator.add_problem``: for a problem added later)."""
+    settings = dataclasses.replace(problem.settings, **checked_overrides(overrides))
+    atol, rtol = settings.tolerances()
+    return JudgingPlan(problem.id, problem.sha256, dataclasses.replace(settings, atol=atol, rtol=rtol))
 
 
 def toml_string(text: str) -> str:
