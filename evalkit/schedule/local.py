@@ -102,11 +102,12 @@ def _score(options: ScoreOptions, inputs: _Inputs, where: Machines, limits: Limi
     seed = run_settings.run_seed(options, device, inputs.holds_results)
     plans = options.plans(problems)  # each problem's settings resolved once, for the whole run
     rows = read_rows(results_path) if options.resume else []
-    run_settings.refuse_mixed_precisions(options.out_dir, plans, rows)
+    recorded_plans = run_settings.read_recorded_plans(options.out_dir) if options.resume else None
+    run_settings.refuse_changed_plans(options.out_dir, recorded_plans, plans, rows)
     done = {resume_key_of(r) for r in rows}
     todo = [s for s in found.submissions if s.key not in done]
     unusable = preflight.check_references(problems[p] for p in sorted({s.problem for s in todo}))
-    _start_report(options, device, seed, limits, where.environment)
+    _start_report(options, device, seed, limits, plans, where.environment)
     outcome = ScoreOutcome(options.out_dir, device, Counter(), 0, len(found.submissions) - len(todo),
                            problems=sorted(problems), seed=seed, unusable=unusable)
     for problem_id, why in unusable.items():
@@ -133,12 +134,13 @@ def _score(options: ScoreOptions, inputs: _Inputs, where: Machines, limits: Limi
     return outcome
 
 
-def _start_report(options: ScoreOptions, device: str, seed: int, limits: Limits,
+def _start_report(options: ScoreOptions, device: str, seed: int, limits: Limits, plans: dict[str, JudgingPlan],
                   facts: dict[str, Any] | None = None) -> None:
-    """Create the report folder and record the run's settings (kept from the first run when resuming)."""
+    """Create the report folder and record the run's settings and plans (the settings kept from the first run when
+    resuming)."""
     preflight.make_out_dir(options.out_dir)
-    if not (options.resume and run_settings.read_recorded(options.out_dir)):
-        run_settings.record(options.out_dir, run_settings.current_settings(options, device, seed))
+    run_settings.record_run(options.out_dir, run_settings.current_settings(options, device, seed), plans,
+                            options.resume)
     _record_environment(options.out_dir / ENVIRONMENT_FILE, limits, facts)
 
 

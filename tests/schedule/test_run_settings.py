@@ -28,7 +28,7 @@ def _recorded(out: Path, **changes: object) -> ScoreOptions:
     """Options of a first run whose settings are recorded in the report folder."""
     options = _options(out, **changes)
     options.out_dir.mkdir(parents=True)
-    run_settings.record(options.out_dir, run_settings.current_settings(options, "cpu", options.seed))
+    run_settings.record(options.out_dir, run_settings.current_settings(options, "cpu", options.seed), {})
     return options
 
 
@@ -47,7 +47,7 @@ def test_the_recorded_settings_are_every_one_that_changes_verdicts_or_times(tmp_
                         "baselines": ["eager"], "device": "cpu", "gpu": "cpu", "evalkit_version": __version__,
                         "seed": 11}
     options.out_dir.mkdir(parents=True)
-    path = run_settings.record(options.out_dir, settings)
+    path = run_settings.record(options.out_dir, settings, {})
     assert path.name == RUN_SETTINGS_FILE == "run.json"
     assert json.loads(path.read_text())["settings"] == settings
 
@@ -141,7 +141,7 @@ def test_the_api_takes_todays_names_and_the_older_ones() -> None:
     assert older == today and today.overrides == {"correctness_trials": 3, "warmup_trials": 1, "run_timeout_s": 9.0}
 
 
-# ---- plans: each problem resolved once ------------------------------------------------------------------------
+# ---- plans: each problem resolved once, recorded, compared problem by problem on --resume ----------------------
 
 
 def _problem(folder: Path, toml: str = "", reference: str = "# a reference\n") -> Problem:
@@ -163,3 +163,59 @@ def test_a_plan_is_the_problems_files_and_settings_with_the_runs_overrides(tmp_p
             judging_plan(problem, wrong)
         with pytest.raises(SettingError, match=why):
             JudgeOptions(overrides=wrong)
+
+
+def test_run_json_records_every_plan(tmp_path: Path) -> None:
+    options = _options(tmp_path, atol=0.25)
+    plans = options.plans({"p": _problem(tmp_path / "p"), "q": _problem(tmp_path / "q", "timing_trials = 3\n")})
+    options.out_dir.mkdir(parents=True)
+    run_settings.record_run(options.out_dir, run_settings.current_settings(options, "cpu", 11), plans, resume=False)
+    recorded = json.loads((options.out_dir / RUN_SETTINGS_FILE).read_text())
+    assert recorded["run_settings_version"] == 3
+    assert recorded["plans"] == {"p": plans["p"].to_dict(), "q": plans["q"].to_dict()}
+    assert recorded["plans"]["q"]["settings"]["timing_trials"] == 3 and recorded["plans"]["p"]["settings"]["atol"] == 0.25
+
+
+def test_a_resume_names_every_change_of_a_judged_problems_plan(tmp_path: Path, caplog) -> None:
+    options = _options(tmp_path)
+    folders = {name: tmp_path / "problems" / name for name in ("p", "q", "r")}
+    first = options.plans({name: _problem(folder) for name, folder in folders.items()})
+    options.out_dir.mkdir(parents=True)
+    run_settings.record_run(options.out_dir, {}, first, resume=False)
+    recorded = run_settings.read_recorded_plans(options.out_dir)
+    rows = [{"problem": "p"}, {"problem": "q"}]  # r has no row yet
+    run_settings.refuse_changed_plans(options.out_dir, recorded, first, rows)  # nothing changed: no refusal
+    now = options.plans({"p": _problem(folders["p"], reference="# edited\n"), "q": _problem(folders["q"], "atol = 0.5\n"),
+                         "r": _problem(folders["r"], "timing_trials = 9\n")})
+    with pytest.raises(ScoreError) as refused:
+        run_settings.refuse_changed_plans(options.out_dir, recorded, now, rows)
+    message = str(refused.value)
+    assert f"p (its files (reference.py, problem.toml): sha256 {first['p'].problem_sha256[:12]}... recorded, " \
+           f"{now['p'].problem_sha256[:12]}... now)" in message
+    assert "q (its files" in message and "atol: recorded 0.01, now 0.5" in message
+    assert "r (" not in message and "--out NEW_DIR" in message
+    run_settings.refuse_changed_plans(options.out_dir, recorded, now, [])  # no answer judged: nothing mixes
+    assert "problem r changed since this report's first run" in caplog.text
+
+
+def test_a_resume_keeps_the_first_settings_and_takes_the_plans_of_problems_not_yet_judged(tmp_path: Path) -> None:
+    options = _options(tmp_path)
+    p, q = _problem(tmp_path / "p"), _problem(tmp_path / "q")
+    options.out_dir.mkdir(parents=True)
+    run_settings.record_run(options.out_dir, {"seed": 11}, options.plans({"p": p}), resume=False)
+    first = json.loads((options.out_dir / RUN_SETTINGS_FILE).read_text())
+    run_settings.record_run(options.out_dir, {"seed": 12}, options.plans({"q": q}), resume=True)
+    again = json.loads((options.out_dir / RUN_SETTINGS_FILE).read_text())
+    assert again["settings"] == {"seed": 11} and again["recorded_at"] == first["recorded_at"]
+    assert set(again["plans"]) == {"p", "q"}
+
+
+def test_a_report_without_plans_is_compared_on_what_its_rows_say(tmp_path: Path) -> None:
+    options = _options(tmp_path)
+    plans = options.plans({"p": _problem(tmp_path / "p", 'precision = "fp16"\n')})
+    run_settings.refuse_changed_plans(options.out_dir, None, plans, [{"problem": "p", "precision": "fp16"}])
+    with pytest.raises(ScoreError, match=r"p \(precision: judged bf16, now fp16\)"):
+        run_settings.refuse_changed_plans(options.out_dir, None, plans, [{"problem": "p", "precision": "bf16"}])
+    with pytest.raises(ScoreError, match=r"p \(its files: sha256 000000000000\.\.\. judged"):
+        run_settings.refuse_changed_plans(options.out_dir, None, plans,
+                                          [{"problem": "p", "precision": "fp16", "problem_sha256": "0" * 64}])
