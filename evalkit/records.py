@@ -313,7 +313,8 @@ def _from_5(row: dict[str, Any]) -> dict[str, Any]:
     return {"problem_sha256": None, **row}
 
 
-MIGRATIONS = {1: _from_1, 2: _from_2, 3: _from_3, 4: _from_4, 5: _from_5}  # version -> the step to the next; one per version ever written
+# version -> the step to the next; one per version ever written
+MIGRATIONS = {1: _from_1, 2: _from_2, 3: _from_3, 4: _from_4, 5: _from_5}
 
 
 def migrate(row: dict[str, Any]) -> dict[str, Any]:

@@ -82,7 +82,8 @@ class Engine:
         partition_builds(self.freezer, device, placement.build_cpus)
         self.backend = backend or LocalBackend(options.build_jobs(len(placement.build_cpus) or None, device=device))
         self._build_limits = replace(limits, cpus=placement.build_cpus or None)
-        spec = StationSpec(problems, plans, options.baselines, options.cache_dir, device, seed, limits, baselines, driver)
+        spec = StationSpec(problems, plans, options.baselines, options.cache_dir, device, seed, limits, baselines,
+                           driver)
         self.stations: list[Station] = [self.backend.station(slot, replace(spec, limits=self._judge_limits(slot)),
                                                              len(placement.slots), self.freezer, self.progress)
                                         for slot in placement.slots]

@@ -11,10 +11,10 @@ from the command line to the worker: the field's name is the ``problem.toml`` ke
 
 A run resolves each problem's settings once, at its start, into a ``JudgingPlan`` (``judging_plan``: the problem's
 id, the sha256 of its files, its settings with the run's overrides applied); the plan travels to the judge, which
-judges by it and stamps the rows, and ``run.json`` records every plan. Everything else that shows a setting reads it from here: the ``problem.toml`` templates
-(``commented_toml``), the options of ``evalkit score`` (``evalkit.cli.score``, made from ``PER_RUN``), ``run.json``
-(``evalkit.schedule.run_settings``) and, kept in step by tests/sources/test_problems.py, the table in
-docs/problems.md.
+judges by it and stamps the rows, and ``run.json`` records every plan. Everything else that shows a setting reads it
+from here: the ``problem.toml`` templates (``commented_toml``), the options of ``evalkit score``
+(``evalkit.cli.score``, made from ``PER_RUN``), ``run.json`` (``evalkit.schedule.run_settings``) and, kept in step by
+tests/sources/test_problems.py, the table in docs/problems.md.
 
 The KernelBench origin of a problem (the ``kernelbench_`` keys) is declared beside them, in
 ``evalkit.sources.origin``.
