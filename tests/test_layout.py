@@ -18,10 +18,11 @@ MODULES = sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.part
 SIDES = ("trusted side", "untrusted side", "both sides", "no side of the trust boundary")
 MAX_LINES = 400
 # Stages in order: a module may import evalkit modules of its own stage or an earlier one.
-STAGES = ("version", "row_parts", "records", "host_facts", "results_file", "sources", "intake", "sandbox", "judge",
-          "schedule", "kernelbench", "server", "cli")  # kernelbench: KernelBench's call; server: evalkit serve, both over the API
-# Report reads rows only: it may import the vocabulary and the results file, nothing that judges.
-REPORT_MAY_IMPORT = ("version", "row_parts", "records", "host_facts", "results_file", "report")
+STAGES = ("version", "row_parts", "records", "host_facts", "results_file", "report_folder", "sources", "intake",
+          "sandbox", "judge", "schedule", "kernelbench", "server", "cli")  # kernelbench: KernelBench's call; server: evalkit serve, both over the API
+# Report reads rows only: it may import the vocabulary, the results file and the report folder's owner, nothing that
+# judges.
+REPORT_MAY_IMPORT = ("version", "row_parts", "records", "host_facts", "results_file", "report_folder", "report")
 # What shows rows to a user may import report: the CLI, and KernelBench's call (a row in KernelBench's shape, as
 # ``evalkit report --format kernelbench`` writes it).
 SHOW_ROWS = ("cli", "kernelbench")

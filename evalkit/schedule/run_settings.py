@@ -23,7 +23,8 @@ from typing import Any
 import torch
 
 from evalkit.version import __version__
-from evalkit.results_file import RESULTS_FILE, RUN_SETTINGS_FILE, write_file
+from evalkit.report_folder import ReportFolder
+from evalkit.results_file import RESULTS_FILE, RUN_SETTINGS_FILE
 from evalkit.schedule.options import ScoreError, ScoreOptions
 from evalkit.sources.settings import OLD_NAMES, PER_RUN, SETTINGS, JudgingPlan
 
@@ -164,26 +165,25 @@ def refuse_differences(out_dir: Path, recorded: dict[str, Any], now: dict[str, A
                          f"{_NEW_REPORT}")
 
 
-def record(out_dir: Path, settings: dict[str, Any], plans: dict[str, Any], recorded_at: str | None = None) -> Path:
-    """Write ``out_dir/run.json`` (the folder must exist): the run's ``settings`` and every problem's plan (as
-    ``JudgingPlan.to_dict`` gives it, by id), recorded at ``recorded_at`` (default: now); return its path."""
-    path = out_dir / RUN_SETTINGS_FILE
-    data = {"run_settings_version": RUN_SETTINGS_VERSION,
-            "recorded_at": recorded_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "settings": settings, "plans": plans}
-    write_file(path, json.dumps(data, indent=2) + "\n")
-    return path
+def record(folder: ReportFolder, settings: dict[str, Any], plans: dict[str, Any],
+           recorded_at: str | None = None) -> Path:
+    """Write the folder's ``run.json``: the run's ``settings`` and every problem's plan (as ``JudgingPlan.to_dict``
+    gives it, by id), recorded at ``recorded_at`` (default: now); return its path."""
+    return folder.record_run({"run_settings_version": RUN_SETTINGS_VERSION,
+                              "recorded_at": recorded_at or dt.datetime.now(dt.timezone.utc).isoformat(
+                                  timespec="seconds"),
+                              "settings": settings, "plans": plans})
 
 
-def record_run(out_dir: Path, settings: dict[str, Any], plans: dict[str, JudgingPlan], resume: bool) -> Path:
-    """Record the run in ``out_dir/run.json``: a first run its settings and plans; a resume (whose settings and plans
-    were found to match) adds the plans of problems the report holds no answer of, the first run's settings and time
-    kept."""
-    recorded = read_recorded(out_dir) if resume else None
+def record_run(folder: ReportFolder, settings: dict[str, Any], plans: dict[str, JudgingPlan], resume: bool) -> Path:
+    """Record the run in the folder's ``run.json``: a first run its settings and plans; a resume (whose settings and
+    plans were found to match) adds the plans of problems the report holds no answer of, the first run's settings
+    and time kept."""
+    recorded = read_recorded(folder.path) if resume else None
     if recorded is None:
-        return record(out_dir, settings, merged_plans(None, plans))
-    then = json.loads((out_dir / RUN_SETTINGS_FILE).read_text(encoding="utf-8")).get("recorded_at")
-    return record(out_dir, recorded, merged_plans(read_recorded_plans(out_dir), plans),
+        return record(folder, settings, merged_plans(None, plans))
+    then = json.loads((folder.path / RUN_SETTINGS_FILE).read_text(encoding="utf-8")).get("recorded_at")
+    return record(folder, recorded, merged_plans(read_recorded_plans(folder.path), plans),
                   recorded_at=then if isinstance(then, str) else None)
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
 from evalkit import __version__
+from evalkit.report_folder import ReportFolder
 from evalkit.results_file import RUN_SETTINGS_FILE
 from evalkit.schedule import run_settings
 from evalkit.schedule.options import JudgeOptions, ScoreError, ScoreOptions, SettingError
@@ -24,11 +26,18 @@ def _options(out: Path, **changes: object) -> ScoreOptions:
     return dataclasses.replace(base, overrides={**base.overrides, **overrides}, **changes)
 
 
+def _in_folder(path: Path, write: Callable[..., Path], *args: object, **kwargs: object) -> Path:
+    """``write(folder, *args, **kwargs)`` into the report folder at ``path``, opened for it as a run opens it."""
+    with ReportFolder.open(path) as folder:
+        return write(folder, *args, **kwargs)
+
+
 def _recorded(out: Path, **changes: object) -> ScoreOptions:
     """Options of a first run whose settings are recorded in the report folder."""
     options = _options(out, **changes)
     options.out_dir.mkdir(parents=True)
-    run_settings.record(options.out_dir, run_settings.current_settings(options, "cpu", options.seed), {})
+    _in_folder(options.out_dir, run_settings.record, run_settings.current_settings(options, "cpu", options.seed),
+               {})
     return options
 
 
@@ -47,7 +56,7 @@ def test_the_recorded_settings_are_every_one_that_changes_verdicts_or_times(tmp_
                         "baselines": ["eager"], "device": "cpu", "gpu": "cpu", "evalkit_version": __version__,
                         "seed": 11}
     options.out_dir.mkdir(parents=True)
-    path = run_settings.record(options.out_dir, settings, {})
+    path = _in_folder(options.out_dir, run_settings.record, settings, {})
     assert path.name == RUN_SETTINGS_FILE == "run.json"
     assert json.loads(path.read_text())["settings"] == settings
 
@@ -169,7 +178,8 @@ def test_run_json_records_every_plan(tmp_path: Path) -> None:
     options = _options(tmp_path, atol=0.25)
     plans = options.plans({"p": _problem(tmp_path / "p"), "q": _problem(tmp_path / "q", "timing_trials = 3\n")})
     options.out_dir.mkdir(parents=True)
-    run_settings.record_run(options.out_dir, run_settings.current_settings(options, "cpu", 11), plans, resume=False)
+    _in_folder(options.out_dir, run_settings.record_run, run_settings.current_settings(options, "cpu", 11), plans,
+               resume=False)
     recorded = json.loads((options.out_dir / RUN_SETTINGS_FILE).read_text())
     assert recorded["run_settings_version"] == 3
     assert recorded["plans"] == {"p": plans["p"].to_dict(), "q": plans["q"].to_dict()}
@@ -181,7 +191,7 @@ def test_a_resume_names_every_change_of_a_judged_problems_plan(tmp_path: Path, c
     folders = {name: tmp_path / "problems" / name for name in ("p", "q", "r")}
     first = options.plans({name: _problem(folder) for name, folder in folders.items()})
     options.out_dir.mkdir(parents=True)
-    run_settings.record_run(options.out_dir, {}, first, resume=False)
+    _in_folder(options.out_dir, run_settings.record_run, {}, first, resume=False)
     recorded = run_settings.read_recorded_plans(options.out_dir)
     rows = [{"problem": "p"}, {"problem": "q"}]  # r has no row yet
     run_settings.refuse_changed_plans(options.out_dir, recorded, first, rows)  # nothing changed: no refusal
@@ -202,9 +212,9 @@ def test_a_resume_keeps_the_first_settings_and_takes_the_plans_of_problems_not_y
     options = _options(tmp_path)
     p, q = _problem(tmp_path / "p"), _problem(tmp_path / "q")
     options.out_dir.mkdir(parents=True)
-    run_settings.record_run(options.out_dir, {"seed": 11}, options.plans({"p": p}), resume=False)
+    _in_folder(options.out_dir, run_settings.record_run, {"seed": 11}, options.plans({"p": p}), resume=False)
     first = json.loads((options.out_dir / RUN_SETTINGS_FILE).read_text())
-    run_settings.record_run(options.out_dir, {"seed": 12}, options.plans({"q": q}), resume=True)
+    _in_folder(options.out_dir, run_settings.record_run, {"seed": 12}, options.plans({"q": q}), resume=True)
     again = json.loads((options.out_dir / RUN_SETTINGS_FILE).read_text())
     assert again["settings"] == {"seed": 11} and again["recorded_at"] == first["recorded_at"]
     assert set(again["plans"]) == {"p", "q"}
