@@ -17,6 +17,7 @@ from typing import Any, Callable, Protocol
 from evalkit.intake.triage import Triage
 from evalkit.judge.builder import BuildOutcome, build
 from evalkit.records import ResultRow, Submission
+from evalkit.report_folder import ReportFolder
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.launcher import WATCHDOG_PERIOD_S, Limits
 from evalkit.sandbox.processes import ProcessTable
@@ -52,7 +53,7 @@ class Backend(Protocol):
     def start_build(self, code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits,
                     init_inputs: Any, freezer: BuildFreezer) -> Future[BuildOutcome]: ...
     def station(self, slot: JudgeSlot, spec: StationSpec, judges: int, freezer: BuildFreezer,
-                progress: Callable[[str], None]) -> Station: ...
+                progress: Callable[[str], None], report: ReportFolder | None = None) -> Station: ...
     def abandon_builds(self, kill: Callable[[], object]) -> None: ...
     def close(self) -> None: ...
 
@@ -80,15 +81,15 @@ class LocalBackend:
         return {"builds": len(self._builds)}
 
     def station(self, slot: JudgeSlot, spec: StationSpec, judges: int, freezer: BuildFreezer,
-                progress: Callable[[str], None]) -> Station:
+                progress: Callable[[str], None], report: ReportFolder | None = None) -> Station:
         if judges == 1 and slot.gpu in (None, 0):
             # This process is not pinned (it may be a caller's training loop), so neither is its worker: a worker
             # on the judge's two cores shared them with this process's own thread once builds had pushed it
             # there, and read 6-13% slow under build load on the H200. The slot's cores still stay free of builds.
             return DirectStation(slot.name, replace(spec, limits=replace(spec.limits, cpus=None)),
                                  quiet=partial(freezer.timing, device=host_device(slot, os.environ.get(VISIBLE))),
-                                 progress=progress)
-        return ProcessStation(slot, spec, freezer, progress=progress)
+                                 progress=progress, report=report)
+        return ProcessStation(slot, spec, freezer, progress=progress, report=report)
 
     def abandon_builds(self, kill: Callable[[], object]) -> None:
         """Cancel the builds not started; kill the sandboxes of running ones until they end (bounded)."""

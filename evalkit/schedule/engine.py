@@ -25,6 +25,7 @@ from evalkit.intake.triage import Triage, triage
 from evalkit.judge import torch_headers, verdicts
 from evalkit.judge.builder import BuildOutcome, builds_root, nothing_to_build
 from evalkit.records import EvalkitError, ResultRow, Submission
+from evalkit.report_folder import ReportFolder
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.launcher import Limits
 from evalkit.sandbox.processes import MARKER_VARIABLE
@@ -73,7 +74,8 @@ class Engine:
 
     def __init__(self, problems: dict[str, Problem], plans: dict[str, JudgingPlan], options: JudgeOptions, device: str,
                  seed: int, limits: Limits, baselines: BaselineFiles, driver: str | None, placement: Placement,
-                 progress: Callable[[str], None] | None = None, backend: Backend | None = None) -> None:
+                 progress: Callable[[str], None] | None = None, backend: Backend | None = None,
+                 report: ReportFolder | None = None) -> None:
         self.problems, self.plans, self.options, self.device = problems, plans, options, device
         self.seed, self.limits = seed, limits
         self.placement = placement
@@ -85,7 +87,8 @@ class Engine:
         spec = StationSpec(problems, plans, options.baselines, options.cache_dir, device, seed, limits, baselines,
                            driver)
         self.stations: list[Station] = [self.backend.station(slot, replace(spec, limits=self._judge_limits(slot)),
-                                                             len(placement.slots), self.freezer, self.progress)
+                                                             len(placement.slots), self.freezer, self.progress,
+                                                             report)
                                         for slot in placement.slots]
         self._problem_locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()

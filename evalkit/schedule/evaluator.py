@@ -30,6 +30,7 @@ from typing import Any, AsyncIterator, Callable, Iterable, Iterator
 
 from evalkit.judge.feedback import feedback_for
 from evalkit.records import EvalkitError, ResultRow, Submission, sha256_text
+from evalkit.report_folder import ReportFolder
 from evalkit.sandbox.launcher import Limits
 from evalkit.schedule.dispatch import Batch
 from evalkit.schedule.engine import ROW_POLL_S, Machines, check_deadline
@@ -77,15 +78,17 @@ class Evaluator:
     @classmethod
     def for_report(cls, problems: dict[str, Problem], plans: dict[str, JudgingPlan], options: JudgeOptions,
                    where: Machines, seed: int, limits: Limits, baselines: BaselineFiles, driver: str | None,
-                   progress: Callable[[str], None] | None = None) -> "Evaluator":
-        """The evaluator of one ``evalkit score`` run, whose plans, seed and machines it has already fixed."""
+                   progress: Callable[[str], None] | None = None,
+                   report: ReportFolder | None = None) -> "Evaluator":
+        """The evaluator of one ``evalkit score`` run, whose plans, seed and machines it has already fixed; the
+        baselines its judges time go into ``report``'s."""
         evaluator = cls.__new__(cls)
-        evaluator._start(problems, plans, options, where, seed, limits, baselines, driver, progress)
+        evaluator._start(problems, plans, options, where, seed, limits, baselines, driver, progress, report)
         return evaluator
 
     def _start(self, problems: dict[str, Problem], plans: dict[str, JudgingPlan], options: JudgeOptions,
                where: Machines, seed: int, limits: Limits, baselines: BaselineFiles, driver: str | None,
-               progress: Callable[[str], None] | None = None) -> None:
+               progress: Callable[[str], None] | None = None, report: ReportFolder | None = None) -> None:
         from evalkit.judge.environment import environment
         from evalkit.schedule.engine import Engine
 
@@ -93,7 +96,7 @@ class Evaluator:
         if driver is None:
             driver = (where.environment or environment()).get("driver")
         self._engine = Engine(problems, plans, options, where.device, seed, limits, baselines, driver,
-                              where.placement, progress=progress, backend=where.backend)
+                              where.placement, progress=progress, backend=where.backend, report=report)
         self._finalizer = weakref.finalize(self, _shut_down, self._engine)
         self._samples = itertools.count()
         self._verdicts = VerdictCache() if options.reuse_verdicts else None

@@ -52,17 +52,22 @@ PROTOCOL_VERSION = 9  # bump when a message changes; a judge refuses a Start (a 
 # 7: Start's options carry hang_limit_s (the ceiling of an answer's time limits). 8: Problem.trusted (a judge of an
 # earlier version would import a problem given as text in its own process). 9: the plan travels instead of the raw
 # options (StationSpec.plans, AddProblem.plan: each problem's settings resolved once, at the run's start), and a row
-# comes back stamped with its problem's sha256.
+# comes back stamped with its problem's sha256; the report's baselines reach every judge by Prepare.report_entries
+# (BaselineFiles.in_report), as they reached a Ray actor's, and the judge writes no file of the report folder.
 
 
 @dataclass(frozen=True)
 class BaselineFiles:
-    """Where a station keeps baselines: the report's own file (None outside a report) and the shared cache."""
+    """Where a station keeps baselines: its own copy of the report's (``report``: a file of the judge's, which the
+    judge server fills with what the scheduler sends, ``Prepare.report_entries``, where the run keeps a report,
+    ``in_report``) and the shared cache. A judge writes no file of the report folder: what it times goes back to
+    the scheduler, whose ``ReportFolder`` records it."""
 
     report: Path | None
     shared: Path | None
     remeasure: bool = False
     run: str = ""  # shared by every judge of one run: with ``remeasure``, what one of them timed serves all
+    in_report: bool = False
 
     def open(self) -> BaselineCache:
         return BaselineCache(self.report, self.shared, remeasure=self.remeasure, run=self.run)

@@ -11,7 +11,13 @@ so the judge goes on serving.
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
+from dataclasses import replace
+from pathlib import Path
 from typing import Any, Callable
+
+from evalkit.judge.baselines import merge_entry
 
 from evalkit.schedule import judge_messages as m
 from evalkit.schedule.judge_messages import StationSpec
@@ -34,6 +40,7 @@ class JudgeServer:
     def __init__(self, open: Callable[[StationSpec], JudgeStation] = open_station) -> None:  # noqa: A002
         self._open = open
         self.station: JudgeStation | None = None
+        self._copy: Path | None = None  # the judge's copy of the report's baselines (``BaselineFiles.in_report``)
 
     def handle(self, message: Any) -> Reply:
         """The reply to ``message``; never raises for what the scheduler sends."""
@@ -49,13 +56,20 @@ class JudgeServer:
         station, self.station = self.station, None
         if station is not None:
             station.close()
+        copy, self._copy = self._copy, None
+        if copy is not None:
+            shutil.rmtree(copy.parent, ignore_errors=True)
 
     def _start(self, start: m.Start) -> m.Started | m.Refused:
         if start.version != m.PROTOCOL_VERSION:
             logger.error("judge: refused a Start of judge protocol %s (this judge speaks %s)", start.version,
                          m.PROTOCOL_VERSION)
             return m.Refused(m.PROTOCOL_VERSION, start.version)
-        self.station = self._open(start.spec)
+        spec = start.spec
+        if spec.baselines.in_report:  # the report's entries, as the scheduler sends them: the judge reads no report
+            self._copy = Path(tempfile.mkdtemp(prefix="evalkit-judge-baselines-")) / "baselines.json"
+            spec = replace(spec, baselines=replace(spec.baselines, report=self._copy))
+        self.station = self._open(spec)
         return m.Started()
 
     def _serve(self, message: m.AddProblem | m.Prepare | m.JudgeAnswer | m.Exit) -> m.Done | m.Judged:
@@ -68,6 +82,8 @@ class JudgeServer:
             station.problems.setdefault(message.problem.id, message.problem)
             return m.Done(None)
         if isinstance(message, m.Prepare):
+            for key, entry in message.report_entries.items() if self._copy is not None else ():
+                merge_entry(self._copy, key, entry)
             return m.Done(station.prepare(message.problem_id, message.kinds))
         row = station.judge(message.submission, message.triage, message.outcome)
         return m.Judged(row, station.current_problem, station.current_baselines)

@@ -189,11 +189,11 @@ class _Run:
 
     def score_all(self, todo: list[Submission], record: Record, file_warnings: dict[str, list[str]]) -> None:
         options = self.options
-        baselines = BaselineFiles(options.out_dir / BASELINES_FILE, options.cache_dir / BASELINES_FILE,
-                                  remeasure=options.remeasure_baselines, run=self.limits.group)
+        baselines = BaselineFiles(None, options.cache_dir / BASELINES_FILE, remeasure=options.remeasure_baselines,
+                                  run=self.limits.group, in_report=True)
         evaluator = Evaluator.for_report(self.problems, self.plans, options, self.where, self.seed, self.limits,
                                          baselines, _recorded_driver(options.out_dir / ENVIRONMENT_FILE),
-                                         progress=lambda text: self.report(text, Counter()))
+                                         progress=lambda text: self.report(text, Counter()), report=self.folder)
         self.folder.note_environment("build_isolation", evaluator.build_isolation)
         try:
             for row in evaluator.judge_submissions((s, file_warnings.get(s.path, [])) for s in todo):

@@ -4,7 +4,8 @@ and a Ray actor (``ray_backend.RayStation``, on a local Ray cluster of CPUs; ``s
 
 Each refuses a Start of another protocol version, naming both versions; names a message of the wrong kind, either
 way, with both types, and a message with a field of the wrong type with the message, the field and both types;
-answers Prepare with the baselines and JudgeAnswer with the answer's verdict; turns its own failure into a
+answers Prepare with the baselines (the report's coming with it, and those it timed going back to the scheduler's
+``ReportFolder``) and JudgeAnswer with the answer's verdict; turns its own failure into a
 ``judge_failed`` row and goes on serving; ends a cancelled answer in hand at once, not at its time limit, and
 judges the next; and leaves no process behind once closed."""
 
@@ -21,6 +22,8 @@ import pytest
 from evalkit.intake.triage import Triage, triage
 from evalkit.judge.builder import BuildOutcome, build, nothing_to_build
 from evalkit.records import Submission
+from evalkit.report_folder import ReportFolder
+from evalkit.results_file import BASELINES_FILE, LOCK_FILE
 from evalkit.sandbox.processes import MARKER_VARIABLE, sandbox_members
 from evalkit.schedule import judge_messages as m
 from evalkit.schedule.judge_client import DirectStation, JudgeFailed, MessageStation
@@ -138,6 +141,20 @@ def test_prepare_gives_baselines_and_answers_get_their_verdicts(station: Message
     incorrect = station.judge(*_answer(warm_cache, "incorrect.py"))
     assert incorrect.verdict == "incorrect", incorrect.error
     assert station.current_problem == "linear_relu"
+
+
+def test_the_reports_baselines_go_through_the_scheduler_and_the_judge_writes_no_file_of_the_report(
+        station: MessageStation, tmp_path: Path):
+    # The run's ReportFolder records what the judge timed; the judge gets the report's entries with each Prepare.
+    station.spec = replace(station.spec, baselines=replace(station.spec.baselines, in_report=True))
+    with ReportFolder.open(tmp_path / "report") as folder:
+        station.report = folder
+        timed = station.prepare("linear_relu")
+        assert [entry["problem"] for entry in folder.baselines_of("linear_relu").values()] == ["linear_relu"]
+        station.close()  # a new judge, which has no baselines of its own and no shared cache (``cpu_station_spec``)
+        again = station.prepare("linear_relu")
+    assert again["eager"]["median_ms"] == timed["eager"]["median_ms"], "timed again: the report's entry never came"
+    assert sorted(p.name for p in (tmp_path / "report").iterdir()) == sorted([BASELINES_FILE, LOCK_FILE])
 
 
 def test_the_judge_judges_by_its_plan_and_stamps_the_rows_with_it(station: MessageStation, warm_cache: Path):
