@@ -165,14 +165,14 @@ def refuse_differences(out_dir: Path, recorded: dict[str, Any], now: dict[str, A
                          f"{_NEW_REPORT}")
 
 
-def record(folder: ReportFolder, settings: dict[str, Any], plans: dict[str, Any],
+def record(folder: ReportFolder, settings: dict[str, Any], plans: dict[str, Any] | None = None,
            recorded_at: str | None = None) -> Path:
     """Write the folder's ``run.json``: the run's ``settings`` and every problem's plan (as ``JudgingPlan.to_dict``
     gives it, by id), recorded at ``recorded_at`` (default: now); return its path."""
     return folder.record_run({"run_settings_version": RUN_SETTINGS_VERSION,
                               "recorded_at": recorded_at or dt.datetime.now(dt.timezone.utc).isoformat(
                                   timespec="seconds"),
-                              "settings": settings, "plans": plans})
+                              "settings": settings, "plans": plans or {}})
 
 
 def record_run(folder: ReportFolder, settings: dict[str, Any], plans: dict[str, JudgingPlan], resume: bool) -> Path:
