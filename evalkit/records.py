@@ -190,7 +190,7 @@ class Submission:
         return resume_key(self.run, self.problem, self.sample, self.sha256)
 
 
-def to_jsonable(value: Any) -> Any:
+def to_jsonable(value: object) -> Any:
     """Turn dataclasses, enums, tuples and paths into plain JSON values."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
@@ -297,7 +297,7 @@ def _from_4(row: dict[str, Any]) -> dict[str, Any]:
     """Schema 4 -> 5: a call's time held its output's delivery into the judge's buffers and the harness's own part
     of each call, and the part subtracted was measured by pings through the baseline's worker (``overhead_pings``,
     their count): its figures stay, the count under the new name."""
-    def renamed(record: Any) -> Any:
+    def renamed(record: object) -> Any:
         if not isinstance(record, dict) or "overhead_pings" not in record:
             return record
         return {("overhead_requests" if k == "overhead_pings" else k): v for k, v in record.items()}

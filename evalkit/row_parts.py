@@ -273,8 +273,8 @@ def declared(record: type) -> dict[str, Any]:
     return {key: _nested(hint) for key, hint in typing.get_type_hints(record).items()}
 
 
-def _nested(hint: Any) -> type | None:
-    if typing.is_typeddict(hint):
+def _nested(hint: object) -> type | None:
+    if isinstance(hint, type) and typing.is_typeddict(hint):
         return hint
     for arg in typing.get_args(hint):  # X | None, list[X]
         found = _nested(arg)
@@ -283,7 +283,7 @@ def _nested(hint: Any) -> type | None:
     return None
 
 
-def undeclared_keys(record: type, value: Any, path: str) -> list[str]:
+def undeclared_keys(record: type, value: object, path: str) -> list[str]:
     """The dotted paths of the keys in ``value`` (a sub-record as written) that ``record`` declares nowhere."""
     if isinstance(value, list):
         return [found for item in value for found in undeclared_keys(record, item, path)]

@@ -42,7 +42,7 @@ def test_a_new_evaluator_starts_its_judge_and_times_its_known_problems_baselines
         assert _timed_baselines(warm_cache) == known, "the known problems' baselines were not timed ahead"
         station = ev._engine.stations[0]
         assert station._running(), "the judge was not started ahead of its first answer"
-        assert station._server.station._spare._spares, "the judge's first worker was not started ahead"
+        assert station._server.device_judge._spare._spares, "the judge's first worker was not started ahead"
         row = ev.judge("linear_relu", _answer("correct_cpp"))
         assert row["verdict"] == "correct" and row["stage_seconds"]["setup_s"] < row["stage_seconds"]["build_s"] + 60
 

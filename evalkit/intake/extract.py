@@ -21,10 +21,11 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from evalkit.intake.bindings import binds_model_new
 from evalkit.intake.fences import Block, Tag, find_blocks, scan_answer
+from evalkit.row_parts import CandidateRecord, ExtractionRecord
 from evalkit.sources.textio import normalise_newlines
 
 __all__ = ["MAX_CANDIDATES", "PYTHON_LANGUAGES", "Block", "Extraction", "extract", "find_blocks"]
@@ -45,17 +46,17 @@ class Extraction:
     block: Block | None = None
     whole_text: bool = False
     line_offset: int = 0  # code line i is source line i + line_offset
-    candidates: list[dict[str, Any]] = field(default_factory=list)
+    candidates: list[CandidateRecord] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
     def source_line(self, code_line: int) -> int:
         """The line of the original text that code line ``code_line`` (1-based) came from."""
         return code_line + self.line_offset
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "reason": self.reason, "code": self.code, "truncated": self.truncated,
-                "block": self.block.to_dict() if self.block else None, "candidates": list(self.candidates),
-                "whole_text": self.whole_text, "line_offset": self.line_offset, "warnings": list(self.warnings)}
+    def to_dict(self) -> ExtractionRecord:
+        return ExtractionRecord(ok=self.ok, reason=self.reason, code=self.code, truncated=self.truncated,
+                                block=self.block.to_dict() if self.block else None, candidates=list(self.candidates),
+                                whole_text=self.whole_text, line_offset=self.line_offset, warnings=list(self.warnings))
 
 
 class _Answer(NamedTuple):
@@ -137,13 +138,13 @@ def _listed(blocks: list[Block], chosen: Block | None) -> list[Block]:
 
 
 def _candidates(blocks: list[Block], defines: list[bool], chosen: Block | None,
-                answer: _Answer) -> list[dict[str, Any]]:
+                answer: _Answer) -> list[CandidateRecord]:
     rows = []
     for b in _listed(blocks, chosen):
         has_model, in_final = defines[b.index], _in_final(b, answer)
-        rows.append({**b.to_dict(), "in_final_answer": in_final, "defines_model_new": has_model,
-                     "status": "chosen" if b is chosen else "rejected",
-                     "why": _why(b, has_model, chosen, answer, in_final)})
+        rows.append(CandidateRecord(**b.to_dict(), in_final_answer=in_final, defines_model_new=has_model,
+                                    status="chosen" if b is chosen else "rejected",
+                                    why=_why(b, has_model, chosen, answer, in_final)))
     return rows
 
 
@@ -154,7 +155,7 @@ def _listing_warnings(blocks: int, listed: int) -> list[str]:
             f"{MAX_CANDIDATES // 2}, and the chosen one)"]
 
 
-def _chosen(block: Block, candidates: list[dict[str, Any]]) -> Extraction:
+def _chosen(block: Block, candidates: list[CandidateRecord]) -> Extraction:
     row = next(c for c in candidates if c["status"] == "chosen")
     why, in_final = row["why"], row["in_final_answer"]
     where = f"fence at line {block.fence_line}, code lines {block.start_line}-{block.end_line}"

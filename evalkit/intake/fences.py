@@ -25,10 +25,11 @@ import heapq
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from evalkit.intake.markers import (MARKER, MAY_CLOSE, closing_tail, lead_end, prose_fence_info, reasoning_tag,
                                     without_markers)
+from evalkit.row_parts import BlockRecord
 from evalkit.sources.textio import normalise_newlines
 
 _RUNS = (re.compile("```+"), re.compile("~~~+"))  # a whole run: finditer resumes after it
@@ -49,10 +50,9 @@ class Block:
     code: str  # dedented by the fence's indentation
     fence_offset: int = 0  # where the opening fence's run starts in the text (newlines normalised)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "language": self.language, "fence_line": self.fence_line,
-                "start_line": self.start_line, "end_line": self.end_line, "closed": self.closed,
-                "indent": self.indent}
+    def to_dict(self) -> BlockRecord:
+        return BlockRecord(index=self.index, language=self.language, fence_line=self.fence_line,
+                           start_line=self.start_line, end_line=self.end_line, closed=self.closed, indent=self.indent)
 
 
 class Tag(NamedTuple):
@@ -154,7 +154,8 @@ class _Scanner:
 
     def _indent_end(self) -> int:
         if self.indent_line != self.line_start:
-            self.indent_line, self.indent = self.line_start, _BLANKS.match(self.text, self.line_start).end()
+            blanks = _BLANKS.match(self.text, self.line_start)  # always matches: blanks may be none
+            self.indent_line, self.indent = self.line_start, blanks.end() if blanks else self.line_start
         return self.indent
 
     def _line_end(self, pos: int) -> int:

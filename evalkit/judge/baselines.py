@@ -150,7 +150,7 @@ class BaselineCache:
         return {**{name: value for name, value in shared.items() if not _failed(value)}, **own}
 
 
-def _failed(value: Any) -> bool:
+def _failed(value: object) -> bool:
     return isinstance(value, dict) and "error" in value
 
 

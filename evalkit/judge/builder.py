@@ -17,7 +17,7 @@ import tempfile
 import time
 from concurrent.futures import Future
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -25,6 +25,7 @@ import torch
 
 from evalkit.judge import torch_headers
 from evalkit.judge.compiler_errors import first_compiler_errors
+from evalkit.row_parts import BuildRecord, CompilerErrorRecord
 from evalkit.sandbox import protocol
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
@@ -40,11 +41,13 @@ class BuildOutcome:
     cached: bool = False
     message: str = ""
     log_tail: str = ""
-    errors: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[CompilerErrorRecord] = field(default_factory=list)
     extension_dir: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> BuildRecord:
+        return BuildRecord(status=self.status, seconds=self.seconds, cached=self.cached, message=self.message,
+                           log_tail=self.log_tail, errors=[error.copy() for error in self.errors],
+                           extension_dir=self.extension_dir)
 
 
 def build_key(code: str, device: str, arch: str | None = None) -> str:

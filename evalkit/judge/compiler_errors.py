@@ -16,7 +16,8 @@ import stat
 from collections.abc import Iterable
 from itertools import islice
 from pathlib import Path
-from typing import Any
+
+from evalkit.row_parts import CompilerErrorRecord
 
 _COMPILER_ERROR = re.compile(r"^(?P<file>[^\s:]+\.(?:cpp|cu|cuh|h|hpp|cc)):(?P<line>\d{1,9})(?::\d+)?:\s*(?:fatal )?error:?\s*(?P<msg>.*)$")
 _NVCC_ERROR = re.compile(r"^(?P<file>[^\s(]+\.(?:cu|cuh))\((?P<line>\d{1,9})\):\s*error:?\s*(?P<msg>.*)$")
@@ -26,10 +27,10 @@ _MAX_SOURCE_BYTES = 4 * 1024 * 1024  # read of a source file an error names
 _MAX_SOURCE_FILES = 8  # files of that name tried under the extension folder
 
 
-def first_compiler_errors(log: str, extension_root: Path, limit: int = 5) -> list[dict[str, Any]]:
+def first_compiler_errors(log: str, extension_root: Path, limit: int = 5) -> list[CompilerErrorRecord]:
     """The first compiler error lines, each with the offending source line when it can be read."""
     lines = log.splitlines()
-    errors: list[dict[str, Any]] = []
+    errors: list[CompilerErrorRecord] = []
     seen: set[tuple[str, int, str]] = set()
     for raw in lines:
         match = _error_match(raw)
@@ -41,7 +42,7 @@ def first_compiler_errors(log: str, extension_root: Path, limit: int = 5) -> lis
             continue
         seen.add(key)
         source = _source_line(Path(match["file"]), extension_root, key[1])
-        errors.append({"file": key[0], "line": key[1], "message": key[2], "source": source})
+        errors.append(CompilerErrorRecord(file=key[0], line=key[1], message=key[2], source=source))
         if len(errors) >= limit:
             break
     return errors or _generic_errors(lines, limit)
@@ -51,7 +52,7 @@ _JIT_AT = re.compile(r"^(?:[\w.]{1,200}: )?at (?P<line>\d{1,9}):(?P<col>\d{1,9})
 _CARET = re.compile(r"^\s*\^+\s*$")
 
 
-def first_jit_errors(text: str) -> list[dict[str, Any]]:
+def first_jit_errors(text: str) -> list[CompilerErrorRecord]:
     """A kernel compile error a JIT raised at its first call (Triton's ``CompilationError``): ``at L:C:``, the
     kernel's source down to the offending line, a caret under it, then the error. The offending line is its
     ``source``, so it maps back to the answer's line (``map_to_submission``); ``line`` is within the kernel."""
@@ -64,8 +65,8 @@ def first_jit_errors(text: str) -> list[dict[str, Any]]:
         if caret is None or caret == index + 1:
             continue
         message = next((l.strip() for l in lines[caret + 1:] if l.strip()), "")
-        return [{"file": "<jit kernel>", "line": int(at["line"]), "message": _clip(message),
-                 "source": _clip(lines[caret - 1])}]
+        return [CompilerErrorRecord(file="<jit kernel>", line=int(at["line"]), message=_clip(message),
+                                    source=_clip(lines[caret - 1]))]
     return []
 
 
@@ -76,10 +77,10 @@ def _error_match(raw: str) -> re.Match[str] | None:
     return _COMPILER_ERROR.match(line) or _NVCC_ERROR.match(line)
 
 
-def _generic_errors(lines: list[str], limit: int) -> list[dict[str, Any]]:
+def _generic_errors(lines: list[str], limit: int) -> list[CompilerErrorRecord]:
     """Lines that merely mention an error, when none has a compiler's file:line form."""
     mentions = (line.strip() for line in lines if "error" in line.lower())
-    return [{"file": "", "line": 0, "message": _clip(line), "source": ""} for line in islice(mentions, limit)]
+    return [CompilerErrorRecord(file="", line=0, message=_clip(line), source="") for line in islice(mentions, limit)]
 
 
 def _clip(text: str) -> str:

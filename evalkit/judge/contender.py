@@ -14,7 +14,7 @@ import random
 import secrets
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -24,14 +24,18 @@ from evalkit.judge.session import Session
 from evalkit.judge.tensor_check import Comparison, compare_outputs, compare_sampled
 from evalkit.judge.timing import CALIBRATION_PINGS, CALIBRATION_WARMUP, Overhead, collector_paused
 from evalkit.judge.verdicts import Finding, Judgement, Stop, confinement_warnings
-from evalkit.records import Flag, to_jsonable
+from evalkit.records import Flag
+from evalkit.row_parts import CorrectnessRecord
 from evalkit.sandbox import protocol
+
+if TYPE_CHECKING:  # the judge holds its contenders: its module imports this one
+    from evalkit.judge.submission_judge import Judge, JudgeSettings
 
 
 class Contender:
     """One worker's session with the judge's state (``judge``: a ``submission_judge.Judge``) and settings."""
 
-    def __init__(self, judge: Any, settings: Any, session: Session, verify: bool = True) -> None:
+    def __init__(self, judge: Judge, settings: JudgeSettings, session: Session, verify: bool = True) -> None:
         self.judge, self.settings, self.session, self.ref = judge, settings, session, judge.ref
         self.verify = verify  # check timed outputs against the reference (a baseline's are the reference's own)
         self.timing_secret = secrets.randbits(62)  # the key of every timed call's input seed: never sent
@@ -105,7 +109,7 @@ class Contender:
         self.session.check_delivery(claim, self.judge.specs)
         return wall_ms, claim
 
-    def _check_correctness(self) -> dict[str, Any]:
+    def _check_correctness(self) -> CorrectnessRecord:
         """The correctness trials, each one request of a batch of calls on the judge's correctness inputs. The
         first request runs trial 1's first call alone, so that a hang costs the first call's limit rather than a
         whole batch's (23 s on a problem of 5.85 ms calls, four to a request, against 10 s)."""
@@ -124,27 +128,28 @@ class Contender:
                     if not result.ok:
                         trial = number // batch + 1
                         seed = input_seed(judge.correctness_inputs_seed, number)
+                        failed = CorrectnessRecord(failed_trial=trial, output_index=index, seed=seed,
+                                                   atol=self.settings.atol, rtol=self.settings.rtol)
+                        failed.update(result.to_record())
                         raise Stop(Finding.WRONG_VALUES, f"trial {trial}, output {index}: {result.reason}",
-                                   {"correctness": {"failed_trial": trial, "output_index": index, "seed": seed,
-                                                    "atol": self.settings.atol, "rtol": self.settings.rtol,
-                                                    **to_jsonable(result)}})
+                                   {"correctness": failed})
                     if worst is None or result.max_abs_err > worst.max_abs_err:
                         worst = result
         settings = self.settings
-        return {"trials": settings.correctness_trials, "calls_per_trial": batch, "atol": settings.atol,
-                "rtol": settings.rtol, "reference_precision": self.ref.precision,
-                "max_abs_err": worst.max_abs_err if worst else 0.0, "max_rel_err": worst.max_rel_err if worst else 0.0,
-                "rel_l2_err": worst.rel_l2_err if worst else 0.0, "pytorch_own": judge.pytorch_error,
-                "seed": settings.seed, "inputs_seed": judge.correctness_inputs_seed,
-                "timing_inputs_seed": self.timing_secret, "stored_as": stored_as}
+        return CorrectnessRecord(
+            trials=settings.correctness_trials, calls_per_trial=batch, atol=settings.atol, rtol=settings.rtol,
+            reference_precision=self.ref.precision, max_abs_err=worst.max_abs_err if worst else 0.0,
+            max_rel_err=worst.max_rel_err if worst else 0.0, rel_l2_err=worst.rel_l2_err if worst else 0.0,
+            pytorch_own=judge.pytorch_error, seed=settings.seed, inputs_seed=judge.correctness_inputs_seed,
+            timing_inputs_seed=self.timing_secret, stored_as=stored_as)
 
     def _compare(self, k: int, expected: list[torch.Tensor], sampled: bool = False) -> list[Comparison]:
         """Call ``k``'s outputs in the last request, read where the worker keeps them, against ``expected``, the
         float64 reference: whole, or (``sampled``) at positions drawn from the judge's secret now, once the worker
         is frozen, when an output is larger than a sample (``tensor_check.SAMPLED_ELEMENTS``)."""
-        tolerance = {"atol": self.settings.atol, "rtol": self.settings.rtol}
-        return [compare_sampled(out, exp, **tolerance, seed=secrets.randbits(62), expected_dtype=spec.dtype)
-                if sampled else compare_outputs(out, exp, **tolerance, expected_dtype=spec.dtype)
+        atol, rtol = self.settings.atol, self.settings.rtol
+        return [compare_sampled(out, exp, atol=atol, rtol=rtol, seed=secrets.randbits(62), expected_dtype=spec.dtype)
+                if sampled else compare_outputs(out, exp, atol=atol, rtol=rtol, expected_dtype=spec.dtype)
                 for out, exp, spec in zip(self.session.outputs(k), expected, self.judge.specs)]
 
     def timed_request(self) -> tuple[float, list[list[Any]]]:
@@ -169,7 +174,12 @@ class Contender:
             if not result.ok:
                 raise Stop(Finding.WRONG_DURING_TIMING,
                            f"an output produced during timing (request {request + 1}, call {k + 1}) is wrong: "
-                           f"{result.reason}", {"correctness": {
-                               "timed_request": request + 1, "output_index": index, "atol": self.settings.atol,
-                               "rtol": self.settings.rtol, **to_jsonable(result)}})
+                           f"{result.reason}", {"correctness": self._failed_timed(request, index, result)})
         return True
+
+    def _failed_timed(self, request: int, index: int, result: Comparison) -> CorrectnessRecord:
+        """The correctness record of output ``index`` of timed request ``request``, found wrong."""
+        failed = CorrectnessRecord(timed_request=request + 1, output_index=index, atol=self.settings.atol,
+                                   rtol=self.settings.rtol)
+        failed.update(result.to_record())
+        return failed

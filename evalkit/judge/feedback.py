@@ -8,9 +8,10 @@ time, and what a flag means. Never a secret: no seed, no input, no nonce, no pat
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from evalkit.records import FLAG_INFO, VERDICT_INFO, ResultRow
+from evalkit.row_parts import CorrectnessRecord, ErrorRecord
 
 MAX_FEEDBACK = 2000  # characters: a turn's worth, whatever the row holds
 CUT_SHORT = "\n[... cut short]"
@@ -38,13 +39,13 @@ def _why(row: ResultRow) -> str:
 
 
 def _no_code(row: ResultRow) -> str:
-    why = (row.extraction or {}).get("reason") or row.reason
+    why = (row.extraction.get("reason") if row.extraction else None) or row.reason
     return (f"No code was judged: {why}. End the answer with one fenced ```python block holding the whole module, "
             "defining class ModelNew(nn.Module) with the reference's __init__ and forward arguments.")
 
 
 def _syntax_error(row: ResultRow) -> str:
-    error = row.error or {}
+    error = row.error or ErrorRecord()
     line = error.get("source_line") or error.get("code_line")
     text = f"SyntaxError{f' at line {line} of the code' if line else ''}: {error.get('message') or _why(row)}"
     return text + (f"\n    {error['text'].strip()}" if error.get("text") else "")
@@ -52,14 +53,16 @@ def _syntax_error(row: ResultRow) -> str:
 
 def _compile_error(row: ResultRow) -> str:
     """The first compiler errors at the answer's lines: the build's, or a JIT's at the first call (``error``)."""
-    built = (row.build or {}).get("errors") or []
-    errors = built or (row.error or {}).get("compiler_errors") or []
-    jit = not built and bool((row.error or {}).get("message"))
+    build: Mapping[str, Any] = row.build or {}  # a row read back may hold any of its keys
+    built = build.get("errors") or []
+    claimed = row.error or ErrorRecord()
+    errors = built or claimed.get("compiler_errors") or []
+    jit = not built and bool(claimed.get("message"))
     if not errors and jit:
         return _failed_in_code(row)
     if not errors:
-        tail = "\n".join(((row.build or {}).get("log_tail") or "").strip().splitlines()[-6:])
-        return f"The build failed: {(row.build or {}).get('message') or _why(row)}\n{tail}".strip()
+        tail = "\n".join((build.get("log_tail") or "").strip().splitlines()[-6:])
+        return f"The build failed: {build.get('message') or _why(row)}\n{tail}".strip()
     lines = [f"{'A kernel failed to compile at its first call' if jit else 'The build failed'}. First compiler errors:"]
     for error in errors[:MAX_ERRORS]:
         where = (f"line {error['submission_line']} of the answer" if error.get("submission_line")
@@ -138,7 +141,7 @@ def _incorrect(row: ResultRow) -> str:
     return text
 
 
-def _value(value: Any) -> str:
+def _value(value: object) -> str:
     return f"{value:.6g}" if isinstance(value, (int, float)) else str(value)
 
 
@@ -152,11 +155,11 @@ def _correct(row: ResultRow) -> str:
     median = (row.timing or {}).get("median_ms")
     text = "Correct." + (f" Median {median:.4g} ms a call" if median else "")
     text += (": " + ", ".join(parts) + "." if parts else ".")
-    kernels = _kernels_by_time(row.correctness or {})
+    kernels = _kernels_by_time(row.correctness or CorrectnessRecord())
     return text + (f"\nKernels that took the time: {kernels}." if kernels else "")
 
 
-def _kernels_by_time(correctness: dict[str, Any]) -> str:
+def _kernels_by_time(correctness: CorrectnessRecord) -> str:
     times = correctness.get("kernel_us") or {}
     ranked = sorted(times.items(), key=lambda item: -item[1])[:MAX_KERNELS]
     return "; ".join(f"{name[:120]} {us:.0f} us" for name, us in ranked)

@@ -9,7 +9,7 @@ started the profiler while it waited (``protocol.PRELOAD_PROFILER_VARIABLE``), c
 
 What that worker claims can only add flags (``plausibility.kernel_flags``): the verdict and the times come
 from the answer's own worker. One that fails, hangs or breaks the protocol fails the answer, as the same
-failure in the timed worker would (``Judge.judge``): an answer cannot escape its flags by failing when
+failure in the timed worker would (``Judge.examine``): an answer cannot escape its flags by failing when
 profiled. On a CPU, where no profiler names kernels, the answer's own worker, once timed, is profiled instead,
 for the native code the answer built and called (``observe_native_calls``).
 """
@@ -23,13 +23,14 @@ from evalkit.judge.kernel_origin import own_kernels
 from evalkit.judge.plausibility import kernel_flags, kernel_shares, no_custom_kernel
 from evalkit.judge.reference import OutputSpec
 from evalkit.judge.session import Session, WorkerChannel
+from evalkit.row_parts import CorrectnessRecord
 
 # A worker started to profile, and the path of the answer's code in its folder.
 ProfilingWorker = Callable[[], tuple[WorkerChannel, Path]]
 
 
 def observe_kernels(session: Session, fields: dict[str, Any], specs: list[OutputSpec], templates: list[Any],
-                    originals: list[Any], correctness: dict[str, Any]) -> list[str]:
+                    originals: list[Any], correctness: CorrectnessRecord) -> list[str]:
     """Set up and load the answer in ``session``'s worker, call it once on ``originals``, then profile one call:
     the flags its kernels earn. Records the kernels and their shares of the device time in ``correctness``."""
     code = Path(fields["code_path"]).read_text(errors="replace")  # before it can run
@@ -44,7 +45,7 @@ def observe_kernels(session: Session, fields: dict[str, Any], specs: list[Output
     return kernel_flags(claim.kernels, uses_load_inline, shares.get("custom_time_share"), own)
 
 
-def observe_native_calls(session: Session, code: str, correctness: dict[str, Any]) -> list[str]:
+def observe_native_calls(session: Session, code: str, correctness: CorrectnessRecord) -> list[str]:
     """On a CPU, where no profiler names kernels: one more call of the answer in ``session``'s worker, once it is timed
     (nothing timed comes after it), watched for the functions of native code the answer built that the call ran
     (``evalkit.sandbox.untrusted.native_calls``; no profiler is started); ``code`` is the answer's, read before it

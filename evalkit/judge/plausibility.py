@@ -9,11 +9,11 @@ than any kernel could be are flagged.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import torch
 
 from evalkit.judge.kernel_origin import OwnKernels
+from evalkit.row_parts import CorrectnessRecord
 
 # (peak FLOP/s, memory bandwidth B/s); matched against torch.cuda.get_device_name() in order.
 DEVICE_PEAKS: tuple[tuple[str, float, float], ...] = (
@@ -64,10 +64,10 @@ def custom_kernels(kernel_names: list[str], own: OwnKernels | None = None) -> li
 
 
 def kernel_shares(kernel_names: list[str], kernel_us: list[float], own_kernels: OwnKernels | None = None
-                  ) -> dict[str, Any]:
+                  ) -> CorrectnessRecord:
     """The submission's own kernels and the share of the call's device time they took (None when unknown)."""
     own = custom_kernels(kernel_names, own_kernels)
-    shares: dict[str, Any] = {"custom_kernels": own[:50], "custom_time_share": None}
+    shares = CorrectnessRecord(custom_kernels=own[:50], custom_time_share=None)
     if kernel_us and len(kernel_us) == len(kernel_names) and sum(kernel_us) > 0:
         mine = sum(us for name, us in zip(kernel_names, kernel_us) if name in set(own))
         shares["custom_time_share"] = mine / sum(kernel_us)
@@ -102,13 +102,14 @@ def precision_class(rel_l2_err: float) -> str:
     return "tf32_or_half" if rel_l2_err <= HALF_LEVEL_REL_L2 else "lower"
 
 
-def reduced_precision(correctness: dict[str, Any]) -> bool:
+def reduced_precision(correctness: CorrectnessRecord) -> bool:
     """True when the error is far above PyTorch's own error on the same inputs in the problem's precision (and above
     float32's level), or when float32 outputs were stored in a 16-bit format (``half_storage``): fp16 is flagged
     even where PyTorch itself computes in TF32, whose 10-bit operands give a similar error; TF32 is not. In a bf16
     problem, PyTorch's own error is bf16's, so only an answer far less precise than bf16 arithmetic is flagged."""
     own = correctness.get("rel_l2_err") or 0.0
-    pytorch = (correctness.get("pytorch_own") or {}).get("rel_l2_err") or 0.0
+    pytorch_own = correctness.get("pytorch_own")
+    pytorch = (pytorch_own.get("rel_l2_err") if pytorch_own else None) or 0.0
     return own > max(TIMES_PYTORCH_ERROR * pytorch, FLOAT32_LEVEL_REL_L2) or bool(correctness.get("stored_as"))
 
 

@@ -135,6 +135,13 @@ class Repetitions:
     def done(self) -> bool:
         return self.stopped_by is not None
 
+    @property
+    def stopped(self) -> str:
+        """Why the timing stopped (``stopped_by``), once it is over."""
+        if self.stopped_by is None:
+            raise RuntimeError("the timing is not over: it has no reason to stop yet")
+        return self.stopped_by
+
     def spend(self, wall_s: float) -> None:
         """Count time the window spent on a request of the other side (a baseline's), toward the budget."""
         self.spent_s += max(wall_s, 0.0)

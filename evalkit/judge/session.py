@@ -24,6 +24,7 @@ from evalkit.judge.timing import GpuIdle
 from evalkit.judge.verdicts import Finding, Stop, finding_of_claimed_error
 from evalkit.sandbox import protocol, shared_buffers
 from evalkit.sandbox.protocol import Claim, Op
+from evalkit.row_parts import ErrorRecord, FrameRecord
 from evalkit.sandbox.worker_memory import WorkerMemory
 
 logger = logging.getLogger(__name__)
@@ -248,7 +249,7 @@ class Session:
             expected = [[list(s.shape), str(s.dtype)] for s in specs]
             got = list(zip(claim.shapes, claim.dtypes, claim.types))
             raise Stop(Finding.WRONG_FORM, f"output has the wrong form: got (shape, dtype, type) {got}, "
-                                           f"expected (shape, dtype) {expected}", {"output_form": got})
+                                           f"expected (shape, dtype) {expected}")
         subclass = [t for t in claim.types if t not in PLAIN_TENSOR_TYPES]
         if subclass:
             raise Stop(Finding.WRONG_FORM, f"output is a tensor subclass {subclass}; a plain torch.Tensor is required")
@@ -262,10 +263,12 @@ class Session:
             raise Stop(Finding.MUTATED_INPUTS, f"forward modified its input(s) {mutated} in place")
 
 
-def error_record(claim: protocol.ErrorClaim) -> dict[str, Any]:
+def error_record(claim: protocol.ErrorClaim) -> ErrorRecord:
     """The worker's claimed error as the row's ``error`` record (every field of it the worker's claim)."""
-    return {"op": claim.OP, "kind": claim.kind, "stage": claim.stage, "type": claim.type, "message": claim.message,
-            "traceback": [vars(frame).copy() for frame in claim.traceback]}
+    return ErrorRecord(op=claim.OP, kind=claim.kind, stage=claim.stage, type=claim.type, message=claim.message,
+                       traceback=[FrameRecord(file=frame.file, line=frame.line, function=frame.function,
+                                              in_submission=frame.in_submission, text=frame.text)
+                                  for frame in claim.traceback])
 
 
 NO_NETWORK = " [the sandbox has no network: no socket reaches any host]"

@@ -14,9 +14,10 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from evalkit.judge.repetitions import median_interval
+from evalkit.row_parts import SpeedupRecord, TimingRecord
 
 
 @dataclass(frozen=True)
@@ -35,11 +36,11 @@ class Speedup:
         """The baseline's speedup over the answer: the same figures, the other way round."""
         return Speedup(1 / self.value, 1 / self.high, 1 / self.low, self.pairs)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "ci": self.interval(), "pairs": self.pairs}
+    def to_dict(self) -> SpeedupRecord:
+        return SpeedupRecord(value=self.value, ci=self.interval(), pairs=self.pairs)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Speedup":
+    def from_dict(cls, data: SpeedupRecord) -> "Speedup":
         low, high = data["ci"]
         return cls(float(data["value"]), float(low), float(high), int(data["pairs"]))
 
@@ -83,7 +84,7 @@ def relative_half_width(ratios: list[float]) -> float:
 
 
 
-def speedups_against(timing: dict[str, Any], baselines: dict[str, Any], kinds: tuple[str, ...]) -> dict[str, Speedup]:
+def speedups_against(timing: TimingRecord, baselines: Mapping[str, Any], kinds: tuple[str, ...]) -> dict[str, Speedup]:
     """An answer's speedup over each baseline kind it has one for: the one timed in its window (``timing["speedup"]``)
     directly, and any other kind whose record says how it compares with that one (``relative``, from the baselines'
     own window) through it."""

@@ -32,7 +32,10 @@ from evalkit.judge.time_limits import TimeLimits, reference_ms, time_limits
 from evalkit.judge.timing import GpuIdle, L2Flusher, batch_size, collector_paused, is_noisy, net_stats
 from evalkit.judge.verdicts import Finding, Judgement, Stop, crash_reason
 from evalkit.judge.window import PartnerFailed, Window, side_stats, time_window
-from evalkit.records import Flag, to_jsonable
+from evalkit.judge.speedups import Speedup
+from evalkit.records import Flag
+from evalkit.row_parts import (BaselineEntry, CorrectnessRecord, ErrorRecord, PytorchOwnRecord, RelativeRecord,
+                               TimingRecord, WindowSpeedupRecord)
 from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
 from evalkit.sources.settings import TIMING_KEYS, JudgingPlan, ProblemSettings
 
@@ -52,14 +55,10 @@ class JudgeSettings(ProblemSettings):
     (``evalkit.sources.settings.JudgingPlan``: problem.toml's, each override applied, atol and rtol filled in), declared
     once by ``ProblemSettings``, and the run's seed."""
 
+    atol: float  # resolved: the plan fills in the precision's where the problem and the run give none
+    rtol: float
     seed: int
     time_submissions: bool = True
-
-    def __post_init__(self) -> None:
-        if self.atol is None or self.rtol is None:  # a plan fills them in; settings made by hand get the precision's
-            atol, rtol = self.tolerances()
-            object.__setattr__(self, "atol", atol)
-            object.__setattr__(self, "rtol", rtol)
 
     @classmethod
     def of(cls, plan: JudgingPlan, seed: int) -> "JudgeSettings":
@@ -107,7 +106,7 @@ class Judge:
         self._expected: dict[int, list[torch.Tensor]] = {}
         self._expected_room = EXPECTED_CACHE_BYTES.get(ref.device, EXPECTED_CACHE_BYTES["cpu"])
 
-    def _first_trial_facts(self) -> tuple[list[OutputSpec], list[Any], dict[str, Any]]:
+    def _first_trial_facts(self) -> tuple[list[OutputSpec], list[Any], PytorchOwnRecord]:
         """The outputs' form, the inputs' form and PyTorch's own float32 error, from the first trial's inputs."""
         originals = self.ref.make_inputs(input_seed(self.settings.seed, 0))
         own = self.ref.pytorch_own(originals)
@@ -117,7 +116,8 @@ class Judge:
         result = compare_outputs(own[0], expected[0], atol=self.settings.atol, rtol=self.settings.rtol,
                                  expected_dtype=specs[0].dtype)
         templates = [torch.empty_like(v, device="meta") if isinstance(v, torch.Tensor) else v for v in originals]
-        error = {"max_abs_err": result.max_abs_err, "max_rel_err": result.max_rel_err, "rel_l2_err": result.rel_l2_err}
+        error = PytorchOwnRecord(max_abs_err=result.max_abs_err, max_rel_err=result.max_rel_err,
+                                 rel_l2_err=result.rel_l2_err)
         return specs, templates, error
 
     def correctness_inputs(self, call: int) -> list[Any]:
@@ -144,7 +144,7 @@ class Judge:
         """A session with ``worker``, sharing the judge's idle probe."""
         return Session(worker, self.ref, limits, batch or self.batch, idle=self.idle)
 
-    def judge(self, worker: WorkerChannel, code_path: Path, compiles_on_first_call: bool = True,
+    def examine(self, worker: WorkerChannel, code_path: Path, compiles_on_first_call: bool = True,
               profiler: ProfilingWorker | None = None, partner: Partner | None = None) -> Judgement:
         """Judge the code at ``code_path`` in ``worker``, a fresh sandboxed one (the first call's limit is the longer
         one unless the caller knows the answer has nothing to compile then: ``time_limits.compiles_on_first_call``),
@@ -162,6 +162,7 @@ class Judge:
         originals = self.ref.make_inputs(input_seed(secrets.randbits(62), 0))
 
         def observe() -> Judgement:
+            judgement.correctness = judgement.correctness or CorrectnessRecord()  # a passing answer's: never None
             judgement.flags.extend(observe_kernels(session, self.setup_fields(code_path), self.specs,
                                                    self.input_templates, originals, judgement.correctness))
             return judgement
@@ -197,7 +198,7 @@ class Judge:
         baseline.flags = judgement.flags
         return baseline
 
-    def time_baseline(self, baseline: Contender, partner: tuple[str, Contender] | None = None) -> dict[str, Any]:
+    def time_baseline(self, baseline: Contender, partner: tuple[str, Contender] | None = None) -> BaselineEntry:
         """A baseline's timing record, timed alone or beside ``partner`` (another kind, live): then with its
         speedup over that kind from their window (``relative``). Raises ``BaselineFailed``."""
         start = time.monotonic()
@@ -207,12 +208,13 @@ class Judge:
         except (Stop, WorkerGone, PartnerFailed) as failure:
             baseline.failed = True
             raise BaselineFailed(f"the reference judged as a submission: {failure}"[:500]) from failure
+        entry = BaselineEntry(**record, flags=list(baseline.flags),
+                              stage_seconds={**baseline.stage_seconds, "timing_s": time.monotonic() - start})
         if speedup is not None and partner is not None:
-            record["relative"] = {"to": partner[0], **speedup.to_dict()}
-        return {**record, "flags": list(baseline.flags),
-                "stage_seconds": {**baseline.stage_seconds, "timing_s": time.monotonic() - start}}
+            entry["relative"] = RelativeRecord(to=partner[0], **speedup.to_dict())
+        return entry
 
-    def judge_reference(self, kind: str, worker: UntrustedProcess) -> dict[str, Any]:
+    def judge_reference(self, kind: str, worker: UntrustedProcess) -> BaselineEntry:
         """A baseline timed alone in ``worker``, then closed: its timing record, or ``{"error": why}``."""
         try:
             baseline = self.start_baseline(kind, worker)
@@ -221,7 +223,7 @@ class Judge:
             finally:
                 close_contender(baseline)
         except BaselineFailed as failure:
-            return {"error": str(failure)}
+            return BaselineEntry(error=str(failure))
 
     def judge_with(self, worker: WorkerChannel, code_path: Path, *, settings: JudgeSettings | None = None,
                    limits: TimeLimits | None = None, partner: Partner | None = None,
@@ -247,13 +249,14 @@ class Judge:
             stages["timing_s"] = time.monotonic() - start
         if native_calls:
             start = time.monotonic()
+            judgement.correctness = judgement.correctness or CorrectnessRecord()  # a passing answer's: never None
             judgement.flags.extend(observe_native_calls(answer.session, code, judgement.correctness))
             stages["profile_s"] = time.monotonic() - start
-        judgement.reason = _correct_reason(judgement.correctness or {}, judgement.timing)
+        judgement.reason = _correct_reason(judgement.correctness or CorrectnessRecord(), judgement.timing)
         return judgement
 
     def _time_answer(self, answer: Contender, baseline: tuple[str, Contender] | None,
-                     judgement: Judgement) -> dict[str, Any]:
+                     judgement: Judgement) -> TimingRecord:
         """The answer's timing record, its speedup over ``baseline`` (kind, live worker) from their window."""
         with self.quiet(), collector_paused():
             try:
@@ -262,7 +265,7 @@ class Judge:
                 judgement.warnings.append(f"no speedup: {failure}")
                 record, speedup = _timed(answer, None, judgement.flags)
         if speedup is not None and baseline is not None:
-            record["speedup"] = {"vs": baseline[0], **speedup.to_dict()}
+            record["speedup"] = WindowSpeedupRecord(vs=baseline[0], **speedup.to_dict())
         return record
 
     def _through(self, worker: WorkerChannel, session: Session, work: Callable[[], Judgement],
@@ -274,7 +277,7 @@ class Judge:
             result = Judgement.stopped(stop)
         except WorkerGone as gone:
             finding = Finding.WORKER_TIMED_OUT if gone.kind == "timeout" else Finding.WORKER_DIED
-            result = Judgement(finding, str(gone), error={"kind": gone.kind, "message": str(gone)})
+            result = Judgement(finding, str(gone), error=ErrorRecord(kind=gone.kind, message=str(gone)))
         finally:
             start = time.monotonic()
             stdout, stderr = worker.close()
@@ -282,7 +285,8 @@ class Judge:
             stages["close_s"] = time.monotonic() - start
         result.stage_seconds.update(stages)
         if result.error is not None or result.finding in (Finding.WORKER_DIED, Finding.WORKER_TIMED_OUT):
-            result.error = dict(result.error or {}, stdout_tail=stdout[-4000:], stderr_tail=stderr[-8000:])
+            result.error = ErrorRecord(**(result.error or ErrorRecord()), stdout_tail=stdout[-4000:],
+                                       stderr_tail=stderr[-8000:])
             if result.finding is Finding.WORKER_DIED:
                 result.reason = crash_reason(result.reason, stderr)
         return result
@@ -294,7 +298,7 @@ def close_contender(contender: Contender) -> None:
     contender.session.release()
 
 
-def _timed(contender: Contender, partner: Contender | None, flags: list[str]) -> tuple[dict[str, Any], Any]:
+def _timed(contender: Contender, partner: Contender | None, flags: list[str]) -> tuple[TimingRecord, Speedup | None]:
     """Time ``contender`` (beside ``partner``) in a window; once more if its times are noisy, flagged if still so.
     Its timing record and its speedup over the partner (or None)."""
     settings, device, rule = contender.settings, contender.ref.device, contender.settings.repetitions()
@@ -308,20 +312,21 @@ def _timed(contender: Contender, partner: Contender | None, flags: list[str]) ->
         if is_noisy(stats, per_call, device):
             flags.append(Flag.NOISY_TIMING.value)
     last: Window = windows[-1]
-    record = {**to_jsonable(stats), "clock": "judge", "calls_per_request": contender.batch,
-              "below_resolution": below, "attempts": len(windows), "overhead_ms": per_call.total_ms,
-              "jitter_ms": per_call.jitter_ms, "wall_median_ms": statistics.median(last.answer.walls) / contender.batch,
-              "claimed_median_ms": statistics.median(last.answer.claimed) if last.answer.claimed else None,
-              "requests": last.count.requests, "stopped_by": last.count.stopped_by, "verified_calls": last.checked,
-              "overhead_requests": len(last.beyond_events) or None,  # the trusted requests the overhead came from
-              "samples_ms": last.answer.per_call(contender)}
+    record = TimingRecord(
+        **stats, clock="judge", calls_per_request=contender.batch, below_resolution=below, attempts=len(windows),
+        overhead_ms=per_call.total_ms, jitter_ms=per_call.jitter_ms,
+        wall_median_ms=statistics.median(last.answer.walls) / contender.batch,
+        claimed_median_ms=statistics.median(last.answer.claimed) if last.answer.claimed else None,
+        requests=last.count.requests, stopped_by=last.count.stopped, verified_calls=last.checked,
+        overhead_requests=len(last.beyond_events) or None,  # the trusted requests the overhead came from
+        samples_ms=last.answer.per_call(contender))
     if partner is None or last.partner is None:
         return record, None
-    record["partner"] = {**side_stats(last.partner, partner), "samples_ms": last.partner.per_call(partner)}
+    record["partner"] = side_stats(last.partner, partner)
     return record, last.speedup(contender, partner)
 
 
-def _correct_reason(correctness: dict[str, Any], timing: dict[str, Any] | None) -> str:
+def _correct_reason(correctness: CorrectnessRecord, timing: TimingRecord | None) -> str:
     text = (f"correct on {correctness['trials']} trials (max abs err {correctness['max_abs_err']:.2g} "
             f"vs {correctness['reference_precision']} reference)")
     if timing:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from evalkit.judge.wrong_values import WrongValues, constant_change, unravel
+from evalkit.row_parts import CorrectnessRecord, WorstElementRecord
 
 CHUNK_ELEMENTS = 1 << 25
 # A timed call that skips a share f of its work leaves about that share of its elements wrong, and passes a check
@@ -40,7 +41,19 @@ class Comparison:
     unexpected_nonfinite: int = 0
     mean_abs_err: float | None = None  # over at most ``HINT_ELEMENTS`` elements, when outside the tolerance
     pattern: str = ""  # what the error looks like when it is clear (``error_pattern``), for the model's feedback
-    worst: list[dict] = field(default_factory=list)  # the worst wrong elements: index, expected, got (``wrong_values``)
+    worst: list[WorstElementRecord] = field(default_factory=list)  # the worst wrong elements (``wrong_values``)
+
+    def to_record(self) -> CorrectnessRecord:
+        """The comparison as a failing row's ``correctness`` record holds it (its figures as they are: a row is
+        made JSON-safe, NaN and Inf null, where it is written: ``records.ResultRow.to_dict``)."""
+        return CorrectnessRecord(
+            ok=self.ok, reason=self.reason, shape=list(self.shape), expected_shape=list(self.expected_shape),
+            dtype=self.dtype, expected_dtype=self.expected_dtype, n_elements=self.n_elements,
+            bad_count=self.bad_count, bad_fraction=self.bad_fraction, max_abs_err=self.max_abs_err,
+            max_rel_err=self.max_rel_err, rel_l2_err=self.rel_l2_err,
+            first_bad_index=list(self.first_bad_index) if self.first_bad_index is not None else None,
+            unexpected_nonfinite=self.unexpected_nonfinite, mean_abs_err=self.mean_abs_err, pattern=self.pattern,
+            worst=[element.copy() for element in self.worst])
 
 
 def _shape_problem(actual: torch.Tensor, expected: torch.Tensor, expected_dtype: torch.dtype) -> str:
@@ -88,7 +101,7 @@ def compare_outputs(
     if base.bad_count:
         base.mean_abs_err, base.pattern = error_pattern(actual, expected)
         base.pattern = (wrong.where(actual, expected) if localize else "") or base.pattern
-        base.worst = [{**w, "index": unravel(w["index"], list(expected.shape))} for w in wrong.worst_elements()]
+        base.worst = wrong.worst_elements()
     return _concluded(base, atol, rtol)
 
 
@@ -182,7 +195,8 @@ def compare_at(values: torch.Tensor, expected: torch.Tensor, positions: torch.Te
     result.dtype = str(actual_dtype or values.dtype).replace("torch.", "")
     if result.first_bad_index is not None:
         result.first_bad_index = unravel(int(positions[result.first_bad_index[0]]), shape)
-    result.worst = [{**w, "index": unravel(int(positions[w["index"][0]]), shape)} for w in result.worst]
+    result.worst = [WorstElementRecord(index=unravel(int(positions[w["index"][0]]), shape), expected=w["expected"],
+                                       got=w["got"]) for w in result.worst]
     return _concluded(result, atol, rtol, which="sampled elements", bad_index="a")
 
 

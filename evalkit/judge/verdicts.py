@@ -13,7 +13,7 @@ import datetime as dt
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence, TypedDict
 
 from evalkit.version import __version__
 from evalkit.intake.triage import Triage
@@ -23,6 +23,8 @@ from evalkit.judge.feedback import feedback_for
 from evalkit.judge.plausibility import floor_ms
 from evalkit.judge.speedups import speedups_against
 from evalkit.records import BASELINE_KINDS, Flag, ResultRow, Submission, Verdict
+from evalkit.row_parts import (BaselinesRecord, BuildRecord, CompilerErrorRecord, CorrectnessRecord, ErrorRecord,
+                               FrameRecord, TimingRecord)
 from evalkit.sandbox import protocol
 from evalkit.sources.settings import JudgingPlan
 
@@ -87,10 +89,17 @@ def finding_of_claimed_error(kind: str) -> Finding:
     return _CLAIMED_KIND.get(kind, Finding.RAISED)
 
 
+class StopDetails(TypedDict, total=False):
+    """What a ``Stop`` carries into the row: the failure's error record, or the correctness record of the trial."""
+
+    error: ErrorRecord
+    correctness: CorrectnessRecord
+
+
 class Stop(Exception):
     """Raised while judging when an observation ends the session early."""
 
-    def __init__(self, finding: Finding, reason: str, details: dict[str, Any] | None = None) -> None:
+    def __init__(self, finding: Finding, reason: str, details: StopDetails | None = None) -> None:
         super().__init__(reason)
         self.finding, self.reason, self.details = finding, reason, details or {}
 
@@ -103,9 +112,9 @@ class Judgement:
     reason: str
     flags: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    error: dict[str, Any] | None = None
-    correctness: dict[str, Any] | None = None
-    timing: dict[str, Any] | None = None
+    error: ErrorRecord | None = None
+    correctness: CorrectnessRecord | None = None
+    timing: TimingRecord | None = None
     stage_seconds: dict[str, float] = field(default_factory=dict)
 
     @classmethod
@@ -125,8 +134,8 @@ def early_row(submission: Submission, early: Triage, device: str) -> ResultRow |
         problem = early.syntax
         line = early.extraction.source_line(problem.line) if problem.line else 0
         row = new_row(submission, device, early)
-        row.error = {"type": "SyntaxError", "message": problem.message, "code_line": problem.line,
-                     "source_line": line, "column": problem.column, "text": problem.text}
+        row.error = ErrorRecord(type="SyntaxError", message=problem.message, code_line=problem.line,
+                                source_line=line, column=problem.column, text=problem.text)
         return finish(row, Finding.SYNTAX_ERROR, f"SyntaxError: {problem.message} at line {line} of {submission.path}")
     if early.needs_cuda and device != "cuda":
         reason = (f"needs a CUDA GPU ({'; '.join(early.cuda_evidence)}) but this run's device is {device}; "
@@ -138,7 +147,7 @@ def early_row(submission: Submission, early: Triage, device: str) -> ResultRow |
 def judge_failed_row(submission: Submission, early: Triage, device: str, err: BaseException) -> ResultRow:
     """An answer the judge could not finish: its fault until shown otherwise (it ran in our sandbox)."""
     row = new_row(submission, device, early)
-    row.error = {"kind": "judge_failed", "type": type(err).__name__, "message": str(err)[:2000]}
+    row.error = ErrorRecord(kind="judge_failed", type=type(err).__name__, message=str(err)[:2000])
     return finish(row, Finding.JUDGE_FAILED, f"the judge could not finish this answer: {type(err).__name__}: {err}")
 
 
@@ -158,7 +167,7 @@ def build_failed_row(submission: Submission, early: Triage, outcome: BuildOutcom
         return None
     row = built_row(submission, early, outcome, device)
     if finding is Finding.BUILD_FAILED:
-        return finish(row, finding, build_failure_reason(row.build["errors"], outcome.message))
+        return finish(row, finding, build_failure_reason(row.build["errors"] if row.build else [], outcome.message))
     return finish(row, finding, f"build stage: {outcome.message}")
 
 
@@ -188,13 +197,25 @@ def judged_row(row: ResultRow, judgement: Judgement, early: Triage, baselines: d
     row.correctness = judgement.correctness
     row.stage_seconds.update(judgement.stage_seconds)
     row.error = _map_error(judgement.error, early, extension_root)
-    row.baselines = {k: v for k, v in baselines.items() if k in BASELINE_KINDS or k == "device_name"} or None
+    row.baselines = _row_baselines(baselines)
     if judgement.timing:
-        _add_speedups(row, dict(judgement.timing), baselines, plausibility)
+        _add_speedups(row, judgement.timing.copy(), baselines, plausibility)
     return finish(row, judgement.finding, _judged_reason(row, judgement))
 
 
-def _add_speedups(row: ResultRow, timing: dict[str, Any], baselines: dict[str, Any],
+def _row_baselines(baselines: Mapping[str, Any]) -> BaselinesRecord | None:
+    """The row's ``baselines`` record: the device's name and each kind's entry the cache's ``baselines`` holds."""
+    record = BaselinesRecord()
+    if "device_name" in baselines:
+        record["device_name"] = baselines["device_name"]
+    if "eager" in baselines:
+        record["eager"] = baselines["eager"]
+    if "compile" in baselines:
+        record["compile"] = baselines["compile"]
+    return record or None
+
+
+def _add_speedups(row: ResultRow, timing: TimingRecord, baselines: dict[str, Any],
                   plausibility: tuple[float | None, float | None]) -> None:
     row.timing = timing
     median = timing["median_ms"]
@@ -223,7 +244,7 @@ def _judged_reason(row: ResultRow, judgement: Judgement) -> str:
     return judgement.reason
 
 
-def build_failure_reason(errors: list[dict[str, Any]], message: str) -> str:
+def build_failure_reason(errors: Sequence[CompilerErrorRecord], message: str) -> str:
     """The first two compiler errors, each pointing into the submission where it can."""
     parts = []
     for error in errors[:2]:
@@ -235,14 +256,14 @@ def build_failure_reason(errors: list[dict[str, Any]], message: str) -> str:
     return "build failed: " + "; then ".join(parts) + more
 
 
-def _map_error(error: dict[str, Any] | None, early: Triage, extension_root: Path) -> dict[str, Any] | None:
+def _map_error(claimed: ErrorRecord | None, early: Triage, extension_root: Path) -> ErrorRecord | None:
     """Point the worker's claimed traceback frames, and compiler errors, back at lines of the answer."""
-    if not error:
-        return error
-    error = dict(error)
-    frames = []
-    for frame in error.get("traceback") or []:
-        frame = dict(frame)
+    if not claimed:
+        return claimed
+    error = claimed.copy()
+    frames: list[FrameRecord] = []
+    for claimed_frame in error.get("traceback") or []:
+        frame = claimed_frame.copy()
         if frame.get("in_submission") and isinstance(frame.get("line"), int):
             frame["source_line"] = early.extraction.source_line(frame["line"])
         frames.append(frame)
@@ -255,11 +276,12 @@ def _map_error(error: dict[str, Any] | None, early: Triage, extension_root: Path
     return error
 
 
-def _with_submission_line(entry: dict[str, Any], early: Triage) -> dict[str, Any]:
+def _with_submission_line(entry: CompilerErrorRecord, early: Triage) -> CompilerErrorRecord:
+    mapped = entry.copy()
     code_line = map_to_submission(entry.get("source", ""), early.code)
     if code_line:
-        return {**entry, "code_line": code_line, "submission_line": early.extraction.source_line(code_line)}
-    return dict(entry)
+        mapped["code_line"], mapped["submission_line"] = code_line, early.extraction.source_line(code_line)
+    return mapped
 
 
 # ---- every row --------------------------------------------------------------------------------------

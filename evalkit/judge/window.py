@@ -34,6 +34,7 @@ from evalkit.judge.repetitions import Repetitions, RepetitionRule
 from evalkit.judge.speedups import Speedup, paired_ratios, paired_speedup
 from evalkit.judge.timing import Overhead, request_resolution_ms, timing_stats
 from evalkit.judge.verdicts import Stop
+from evalkit.row_parts import PartnerRecord
 from evalkit.sandbox.launcher import WorkerGone
 
 
@@ -151,9 +152,10 @@ def _count(window: Window, answer: Contender, partner: Contender | None, wall_ms
     return window.count.record(wall_ms / 1e3, answer.per_call_ms(wall_ms), ratios=ratios)
 
 
-def side_stats(side: Side, contender: Contender) -> dict[str, float]:
-    """A partner's figures in the window (per call, the judge's overhead out): median, IQR, count."""
+def side_stats(side: Side, contender: Contender) -> PartnerRecord:
+    """A partner's figures in the window (per call, the judge's overhead out): median, IQR, count, and the times."""
     values = side.per_call(contender)
     ordered = sorted(values)
     quartiles = statistics.quantiles(ordered, n=4, method="inclusive") if len(ordered) > 1 else [ordered[0]] * 3
-    return {"median_ms": statistics.median(ordered), "iqr_ms": quartiles[2] - quartiles[0], "count": len(ordered)}
+    return PartnerRecord(median_ms=statistics.median(ordered), iqr_ms=quartiles[2] - quartiles[0], count=len(ordered),
+                         samples_ms=values)

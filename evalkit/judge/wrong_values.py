@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from evalkit.row_parts import WorstElementRecord
+
 WORST_SHOWN = 4  # the worst elements the feedback quotes; an output with no more wrong ones needs no slice named
 MAX_RUNS = 3  # index ranges named one by one along a dimension
 BINNED_SIZE = 1 << 16  # dimensions up to this long record which indices hold a wrong element, longer ones the range
@@ -98,9 +100,11 @@ class WrongValues:
             self.got.append(got[:room])
             self.expected.append(want[:room])
 
-    def worst_elements(self) -> list[dict[str, Any]]:
-        """The worst wrong elements, worst first: flat ``index``, ``expected`` and ``got`` ("nan", "inf" as text)."""
-        return [{"index": index, "expected": _number(e), "got": _number(g)} for _, index, e, g in self.worst]
+    def worst_elements(self) -> list[WorstElementRecord]:
+        """The worst wrong elements, worst first: ``index`` in ``shape``, ``expected`` and ``got`` ("nan", "inf" as
+        text)."""
+        return [WorstElementRecord(index=unravel(index, self.shape), expected=_number(e), got=_number(g))
+                for _, index, e, g in self.worst]
 
     def where(self, actual: torch.Tensor, expected: torch.Tensor) -> str:
         """The part of ``actual`` (the whole output, against ``expected``) that holds every wrong element and what it

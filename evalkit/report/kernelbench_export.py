@@ -51,7 +51,7 @@ class ExportError(EvalkitError, ValueError):
     """The rows cannot be written as one ``eval_results.json``; the message says why and what to do."""
 
 
-def _int(value: Any) -> int | None:
+def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -59,9 +59,10 @@ def _place(row: Row, numbers: Mapping[str, tuple[int, int]]) -> Place:
     """Where ``row`` goes: its KernelBench level (None when unknown), its key and its sample id."""
     name = _KERNEL_NAME.search(str(row.get("path") or "").replace("\\", "/"))
     sample = int(name.group(3)) if name else None
-    given = row.get("kernelbench") if isinstance(row.get("kernelbench"), dict) else {}
-    if _int(given.get("level")) and _int(given.get("number")):
-        return given["level"], str(given["number"]), sample
+    given = row.get("kernelbench")
+    level, number = (_int(given.get("level")), _int(given.get("number"))) if isinstance(given, dict) else (None, None)
+    if level and number:
+        return level, str(number), sample
     if row.get("problem") in numbers:
         level, number = numbers[row["problem"]]
         return level, str(number), sample
@@ -104,10 +105,11 @@ def _sample_ids(entries: list[tuple[Row, Place]]) -> list[tuple[Row, int]]:
     free = (n for n in range(len(fixed) + len(used) + 1) if n not in used)
     rest = sorted((row for row, sample in fixed if sample is None), key=lambda r: str(r.get("sample")))
     named = {id(row): next(free) for row in rest}
-    return sorted(((row, named.get(id(row), sample)) for row, sample in fixed), key=lambda pair: pair[1])
+    numbered = [(row, named[id(row)] if sample is None else sample) for row, sample in fixed]
+    return sorted(numbered, key=lambda pair: pair[1])
 
 
-def _digits(value: Any) -> int | None:
+def _digits(value: object) -> int | None:
     text = str(value)
     return int(text) if _is_number(text) else None
 
@@ -156,14 +158,14 @@ def _error_metadata(row: Row) -> dict[str, Any]:
         return {stage: reason, f"{stage}_name": error_name(row), **extra}
     if stage == "correctness_issue":
         check = part(row, "correctness")
-        differences = {key: [f"{check[figure]:.6f}"] for key, figure in (("max_difference", "max_abs_err"),
-                                                                          ("avg_difference", "mean_abs_err"))
-                       if isinstance(check.get(figure), (int, float))}
+        differences = {key: [f"{figure:.6f}"] for key, figure in (("max_difference", check.get("max_abs_err")),
+                                                                   ("avg_difference", check.get("mean_abs_err")))
+                       if isinstance(figure, (int, float))}
         return {"correctness_issue": reason, "correctness_issue_name": "correctness_issue", **differences}
     return {"skipped": reason} if stage == "skipped" else {}
 
 
-def _stage(verdict: Any) -> str:
+def _stage(verdict: object) -> str:
     """The key of KernelBench's metadata the verdict's reason goes under (``VerdictInfo.kernelbench``), or ""."""
     try:
         return VERDICT_INFO[Verdict(verdict)].kernelbench

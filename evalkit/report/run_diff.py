@@ -26,7 +26,9 @@ def diff_rows(before: list[Row], after: list[Row], threshold: float = SPEEDUP_CH
     """What changed between two sets of rows, keyed by (run, problem, sample). Pure."""
     old = {scoring.sample_key(r): r for r in scoring.dedupe(before)}
     new = {scoring.sample_key(r): r for r in scoring.dedupe(after)}
-    flipped, moved, within = [], [], []
+    flipped: list[dict[str, Any]] = []
+    moved: list[dict[str, Any]] = []
+    within: list[dict[str, Any]] = []
     for key in sorted(old.keys() & new.keys()):
         a, b = old[key], new[key]
         if a.get("verdict") != b.get("verdict"):
@@ -78,5 +80,5 @@ def change_kinds(keys: list[tuple[str, str, str]], diffs: list[dict[str, Any]]) 
         for kind, entries in (("verdict", diff["verdicts_flipped"]), ("speedup", diff["speedups_moved"]),
                               ("only", diff["only_before"] + diff["only_after"])):
             for entry in entries:
-                found.setdefault(tuple(entry["key"]), set()).add(kind)  # type: ignore[arg-type]
+                found.setdefault(tuple(entry["key"]), set()).add(kind)
     return {key: [k for k in CHANGE_KINDS if k in kinds] or ["same"] for key, kinds in found.items()}

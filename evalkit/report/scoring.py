@@ -29,13 +29,14 @@ Definitions (documented for users in ``docs/report-schema.md``):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from evalkit.records import BASELINE_KINDS, CURATED_RUN, EXCLUDED_FLAGS, VERDICT_ORDER, Verdict
 from evalkit.report import run_facts
-from evalkit.row_parts import part
+from evalkit.row_parts import BaselinesRecord, part
 
 THRESHOLDS: tuple[float, ...] = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
 BASELINES: tuple[str, ...] = BASELINE_KINDS
@@ -196,9 +197,8 @@ def at_k(rows: list[Row], problems: list[str], thresholds: tuple[float, ...] = T
     ks = sample_counts(rows, problems)
     fast: dict[str, Any] = {}
     for baseline in BASELINES:
-        fast[baseline] = {str(k): {threshold_key(p): mean_at_k(rows, problems, k,
-                                                                 lambda r, b=baseline, p=p: is_fast(r, b, p))
-                                   for p in thresholds} for k in ks}
+        fast[baseline] = {str(k): {threshold_key(p): mean_at_k(rows, problems, k, functools.partial(
+                                       is_fast, baseline=baseline, p=p)) for p in thresholds} for k in ks}
     return {"ks": ks, "pass_at_k": {str(k): mean_at_k(rows, problems, k, is_correct) for k in ks},
             "fast_p_at_k": fast}
 
@@ -229,7 +229,7 @@ def not_measured(rows: list[Row], asked: tuple[str, ...] | None) -> list[str]:
     return [b for b in BASELINES if b in missing or (asked is not None and b not in asked)]
 
 
-def _unmeasured(value: Any) -> Any:
+def _unmeasured(value: object) -> Any:
     """``value`` with every number replaced by None (the scores of a baseline that was not measured)."""
     return {k: _unmeasured(v) for k, v in value.items()} if isinstance(value, dict) else None
 
@@ -336,7 +336,7 @@ def per_problem(rows: list[Row], problems: list[str], levels: dict[str, int] | N
     return table
 
 
-def baselines_by_problem(rows: list[Row]) -> dict[str, dict[str, Any]]:
+def baselines_by_problem(rows: list[Row]) -> dict[str, BaselinesRecord]:
     """Each problem's fullest baselines record (a problem's kinds may be timed at different moments, so a row
     judged early can hold fewer of them than a later one)."""
     by_problem: dict[str, list[Row]] = {}
@@ -345,7 +345,7 @@ def baselines_by_problem(rows: list[Row]) -> dict[str, dict[str, Any]]:
     return {pid: record for pid, mine in by_problem.items() if (record := _fullest_baselines(mine))}
 
 
-def only_asked(record: dict[str, Any], asked: tuple[str, ...] | None) -> dict[str, Any]:
+def only_asked(record: Mapping[str, Any], asked: tuple[str, ...] | None) -> dict[str, Any]:
     """A baselines record without the kinds the run did not ask for (an earlier run's, from a shared cache)."""
     return {k: v for k, v in record.items() if asked is None or k not in BASELINES or k in asked}
 
@@ -355,13 +355,13 @@ def baseline_medians(rows: list[Row]) -> dict[str, float | None]:
     return {f"{b}_ms": _median(record.get(b)) for b in BASELINES}
 
 
-def _fullest_baselines(rows: list[Row]) -> dict[str, Any]:
+def _fullest_baselines(rows: list[Row]) -> BaselinesRecord:
     """The first of the rows' baselines records that holds the most kinds; {} when none has one."""
     records = [record for r in rows if (record := part(r, "baselines"))]
-    return max(records, key=lambda record: sum(kind in record for kind in BASELINES), default={})
+    return max(records, key=lambda record: sum(kind in record for kind in BASELINES), default=BaselinesRecord())
 
 
-def _median(entry: Any) -> float | None:
+def _median(entry: object) -> float | None:
     value = entry.get("median_ms") if isinstance(entry, dict) else None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 

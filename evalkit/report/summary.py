@@ -57,7 +57,7 @@ def build_summary(rows: list[Row], problems: list[str] | None = None, name: str 
     }
 
 
-def throughput(runs: Any) -> dict[str, Any] | None:
+def throughput(runs: object) -> dict[str, Any] | None:
     """The scoring runs' wall time and answers per hour (a resumed report: every run added up), and each run's
     GPUs' busy fractions, from ``environment.json``'s ``runs``; None where no run recorded them."""
     runs = [run for run in runs if isinstance(run, dict)] if isinstance(runs, list) else []

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from evalkit.report.run_diff import SPEEDUP_CHANGE
 
@@ -27,9 +27,9 @@ def _measured(scores: dict[str, Any], baseline: str, text: str) -> str:
     return NOT_MEASURED if baseline in scores.get("baselines_not_measured", []) else text
 
 
-def _table(heads: tuple[str, ...], lines: list[tuple[str, ...]]) -> list[str]:
+def _table(heads: tuple[str, ...], body: Sequence[tuple[str, ...]]) -> list[str]:
     """Columns lined up: the first left-aligned, the others right-aligned, a rule under the heads."""
-    lines = [heads, *lines]
+    lines = [heads, *body]
     widths = [max(len(line[i]) for line in lines) for i in range(len(heads))]
     text = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths)))
             for line in lines]
@@ -95,5 +95,5 @@ def _move(d: dict[str, Any]) -> str:
             f"{_x(d['after'])}{_ci(d.get('after_ci'))}{change}{why}")
 
 
-def _ci(interval: Any) -> str:
+def _ci(interval: Sequence[float] | None) -> str:
     return f" [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else ""

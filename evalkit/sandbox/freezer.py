@@ -38,6 +38,7 @@ from typing import Iterator
 from evalkit.sandbox.cgroup import FREEZE_WAIT_S, CgroupFreezer, SandboxCgroup
 from evalkit.sandbox.host_timing import POLL_S, Token, open_registry
 from evalkit.sandbox.processes import ProcessTable, continue_all, stop_all
+from evalkit.sandbox.untrusted.landlock import LANDLOCK_ABI_FOR_DEVICES, abi_version
 
 logger = logging.getLogger(__name__)
 STOP_SETTLE_S = 0.5  # how long a freeze by signals waits for its SIGSTOPs to land before the judge may time
@@ -316,3 +317,12 @@ class BuildFreezer:
             found.update(reading.members(pid, marker))
             found |= cgroup.pids() if cgroup is not None else set()
         return found
+
+
+def partition_builds(freezer: BuildFreezer, device: str, build_cpus: tuple[int, ...]) -> None:
+    """Let builds run on while a GPU judge times, where the kernel keeps them off its cores (a cpuset) and off its
+    GPU (Landlock ABI 5+ denies them the device files and their ioctls). A CPU judge's timed work shares the
+    memory system with the builds, so there they are always frozen (above)."""
+    if device == "cuda" and build_cpus and abi_version() >= LANDLOCK_ABI_FOR_DEVICES:
+        freezer.partition(build_cpus)
+    logger.info("builds are kept off timings by %s", freezer.isolation)

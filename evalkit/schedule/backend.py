@@ -1,6 +1,6 @@
-"""Trusted side: where the engine's builds and judges run: the ``Backend`` protocol, and ``LocalBackend``, this
-machine (a Ray cluster is ``ray_backend.RayBackend``). A pool of build threads, each build in a sandbox; one judge in
-the scheduler's own process, or one judge process per slot.
+"""Trusted side: where the engine's builds and judges run: ``Machines`` (a run's device, judges and backend), the
+``Backend`` protocol, and ``LocalBackend``, this machine (a Ray cluster is ``ray_backend.RayBackend``). A pool of build
+threads, each build in a sandbox; one judge in the scheduler's own process, or one judge process per slot.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import logging
 import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -24,7 +24,7 @@ from evalkit.sandbox.processes import ProcessTable
 from evalkit.schedule.judge_client import DirectStation
 from evalkit.schedule.judge_messages import StationSpec
 from evalkit.schedule.judge_process import ProcessStation
-from evalkit.schedule.placement import JudgeSlot, host_device
+from evalkit.schedule.placement import JudgeSlot, Placement, host_device
 
 logger = logging.getLogger(__name__)
 
@@ -33,11 +33,15 @@ BUILD_STOP_S = 5.0  # how long an interrupted run keeps killing sandboxes while 
 
 
 class Station(Protocol):
+    """The scheduler's handle on one judge (a ``device_judge.DeviceJudge``), wherever that judge runs: in this
+    process (``judge_client.DirectStation``), in a judge process (``judge_process.ProcessStation``) or in a Ray actor
+    (``ray_backend.RayStation``); each speaks the judge protocol (``judge_messages``) to it."""
+
     current_problem: str | None
 
     def start(self) -> None: ...  # start the judge now (its process, its spare workers), ahead of its first request
     def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]: ...
-    def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow: ...
+    def judge_answer(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow: ...
     def cancel(self, key: str) -> None: ...  # that answer's caller left: end it now if it is in hand
     def abandon(self) -> None: ...  # the run is stopping: end the answer in hand now, start nothing new
     def close(self) -> None: ...
@@ -107,3 +111,14 @@ class LocalBackend:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+
+
+@dataclass
+class Machines:
+    """A run's device, judges and backend; ``environment``: the judging machine's facts when they are not this
+    machine's (a Ray cluster's GPU node), else None."""
+
+    device: str
+    placement: Placement
+    backend: Backend | None = None  # None: this machine (``LocalBackend``)
+    environment: dict[str, Any] | None = None

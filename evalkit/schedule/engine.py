@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future, wait
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable, Iterable, Iterator
 
 from evalkit.intake.static_scan import builds_nothing
@@ -26,11 +26,10 @@ from evalkit.judge import torch_headers, verdicts
 from evalkit.judge.builder import BuildOutcome, builds_root, nothing_to_build
 from evalkit.records import EvalkitError, ResultRow, Submission
 from evalkit.report_folder import ReportFolder
-from evalkit.sandbox.freezer import BuildFreezer
+from evalkit.sandbox.freezer import BuildFreezer, partition_builds
 from evalkit.sandbox.launcher import Limits
 from evalkit.sandbox.processes import MARKER_VARIABLE
 from evalkit.sandbox.remains import kill_group
-from evalkit.sandbox.untrusted.landlock import LANDLOCK_ABI_FOR_DEVICES, abi_version
 from evalkit.schedule.backend import Backend, LocalBackend, Station
 from evalkit.schedule.dispatch import Batch, Item, Preparation, ReadyQueue
 from evalkit.schedule.judge_messages import BaselineFiles, StationSpec
@@ -102,7 +101,7 @@ class Engine:
         self.prepared: set[str] = set()  # problems whose every baseline some station has timed (or found)
         self._ahead: set[str] = set()  # problems whose baselines were queued to be timed ahead
 
-    def judge(self, submissions: Iterable[tuple[Submission, list[str]]],
+    def rows(self, submissions: Iterable[tuple[Submission, list[str]]],
               deadline: float | None = None) -> Iterator[ResultRow]:
         """Rows of ``submissions`` (each with its file's warnings) in the order they are decided. Any number of
         calls may be in flight at once, from any threads; one left unfinished cancels what it had not received,
@@ -277,7 +276,7 @@ class Engine:
                 self._prepare(station, submission.problem, kinds=())  # a build that failed needs no problem loaded
             if item.batch.cancelled:  # while its problem loaded: judge nothing (the row is dropped)
                 return verdicts.judge_failed_row(submission, early, self.device, RuntimeError("cancelled"))
-            return station.judge(submission, early, outcome)  # stamped by the judge with the plan it judged by
+            return station.judge_answer(submission, early, outcome)  # stamped by the judge with the plan it judged by
         except Exception as err:  # noqa: BLE001 - a judge process that died, a build that raised: this row only
             if self._stopping:  # its station was abandoned: the row is never recorded, and --resume judges it
                 logger.debug("%s/%s: abandoned as the run stops (%s)", submission.problem, submission.sample, err)
@@ -313,23 +312,3 @@ class Engine:
             station.prepare(problem_id, kinds)
             if kinds is None:
                 self.prepared.add(problem_id)
-
-
-def partition_builds(freezer: BuildFreezer, device: str, build_cpus: tuple[int, ...]) -> None:
-    """Let builds run on while a GPU judge times, where the kernel keeps them off its cores (a cpuset) and off its
-    GPU (Landlock ABI 5+ denies them the device files and their ioctls). A CPU judge's timed work shares the
-    memory system with the builds, so there they are always frozen (``evalkit.sandbox.freezer``)."""
-    if device == "cuda" and build_cpus and abi_version() >= LANDLOCK_ABI_FOR_DEVICES:
-        freezer.partition(build_cpus)
-    logger.info("builds are kept off timings by %s", freezer.isolation)
-
-
-@dataclass
-class Machines:
-    """A run's device, judges and backend; ``environment``: the judging machine's facts when they are not this
-    machine's (a Ray cluster's GPU node), else None."""
-
-    device: str
-    placement: Placement
-    backend: Backend | None = None  # None: this machine (``LocalBackend``)
-    environment: dict[str, Any] | None = None

@@ -33,7 +33,8 @@ from evalkit.records import EvalkitError, ResultRow, Submission, sha256_text
 from evalkit.report_folder import ReportFolder
 from evalkit.sandbox.launcher import Limits
 from evalkit.schedule.dispatch import Batch
-from evalkit.schedule.engine import ROW_POLL_S, Machines, check_deadline
+from evalkit.schedule.backend import Machines
+from evalkit.schedule.engine import ROW_POLL_S, check_deadline
 from evalkit.schedule.options import JudgeOptions, judge_options
 from evalkit.schedule.judge_messages import BaselineFiles
 from evalkit.schedule.verdict_cache import VerdictCache
@@ -169,7 +170,7 @@ class Evaluator:
 
     def judge_submissions(self, submissions: Iterable[tuple[Submission, list[str]]]) -> Iterator[ResultRow]:
         """Rows (``ResultRow``) of already named submissions, each with its file's warnings, as they are decided."""
-        for row in self._engine.judge(submissions):
+        for row in self._engine.rows(submissions):
             yield self._finished(row)
 
     def _finished(self, row: ResultRow, text: str | None = None) -> ResultRow:
@@ -200,7 +201,7 @@ class Evaluator:
         for row in known:
             yield row.to_dict()
         texts = _texts_by_sample(submissions)
-        for row in self._engine.judge(((s, []) for s in submissions), deadline):
+        for row in self._engine.rows(((s, []) for s in submissions), deadline):
             yield self._finished(row, texts.get(row.sample)).to_dict()
 
     def _submissions(self, pairs: Iterable[Pair], on_error: str) -> tuple[list[Submission], list[ResultRow]]:

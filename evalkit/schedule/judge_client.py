@@ -19,8 +19,8 @@ from evalkit.records import ResultRow, Submission
 from evalkit.report_folder import ReportFolder
 from evalkit.schedule import judge_messages as m
 from evalkit.schedule.judge_messages import M, StationSpec
-from evalkit.schedule.judge_server import JudgeServer, open_station
-from evalkit.schedule.station import Quiet
+from evalkit.schedule.judge_server import JudgeServer, open_device_judge
+from evalkit.schedule.device_judge import Quiet
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class MessageStation:
         self.current_problem = problem_id
         return baselines
 
-    def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
+    def judge_answer(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
         self._tell(submission.problem)
         self._judging = submission.key
         try:
@@ -148,8 +148,8 @@ class DirectStation(MessageStation):
     def abandon(self) -> None:
         """The station starts no more workers; the run's group kill that follows ends those it holds."""
         server = self._server
-        if server is not None and server.station is not None:
-            server.station.abandon()
+        if server is not None and server.device_judge is not None:
+            server.device_judge.abandon()
 
     def close(self) -> None:
         server, self._server = self._server, None
@@ -161,11 +161,11 @@ class DirectStation(MessageStation):
 
     def _cancel_in_judge(self, key: str) -> None:
         server = self._server
-        if server is not None and server.station is not None:
-            server.station.cancel(key)
+        if server is not None and server.device_judge is not None:
+            server.device_judge.cancel(key)
 
     def _open(self) -> None:
-        self._server = JudgeServer(lambda spec: open_station(spec, self._quiet, self._progress))
+        self._server = JudgeServer(lambda spec: open_device_judge(spec, self._quiet, self._progress))
 
     def _exchange(self, message: Any) -> Any:
         return self._server.handle(message)

@@ -75,7 +75,7 @@ class BaselineFiles:
 
 @dataclass(frozen=True)
 class StationSpec:
-    """Everything a judge needs to build its ``JudgeStation``: the problems and how each is judged (its plan,
+    """Everything a judge needs to build its ``DeviceJudge``: the problems and how each is judged (its plan,
     resolved once at the run's start: ``sources.settings.JudgingPlan``), the baselines the run asked for (``kinds``),
     the build cache, the device, the run's seed, the sandboxes' limits, where baselines are kept, the GPU's driver."""
 

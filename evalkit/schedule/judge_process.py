@@ -30,7 +30,7 @@ from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.schedule import judge_messages as m
 from evalkit.schedule.judge_client import MessageStation
 from evalkit.schedule.judge_messages import StationSpec
-from evalkit.schedule.judge_server import JudgeServer, open_station
+from evalkit.schedule.judge_server import JudgeServer, open_device_judge
 from evalkit.schedule.placement import JudgeSlot, host_device, visible_devices_entry
 
 logger = logging.getLogger(__name__)
@@ -194,13 +194,13 @@ def serve(fd: int, cancel_file: str) -> int:
     """The judge process: a ``JudgeServer`` answering the scheduler's messages until Exit (or a refused Start);
     on ``CANCEL_SIGNAL``, the answer named in ``cancel_file`` is ended if it is in hand."""
     channel = _Channel(fd)
-    server = JudgeServer(lambda spec: open_station(spec, quiet=channel.quiet,
+    server = JudgeServer(lambda spec: open_device_judge(spec, quiet=channel.quiet,
                                                    progress=lambda text: channel.send(m.Progress(text))))
 
     def cancel(signum: int, frame: Any) -> None:  # runs in this thread, between two bytecodes; takes no lock
-        if server.station is not None:
+        if server.device_judge is not None:
             with suppress(OSError, m.WrongMessage):
-                server.station.cancel(m.Cancel.from_text(Path(cancel_file).read_text()).key)
+                server.device_judge.cancel(m.Cancel.from_text(Path(cancel_file).read_text()).key)
     signal.signal(CANCEL_SIGNAL, cancel)
     while True:
         try:

@@ -36,7 +36,7 @@ from evalkit.schedule import preflight, run_settings
 from evalkit.schedule.evaluator import Evaluator
 from evalkit.schedule.gpu_busy import GpuBusySampler, device_ids
 from evalkit.schedule.interrupt import Interrupted, interruptible
-from evalkit.schedule.engine import Machines
+from evalkit.schedule.backend import Machines
 from evalkit.schedule.machines import machines_and_limits, resolve_device
 from evalkit.schedule.options import (ResultsExist, ScoreOptions, ScoreOutcome, default_cache_dir,
                                       default_limits)

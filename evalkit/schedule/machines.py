@@ -10,7 +10,7 @@ import torch
 
 from evalkit.sandbox.identity import unprivileged_identity
 from evalkit.sandbox.launcher import Limits
-from evalkit.schedule.engine import Machines
+from evalkit.schedule.backend import Machines
 from evalkit.schedule.options import JudgeOptions, ScoreError, default_limits
 from evalkit.schedule.placement import Placement, PlacementError, plan
 

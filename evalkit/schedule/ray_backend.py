@@ -43,7 +43,7 @@ from evalkit.report_folder import ReportFolder
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.launcher import Limits
 from evalkit.schedule import judge_messages as m
-from evalkit.schedule.engine import Machines
+from evalkit.schedule.backend import Machines
 from evalkit.schedule.judge_client import MessageStation
 from evalkit.schedule.judge_messages import StationSpec
 from evalkit.schedule.options import JudgeOptions, ScoreError

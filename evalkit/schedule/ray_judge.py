@@ -3,7 +3,7 @@ tasks), each in a Ray worker process; it imports no ``ray`` itself (``ray_backen
 
 The judge actor speaks the judge protocol (``judge_messages``) like every judge: the driver calls its ``handle``
 with each message, and it answers through a ``JudgeServer``; a ``Cancel`` comes through its ``cancel``, which
-``ray_backend`` serves in a concurrency group of its own, so it reaches the station while ``handle`` is still
+``ray_backend`` serves in a concurrency group of its own, so it reaches the device judge while ``handle`` is still
 judging the answer it names (``handle`` stays one call at a time). What a node adds to it: the problems'
 files copied from the driver where the node does not hold them at the same path, and a check that the node sees an
 answer's build before judging it. The report's baselines reach it as they reach every judge (each Prepare brings
@@ -33,9 +33,9 @@ from evalkit.sandbox.identity import sandbox_user, unprivileged_identity
 from evalkit.sandbox.remains import kill_group
 from evalkit.schedule import judge_messages as m
 from evalkit.schedule.judge_messages import StationSpec
-from evalkit.schedule.judge_server import JudgeServer, Reply, open_station
+from evalkit.schedule.judge_server import JudgeServer, Reply, open_device_judge
 from evalkit.schedule.options import ScoreError
-from evalkit.schedule.station import JudgeStation
+from evalkit.schedule.device_judge import DeviceJudge
 from evalkit.sources.problems import Problem
 
 logger = logging.getLogger(__name__)
@@ -111,16 +111,16 @@ class JudgeActor:
         self.server = JudgeServer(self._open)
 
     def cancel(self, message: Any) -> m.Done | m.Failed:
-        """End the answer a ``Cancel`` names now if the station holds it, else once its JudgeAnswer comes
-        (``JudgeStation.cancel``, safe from this thread while ``handle`` judges in another). ``Failed`` for anything
+        """End the answer a ``Cancel`` names now if the device judge holds it, else once its JudgeAnswer comes
+        (``DeviceJudge.cancel``, safe from this thread while ``handle`` judges in another). ``Failed`` for anything
         but a Cancel; never raises."""
         try:
             key = m.expect(message, m.Cancel).key
         except m.WrongMessage as err:
             return m.Failed(f"WrongMessage: {err}")
-        station = self.server.station
-        if station is not None:
-            station.cancel(key)
+        judge = self.server.device_judge
+        if judge is not None:
+            judge.cancel(key)
         return m.Done(None)
 
     def handle(self, message: Any) -> Reply:
@@ -138,13 +138,13 @@ class JudgeActor:
             shutil.rmtree(self.workdir, ignore_errors=True)
         return reply
 
-    def _open(self, spec: StationSpec) -> JudgeStation:
+    def _open(self, spec: StationSpec) -> DeviceJudge:
         if spec.device == "cuda" and builder.arch_list("cuda") != self.arch:
             raise ScoreError(f"this judge's GPU has compute capability {builder.arch_list('cuda')}, the run builds "
                              f"for {self.arch}: a Ray run needs GPUs of one kind")
         problems = {pid: _local_problem(problem, self.files.get(pid, {}), self.workdir / str(n))
                     for n, (pid, problem) in enumerate(spec.problems.items())}
-        return open_station(replace(spec, problems=problems, limits=replace(spec.limits, run_as=node_identity())))
+        return open_device_judge(replace(spec, problems=problems, limits=replace(spec.limits, run_as=node_identity())))
 
 
 def _missing_build(outcome: BuildOutcome) -> str:

@@ -249,7 +249,7 @@ def test_killing_the_judge_outright_leaves_no_sandbox_behind(tmp_path: Path, bui
 def test_an_answer_that_breaks_the_judge_itself_is_that_answers_row(tmp_path: Path, monkeypatch) -> None:
     from evalkit.judge.submission_judge import Judge
 
-    honest_judge, calls = Judge.judge, []
+    honest_judge, calls = Judge.examine, []
 
     def failing_once(self, *args, **kwargs):
         calls.append(1)
@@ -257,7 +257,7 @@ def test_an_answer_that_breaks_the_judge_itself_is_that_answers_row(tmp_path: Pa
             raise OverflowError("int too large to convert to float")
         return honest_judge(self, *args, **kwargs)
 
-    monkeypatch.setattr(Judge, "judge", failing_once)
+    monkeypatch.setattr(Judge, "examine", failing_once)
     subs = tmp_path / "subs" / "hygiene" / "linear_relu"
     subs.mkdir(parents=True)
     correct = FIXTURES / "judge_submissions" / "fixtures" / "linear_relu" / "correct_python.md"

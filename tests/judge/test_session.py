@@ -610,7 +610,7 @@ def test_a_passing_answer_is_profiled_in_a_worker_of_its_own_once_its_timed_work
     library_only = protocol.ProfiledClaim(kernels=["at::native::vectorized_elementwise_kernel"],
                                           aten_ops=["aten::relu"], kernel_us=[5.0])
     profiling = _profiling(judge, lambda worker: library_only, timed)
-    judgement = judge.judge(timed, code, profiler=lambda: (profiling, code))
+    judgement = judge.examine(timed, code, profiler=lambda: (profiling, code))
     assert VERDICT_OF[judgement.finding] is Verdict.CORRECT and judgement.timing, judgement.reason
     assert Op.PROFILE not in [r.op for r in timed.requests], "the timed worker never starts the profiler"
     ops = [r.op for r in profiling.requests]
@@ -626,7 +626,7 @@ def test_an_answer_that_fails_when_profiled_gets_that_verdict(judge, tmp_path):
     code.write_text("")
     timed = FakeWorker(judge.ref)
     profiling = _profiling(judge, raise_(WorkerGone("crash", "the process ended when profiled")), timed)
-    judgement = judge.judge(timed, code, profiler=lambda: (profiling, code))
+    judgement = judge.examine(timed, code, profiler=lambda: (profiling, code))
     assert VERDICT_OF[judgement.finding] is Verdict.CRASH and "ended when profiled" in judgement.reason
     assert {"timing_s", "profile_s"} <= set(judgement.stage_seconds) and profiling.closed
 
@@ -645,7 +645,7 @@ def test_on_a_cpu_the_timed_worker_is_profiled_once_timed_for_the_native_code_th
             return protocol.ProfiledClaim(kernels=called, aten_ops=[], kernel_us=[])
         return honest(worker, request)
     timed = FakeWorker(judge.ref, script)
-    judgement = judge.judge(timed, code)
+    judgement = judge.examine(timed, code)
     assert VERDICT_OF[judgement.finding] is Verdict.CORRECT and judgement.timing, judgement.reason
     assert [r.op for r in timed.requests][-1] == Op.PROFILE, "profiled last, after its timing"
     assert judgement.flags == flags and judgement.correctness["kernels"] == called
@@ -654,7 +654,7 @@ def test_on_a_cpu_the_timed_worker_is_profiled_once_timed_for_the_native_code_th
 
 def test_a_failing_answer_is_never_profiled(judge, tmp_path):
     profiled = []
-    judgement = judge.judge(FakeWorker(judge.ref, on_call(1, raise_(WorkerGone("crash", "gone")))), tmp_path / "x.py",
+    judgement = judge.examine(FakeWorker(judge.ref, on_call(1, raise_(WorkerGone("crash", "gone")))), tmp_path / "x.py",
                             profiler=lambda: profiled.append(1))
     assert VERDICT_OF[judgement.finding] is Verdict.CRASH and not profiled
 
@@ -673,7 +673,7 @@ def test_the_profiling_workers_close_is_counted_in_the_profile_not_as_the_timed_
         time.sleep(SLOW_CLOSE_S)
         return slow_close()
     profiling.close = close
-    judgement = judge.judge(timed, code, profiler=lambda: (profiling, code))
+    judgement = judge.examine(timed, code, profiler=lambda: (profiling, code))
     # the fake timed worker closes at once: even a loaded machine takes far less than the sleep for it
     assert judgement.stage_seconds["close_s"] < SLOW_CLOSE_S <= judgement.stage_seconds["profile_s"], \
         judgement.stage_seconds
@@ -690,7 +690,7 @@ def test_a_profiling_worker_that_hangs_or_breaks_the_protocol_fails_its_answer(j
     code.write_text("")
     timed = FakeWorker(judge.ref)
     profiling = _profiling(judge, misbehave, timed)
-    judgement = judge.judge(timed, code, profiler=lambda: (profiling, code))
+    judgement = judge.examine(timed, code, profiler=lambda: (profiling, code))
     assert VERDICT_OF[judgement.finding] is verdict and says in judgement.reason, judgement.reason
     assert profiling.closed
 

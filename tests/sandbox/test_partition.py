@@ -18,7 +18,6 @@ from evalkit.sandbox import freezer as freezer_module
 from evalkit.sandbox.freezer import LOOSE, BuildFreezer, _Cgroup, parse_cpu_list
 from evalkit.sandbox.processes import MARKER_VARIABLE, process_state
 from evalkit.sandbox.untrusted import confine
-from evalkit.schedule import engine
 
 SPIN = "while True: pass\n"
 
@@ -91,8 +90,8 @@ def test_only_a_gpu_judge_with_landlock_for_devices_lets_builds_run_on(monkeypat
             asked.append(cpus)
             return True
 
-    monkeypatch.setattr(engine, "abi_version", lambda: abi)
-    engine.partition_builds(Freezer(), device, (2, 3))  # type: ignore[arg-type]
+    monkeypatch.setattr(freezer_module, "abi_version", lambda: abi)
+    freezer_module.partition_builds(Freezer(), device, (2, 3))  # type: ignore[arg-type]
     assert asked == ([(2, 3)] if partitioned else [])
 
 

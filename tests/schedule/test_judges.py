@@ -82,7 +82,7 @@ def test_a_judge_process_on_the_gpu_times_what_the_schedulers_own_judge_times(tm
     another's in every GPU record since issue 11 (docs/gpu-runs/2026-11-27-trusted-residual-h200/), whichever
     judge held it; the worker's own events move with it, so the first bound is what tells a path's clock."""
     from evalkit.sandbox.freezer import BuildFreezer
-    from evalkit.schedule.station import JudgeStation
+    from evalkit.schedule.device_judge import DeviceJudge
 
     problems = discover_problems(FIXTURES / "timing_problems")
     options = JudgeOptions(device="cuda", baselines=("eager",), overrides={"timing_trials": 30}, cache_dir=tmp_path)
@@ -90,7 +90,7 @@ def test_a_judge_process_on_the_gpu_times_what_the_schedulers_own_judge_times(tm
     spec = StationSpec(problems, options.plans(problems), options.baselines, options.cache_dir, "cuda", 1, limits,
                        BaselineFiles(None, None), None)
     freezer = BuildFreezer(limits.group)
-    in_process = JudgeStation(spec, quiet=freezer.timing)
+    in_process = DeviceJudge(spec, quiet=freezer.timing)
     station = ProcessStation(JudgeSlot("cuda:0", "cuda", 0, ()), spec, freezer)
     try:
         medians, claims = [], []

@@ -147,7 +147,7 @@ def test_a_judge_actor_that_dies_fails_its_request_and_a_new_one_serves_the_next
         text = (ANSWERS / "linear_relu" / "incorrect.py").read_text()
         elsewhere = BuildOutcome(status="ok", seconds=1.0, extension_dir=str(cache / "not-here" / "extensions"))
         with pytest.raises(JudgeFailed, match="FileNotFoundError: .*--cache-dir must be on a filesystem every node"):
-            station.judge(Submission("run", "linear_relu", "x", "x.py", text), triage(text), elsewhere)
+            station.judge_answer(Submission("run", "linear_relu", "x", "x.py", text), triage(text), elsewhere)
     finally:
         backend.close()
     assert station._actor is None

@@ -135,10 +135,10 @@ def test_a_message_with_a_field_of_the_wrong_type_is_named_either_way(station: M
 def test_prepare_gives_baselines_and_answers_get_their_verdicts(station: MessageStation, warm_cache: Path):
     baselines = station.prepare("linear_relu")
     assert "median_ms" in baselines["eager"] and station.current_problem == "linear_relu"
-    correct = station.judge(*_answer(warm_cache, "correct_cpp.py"))
+    correct = station.judge_answer(*_answer(warm_cache, "correct_cpp.py"))
     assert correct.verdict == "correct", correct.error
     assert correct.speedup_vs_eager is not None
-    incorrect = station.judge(*_answer(warm_cache, "incorrect.py"))
+    incorrect = station.judge_answer(*_answer(warm_cache, "incorrect.py"))
     assert incorrect.verdict == "incorrect", incorrect.error
     assert station.current_problem == "linear_relu"
 
@@ -162,7 +162,7 @@ def test_the_judge_judges_by_its_plan_and_stamps_the_rows_with_it(station: Messa
     plan = station.spec.plans["linear_relu"]
     planned = replace(plan, settings=replace(plan.settings, atol=0.125))
     station.spec = replace(station.spec, plans={**station.spec.plans, "linear_relu": planned})
-    row = station.judge(*_answer(warm_cache, "incorrect.py"))
+    row = station.judge_answer(*_answer(warm_cache, "incorrect.py"))
     assert row.correctness["atol"] == 0.125, row.correctness
     assert (row.problem_sha256, row.precision) == (plan.problem_sha256, "fp32")
     assert row.problem_sha256 == station.spec.problems["linear_relu"].sha256
@@ -172,7 +172,7 @@ def test_a_problem_whose_files_changed_since_its_plan_is_not_judged(station: Mes
     plan = station.spec.plans["linear_relu"]
     station.spec = replace(station.spec, plans={**station.spec.plans,
                                                 "linear_relu": replace(plan, problem_sha256="0" * 64)})
-    row = station.judge(*_answer(warm_cache, "incorrect.py"))
+    row = station.judge_answer(*_answer(warm_cache, "incorrect.py"))
     assert row.verdict == "skipped" and "changed since the run started" in row.reason, row.reason
     assert row.correctness is None
 
@@ -180,10 +180,10 @@ def test_a_problem_whose_files_changed_since_its_plan_is_not_judged(station: Mes
 def test_the_judges_own_failure_is_a_judge_failed_row_and_it_goes_on(station: MessageStation, warm_cache: Path):
     submission, early, outcome = _answer(warm_cache, "correct_cpp.py")
     # A problem the judge was never given: the judge itself fails (a KeyError), not the answer.
-    row = station.judge(replace(submission, problem="no_such_problem"), early, outcome)
+    row = station.judge_answer(replace(submission, problem="no_such_problem"), early, outcome)
     assert row.error and row.error["kind"] == "judge_failed", row
     assert "no_such_problem" in row.error["message"]
-    assert station.judge(submission, early, outcome).verdict == "correct"
+    assert station.judge_answer(submission, early, outcome).verdict == "correct"
 
 
 def test_a_cancelled_answer_in_hand_ends_at_once_and_the_judge_goes_on(station: MessageStation, warm_cache: Path):
@@ -197,7 +197,7 @@ def test_a_cancelled_answer_in_hand_ends_at_once_and_the_judge_goes_on(station: 
 
     def judge_the_hang() -> None:
         try:
-            came_back.append(station.judge(*hang))
+            came_back.append(station.judge_answer(*hang))
         except JudgeFailed as failed:  # a kind may answer the cancelled answer so; its row is dropped either way
             came_back.append(failed)
     judging = threading.Thread(target=judge_the_hang)
@@ -212,12 +212,12 @@ def test_a_cancelled_answer_in_hand_ends_at_once_and_the_judge_goes_on(station: 
     assert waited_s < HANG_LIMIT_S / 2, f"the cancelled answer came back {waited_s:.0f} s later: it ran to its limit"
     if not isinstance(came_back[0], JudgeFailed):
         assert came_back[0].verdict != "correct", came_back[0]  # a crash: its workers were killed
-    assert station.judge(*_answer(warm_cache, "incorrect.py")).verdict == "incorrect"
+    assert station.judge_answer(*_answer(warm_cache, "incorrect.py")).verdict == "incorrect"
 
 
 def test_closing_leaves_no_process(station: MessageStation, warm_cache: Path):
     station.prepare("linear_relu")
-    assert station.judge(*_answer(warm_cache, "incorrect.py")).verdict == "incorrect"
+    assert station.judge_answer(*_answer(warm_cache, "incorrect.py")).verdict == "incorrect"
     # Each kind's judge, held here so that closing, not dropping it, is what must end it and its workers.
     judge = getattr(station, "_server", None) or getattr(station, "_proc", None) or getattr(station, "_actor", None)
     assert judge is not None

@@ -47,7 +47,7 @@ CHANGE_LABELS = {"verdict": "verdict flipped",
 NOT_WARNED = ("seed",)
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     if value is None:
         return "unset"
     return (", ".join(map(str, value)) or "none") if isinstance(value, list) else str(value)
@@ -239,18 +239,18 @@ def change_notes(reports: list[ComparedReport], diffs: list[dict[str, Any]]) -> 
         label = reports[i].label
         for d in diff["verdicts_flipped"]:
             notes.setdefault(tuple(d["key"]), []).append(f"{label}: {d['before']} \u2192 {d['after']}")
-            cells.add((tuple(d["key"]), i))  # type: ignore[arg-type]
+            cells.add((tuple(d["key"]), i))
         for d in diff["speedups_moved"]:
             notes.setdefault(tuple(d["key"]), []).append(f"{label}: {_move(d)}")
-            cells.add((tuple(d["key"]), i))  # type: ignore[arg-type]
+            cells.add((tuple(d["key"]), i))
         for d in diff["speedups_within_intervals"]:  # as far, but the intervals overlap: no change, said so
             notes.setdefault(tuple(d["key"]), []).append(f"{label}: {_move(d)}, within the 95% intervals")
         for d in diff["only_before"]:
             notes.setdefault(tuple(d["key"]), []).append(f"not in {label}")
-            cells.add((tuple(d["key"]), i))  # type: ignore[arg-type]
+            cells.add((tuple(d["key"]), i))
         for d in diff["only_after"]:
             notes.setdefault(tuple(d["key"]), []).append(f"not in {reports[0].label}")
-            cells.add((tuple(d["key"]), i))  # type: ignore[arg-type]
+            cells.add((tuple(d["key"]), i))
     return {k: list(dict.fromkeys(v)) for k, v in notes.items()}, cells
 
 

@@ -10,7 +10,7 @@ out and named in one "not reached" line. Every value from the row is escaped.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from evalkit.report import scoring
 from evalkit.report.answer_text import Answer
@@ -23,11 +23,11 @@ Row = dict[str, Any]
 OPTIONAL_CANDIDATE_FIELDS = ("closed", "in_final_answer", "defines_model_new")
 
 
-def _dict(value: Any) -> dict[str, Any]:
+def _dict(value: object) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _int(value: Any) -> int | None:
+def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -37,7 +37,7 @@ def kv_table(pairs: list[tuple[str, Any]], css_id: str = "") -> str:
     return f'<table class="kv"{ident}>{rows}</table>' if rows else '<p class="muted">none recorded</p>'
 
 
-def _value(value: Any) -> str:
+def _value(value: object) -> str:
     if isinstance(value, float):
         return esc(f"{value:.6g}")
     if isinstance(value, dict):
@@ -47,7 +47,7 @@ def _value(value: Any) -> str:
     return esc(value)
 
 
-def _plain(value: Any) -> str:
+def _plain(value: object) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
@@ -57,12 +57,12 @@ def highlighted_lines(row: Row) -> dict[int, str]:
     error, build = part(row, "error"), part(row, "build")
     if _int(error.get("source_line")):
         marks[error["source_line"]] = f"{error.get('type') or 'error'}: {error.get('message', '')}"
-    for frame in error.get("traceback") or []:
-        frame = _dict(frame)
+    for claimed in error.get("traceback") or []:
+        frame = _dict(claimed)
         if frame.get("in_submission") and _int(frame.get("source_line")):
             marks.setdefault(frame["source_line"], f"traceback: {frame.get('function', '')}")
-    for entry in [*(build.get("errors") or []), *(error.get("compiler_errors") or [])]:
-        entry = _dict(entry)
+    for compiler_error in [*(build.get("errors") or []), *(error.get("compiler_errors") or [])]:
+        entry = _dict(compiler_error)
         if _int(entry.get("submission_line")):
             marks.setdefault(entry["submission_line"], f"compiler: {entry.get('message', '')}")
     return marks
@@ -109,7 +109,7 @@ def extraction_section(row: Row) -> str:
     return summary + table
 
 
-def _truncated(ext: dict[str, Any]) -> bool:
+def _truncated(ext: Mapping[str, Any]) -> bool:
     """Whether the answer was cut off: rows judged before ``extract`` set ``truncated`` for an answer cut off
     without a code block hold False beside a reason saying "cut off"."""
     return ext.get("truncated") is True or "cut off" in str(ext.get("reason") or "")
@@ -133,7 +133,7 @@ def build_section(row: Row) -> str:
     return info + table + shown + log
 
 
-def _line_link(line: Any) -> str:
+def _line_link(line: object) -> str:
     return f'<a href="#L{line}">{line}</a>' if _int(line) else esc(line)
 
 

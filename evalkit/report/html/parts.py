@@ -25,7 +25,7 @@ BELOW_RESOLUTION = "below the timing's resolution"
 _EMPTY_TD = re.compile(r"<td[^>]*></td>")
 
 
-def esc(value: Any) -> str:
+def esc(value: object) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
@@ -49,12 +49,12 @@ def page_names(rows: Iterable[Row]) -> PageNames:
     return names
 
 
-def badge(verdict: Any) -> str:
+def badge(verdict: object) -> str:
     known = str(verdict) in scoring.PIPELINE_RANK
     return f'<span class="badge v-{esc(verdict) if known else "unknown"}">{esc(verdict)}</span>'
 
 
-def flag_badge(flag: Any) -> str:
+def flag_badge(flag: object) -> str:
     """One flag as a badge; a known flag's ``FLAG_INFO`` meaning is its tooltip."""
     meaning = FLAG_MEANINGS.get(str(flag))
     title = f' title="{esc(meaning)}"' if meaning else ""
@@ -80,7 +80,7 @@ def fmt_bound(value: float | None, below: bool) -> str:
     return f"\u2265{text}" if text and below else text
 
 
-def fmt_interval(interval: Any) -> str:
+def fmt_interval(interval: object) -> str:
     """A speedup's 95% interval, ``[1.95–2.05]``; "" when the row has none."""
     if not (isinstance(interval, list) and len(interval) == 2 and all(isinstance(v, (int, float)) for v in interval)):
         return ""
@@ -91,7 +91,7 @@ def fmt_rate(value: float | None) -> str:
     return "" if value is None else f"{100 * value:.1f}%"
 
 
-def fmt_ms(value: Any) -> str:
+def fmt_ms(value: object) -> str:
     return f"{value:.4g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
 
 
@@ -102,7 +102,7 @@ def num_td(value: float | None, text: str, note: str = "") -> str:
     return f'<td class="num" data-v="{esc(v)}">{esc(text)}{small}</td>'
 
 
-def id_td(name: Any) -> str:
+def id_td(name: object) -> str:
     """A run, problem or sample name: it wraps, anywhere if it must, so a long name never widens its table past the
     window (a 1400 px window shows every column of the report's tables)."""
     return f'<td class="id">{esc(name)}</td>'

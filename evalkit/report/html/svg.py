@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from html import escape
-from typing import Callable
+from typing import Callable, Mapping
 
 PALETTE = ("#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#be185d", "#4d7c0f")
 WIDTH, HEIGHT = 680, 300
@@ -92,7 +92,7 @@ def nice_ticks(high: float, count: int = 5) -> list[float]:
     return [i * step for i in range(int(math.ceil(high / step)) + 1)]
 
 
-def timing_plot(samples_ms: list[float], lines: dict[str, float]) -> str:
+def timing_plot(samples_ms: list[float], lines: Mapping[str, float | None]) -> str:
     """Each timed call as a dot (call order on x, ms on y) with horizontal lines at the baselines' medians."""
     values = [float(v) for v in samples_ms if isinstance(v, (int, float)) and v > 0]
     marks = {k: float(v) for k, v in lines.items() if isinstance(v, (int, float)) and v > 0}

@@ -1,6 +1,6 @@
-"""Trusted side: one judge station, the judge of one device (a GPU, or the CPU) and the problems it has loaded.
+"""Trusted side: a device judge, the judge of one device (a GPU, or the CPU) and the problems it has loaded.
 
-A station turns a built answer into its row: it loads the problem (the float64 reference and the judge; a problem
+It turns a built answer into its row: it loads the problem (the float64 reference and the judge; a problem
 given as text's reference in a sandboxed worker of its own, ``judge.sandboxed_reference``),
 runs the sandboxed worker through ``evalkit.judge``, and maps the judgement to a ``ResultRow``
 (``evalkit.judge.verdicts``). A problem's PyTorch baselines are timed once (through ``BaselineCache``): a
@@ -80,7 +80,7 @@ class _ProblemContext:
     partner: Contender | None = None
 
 
-class JudgeStation:
+class DeviceJudge:
     """The judge of one device. ``quiet()`` is entered around every measurement (it freezes the builds)."""
 
     def __init__(self, spec: StationSpec, quiet: Quiet | None = None,
@@ -149,7 +149,7 @@ class JudgeStation:
         current = self.current_problem
         return dict(self._kept[current].baselines or {}) if current else {}
 
-    def judge(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
+    def judge_answer(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
         """The row of one built answer, stamped with the plan it was judged by; never raises for anything the answer
         does."""
         return verdicts.planned(self._row(submission, early, outcome), self.plans.get(submission.problem))
@@ -314,7 +314,7 @@ class JudgeStation:
             workers.append(self._profilers.take(extensions))
             return workers[-1], _with_code(workers[-1], early.code)
         try:
-            judgement = judge.judge(workers[0], _with_code(workers[0], early.code),
+            judgement = judge.examine(workers[0], _with_code(workers[0], early.code),
                                     compiles_on_first_call(early.code, extensions),
                                     profiler=profiler if self._profilers is not None else None,
                                     partner=lambda: self._partner(context))
