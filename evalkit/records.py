@@ -19,17 +19,36 @@ import dataclasses
 import enum
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from evalkit.row_parts import (BaselinesRecord, BuildRecord, CorrectnessRecord, ErrorRecord, ExtractionRecord,
                                TimingRecord, check_parts)
 
-SCHEMA_VERSION = 5  # 2: timing is the judge's own clock (observed/reported_median_ms gone); 3: speedups from one
+SCHEMA_VERSION = 6  # 2: timing is the judge's own clock (observed/reported_median_ms gone); 3: speedups from one
 # window, answer and baseline interleaved, with their intervals (speedup_vs_*_ci), the output's delivery charged;
 # 4: a precision per row (``precision``), and PyTorch's own error in it (``correctness.pytorch_own``); 5: outputs read
-# where the worker keeps them, and everything but the calls' own events subtracted (``timing.overhead_requests``)
+# where the worker keeps them, and everything but the calls' own events subtracted (``timing.overhead_requests``);
+# 6: the version of its problem a row was judged against (``problem_sha256``), and its precision the judge's own stamp
 CURATED_RUN = "curated"  # the run name of the curated solutions shipped in problems/<id>/solutions/
 BASELINE_KINDS: tuple[str, ...] = ("eager", "compile")
+
+
+def baseline_kinds(value: str | Iterable[str]) -> tuple[str, ...]:
+    """The baselines a run times, parsed once for ``--baselines`` and the API's ``baselines=``: a comma-separated
+    text or a list of ``BASELINE_KINDS``, or ``none`` alone (no baseline); ``ValueError`` saying what to give."""
+    words = [w.strip() for w in value.split(",")] if isinstance(value, str) else [str(w) for w in value]
+    if words == ["none"]:
+        return ()
+    if "none" in words:
+        raise ValueError("'none' means no baseline, so it cannot be listed with others; give 'none' alone, or any "
+                         "of eager,compile")
+    wrong = [w for w in words if w not in BASELINE_KINDS]
+    if wrong:
+        raise ValueError(f"unknown baseline(s) {', '.join(map(repr, wrong))}; choose from {', '.join(BASELINE_KINDS)}"
+                         f", or 'none'")
+    if len(set(words)) != len(words):
+        raise ValueError("a baseline is listed twice")
+    return tuple(words)
 
 
 class Verdict(str, enum.Enum):
@@ -227,6 +246,7 @@ class ResultRow:
     problem_level: int | None = None  # the problem's level (problem.toml ``level``, else its KernelBench level)
     kernelbench: dict[str, int] | None = None  # the problem's KernelBench origin: {"level": L, "number": N}
     precision: str = "fp32"  # the dtype inputs, weights and outputs had (``sources.settings.PRECISIONS``)
+    problem_sha256: str | None = None  # its problem's files (reference.py, problem.toml) as the judge judged by them
     judge: str | None = None  # the judge that decided it ("cuda:0", "cpu:1"); None: decided before any judge
     feedback: str | None = None  # a short text for the model's next turn (``evalkit.judge.feedback``)
 
@@ -293,7 +313,13 @@ def _from_4(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "timing": renamed(row.get("timing"))} if "timing" in row else row
 
 
-MIGRATIONS = {1: _from_1, 2: _from_2, 3: _from_3, 4: _from_4}  # version -> the step to the next; one per version ever written
+def _from_5(row: dict[str, Any]) -> dict[str, Any]:
+    """Schema 5 -> 6: a row did not say which version of its problem it was judged against."""
+    return {"problem_sha256": None, **row}
+
+
+# version -> the step to the next; one per version ever written
+MIGRATIONS = {1: _from_1, 2: _from_2, 3: _from_3, 4: _from_4, 5: _from_5}
 
 
 def migrate(row: dict[str, Any]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ RUN_SETTINGS_FILE = "run.json"  # settings that change verdicts or times, record
 INDEX_FILE = "index.html"  # the report's page
 DETAIL_DIR = "submissions"  # a page per scored answer
 EVAL_RESULTS_FILE = "eval_results.json"  # ``evalkit report --format kernelbench``: KernelBench's results file
+LOCK_FILE = ".lock"  # held (flock) by the run that writes the folder (``report_folder.ReportFolder``); says who
 
 
 def write_file(path: Path, text: str) -> None:

@@ -14,15 +14,15 @@ JUDGE_PROBLEMS = FIXTURES / "judge_problems"
 
 def cpu_station_spec(cache: Path, timing_trials: int = 5) -> Any:
     """A ``StationSpec`` of the fixture problems, judged on CPU with eager baselines only, no baseline files."""
-    from evalkit.schedule.judge_process import StationSpec
+    from evalkit.schedule.judge_messages import BaselineFiles, StationSpec
     from evalkit.schedule.options import JudgeOptions, default_limits
-    from evalkit.schedule.device_judge import BaselineFiles
     from evalkit.sources.problems import discover_problems
 
-    options = JudgeOptions(device="cpu", baselines=("eager",), timing_trials=timing_trials, warmup_trials=1,
-                           cache_dir=cache)
-    return StationSpec(discover_problems(JUDGE_PROBLEMS), options, "cpu", 1, default_limits("cpu", 2.0),
-                       BaselineFiles(None, None), None)
+    options = JudgeOptions(device="cpu", baselines=("eager",), cache_dir=cache,
+                           overrides={"timing_trials": timing_trials, "warmup_trials": 1})
+    problems = discover_problems(JUDGE_PROBLEMS)
+    return StationSpec(problems, options.plans(problems), options.baselines, options.cache_dir, "cpu", 1,
+                       default_limits("cpu", 2.0), BaselineFiles(None, None), None)
 
 
 def prepare_in_background(station: Any, problem: str) -> tuple[threading.Thread, list[BaseException]]:

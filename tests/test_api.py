@@ -267,7 +267,9 @@ def test_the_api_import_is_silent_and_keeps_the_callers_warning_filters():
     ({"judges": 0}, "'judges' must be at least 1, got 0"),
     ({"memory_gib": 0.01}, "'memory_gib' must be at least 0.5, got 0.01"),
     ({"seed": "3"}, "'seed' must be a number (int), got '3'"),
-    ({"baselines": ["eager", "eagre"]}, "unknown kind(s) ['eagre']"),
+    ({"baselines": ["eager", "eagre"]}, "unknown baseline(s) 'eagre'"),
+    ({"baselines": "none,eager"}, "'none' means no baseline, so it cannot be listed with others"),  # as --baselines
+    ({"baselines": ["eager", "eager"]}, "a baseline is listed twice"),
     ({"precision": "fp8"}, """'precision' must be one of "fp32", "fp16", "bf16", got 'fp8'"""),
 ])
 def test_a_wrong_keyword_setting_is_refused_with_what_would_do(settings, message):
@@ -282,12 +284,15 @@ def test_a_precision_keyword_sets_the_dtype_and_the_default_tolerances():
     from evalkit.schedule.options import judge_options
     from evalkit.sources.problems import load_problem
 
-    problem = load_problem(FIXTURES / "judge_problems" / "linear_relu")
-    bf16 = judge_options("cpu", {"precision": "bf16"}).judge_settings(problem, seed=1)
+    problems = {"linear_relu": load_problem(FIXTURES / "judge_problems" / "linear_relu")}
+
+    def plan(settings):
+        return judge_options("cpu", settings).plans(problems)["linear_relu"]
+    bf16 = plan({"precision": "bf16"}).settings
     assert (bf16.precision, bf16.atol, bf16.rtol) == ("bf16", 5e-2, 5e-2)
-    given = judge_options("cpu", {"precision": "bf16", "atol": 1e-3}).judge_settings(problem, seed=1)
+    given = plan({"precision": "bf16", "atol": 1e-3}).settings
     assert (given.atol, given.rtol) == (1e-3, 5e-2)  # a tolerance given wins; the other stays the precision's
-    assert judge_options("cpu", {}).judge_settings(problem, seed=1).precision == "fp32"
+    assert plan({}).precision == "fp32"
 
 
 def test_baselines_take_the_command_lines_spelling():

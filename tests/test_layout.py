@@ -18,10 +18,11 @@ MODULES = sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.part
 SIDES = ("trusted side", "untrusted side", "both sides", "no side of the trust boundary")
 MAX_LINES = 400
 # Stages in order: a module may import evalkit modules of its own stage or an earlier one.
-STAGES = ("version", "row_parts", "records", "host_facts", "results_file", "sources", "intake", "sandbox", "judge",
-          "schedule", "kernelbench", "server", "cli")  # kernelbench: KernelBench's call; server: evalkit serve, both over the API
-# Report reads rows only: it may import the vocabulary and the results file, nothing that judges.
-REPORT_MAY_IMPORT = ("version", "row_parts", "records", "host_facts", "results_file", "report")
+STAGES = ("version", "row_parts", "records", "host_facts", "results_file", "report_folder", "sources", "intake",
+          "sandbox", "judge", "schedule", "kernelbench", "server", "cli")  # kernelbench: KernelBench's call; server: evalkit serve, both over the API
+# Report reads rows only: it may import the vocabulary, the results file and the report folder's owner, nothing that
+# judges.
+REPORT_MAY_IMPORT = ("version", "row_parts", "records", "host_facts", "results_file", "report_folder", "report")
 # What shows rows to a user may import report: the CLI, and KernelBench's call (a row in KernelBench's shape, as
 # ``evalkit report --format kernelbench`` writes it).
 SHOW_ROWS = ("cli", "kernelbench")
@@ -146,3 +147,55 @@ def test_the_report_and_its_command_import_no_torch():
             "    importlib.import_module(m.name)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr
+
+
+# The report folder has one writer, ``evalkit.report_folder.ReportFolder``. A module that names a file of a report
+# folder (``results_file``'s names) calls no writing primitive; the primitives that write a report's files whole
+# (``write_file``, ``ResultsWriter``) are imported only by it and by modules that write files of no report folder.
+REPORT_FOLDER_OWNER = "evalkit.report_folder"
+WRITES_NO_REPORT_FILE = {
+    "evalkit.sandbox.identity": "its record of the sandbox users that passed their checks, beside the build cache",
+    "evalkit.judge.baselines": "the shared baseline cache, and a judge's own copy of the report's baselines",
+    "evalkit.report.compare": "the comparison page at the path the user gives (--out FILE.html)",
+}
+WRITING_PRIMITIVES = {"write_file", "ResultsWriter", "merge_entry", "record_in_report", "write_text", "write_bytes",
+                      "unlink", "rmdir", "rmtree", "mkdir", "rename", "truncate", "copyfile", "copy"}
+
+
+def _report_file_names() -> set[str]:
+    import evalkit.results_file as files
+
+    return {name for name in vars(files) if name.endswith(("_FILE", "_DIR"))}
+
+
+def _names_used(tree: ast.AST) -> set[str]:
+    return {node.id if isinstance(node, ast.Name) else node.attr
+            for node in ast.walk(tree) if isinstance(node, (ast.Name, ast.Attribute))}
+
+
+def _calls(tree: ast.AST) -> set[str]:
+    called = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called.add(func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else "")
+            if isinstance(func, ast.Name) and func.id == "open" and any(
+                    isinstance(arg, ast.Constant) and isinstance(arg.value, str) and set(arg.value) & set("wax+")
+                    for arg in [*node.args[1:2], *(k.value for k in node.keywords if k.arg == "mode")]):
+                called.add("open for writing")
+    return called
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: _name(p))
+def test_only_the_report_folder_writes_a_report_folders_files(path):
+    module = _name(path)
+    if module in (REPORT_FOLDER_OWNER, "evalkit.results_file"):  # the owner, and where the names are declared
+        return
+    tree = ast.parse(path.read_text())
+    named = _names_used(tree) & _report_file_names()
+    writes = _calls(tree) & (WRITING_PRIMITIVES | {"open for writing"})
+    assert not (named and writes) or module in WRITES_NO_REPORT_FILE, (f"{module} names the report folder's {sorted(named)} and writes files "
+                                    f"({sorted(writes)}): write them through evalkit.report_folder.ReportFolder")
+    imported = {name.rsplit(".", 1)[1] for name in _evalkit_imports(path)} & {"write_file", "ResultsWriter"}
+    assert not imported or module in WRITES_NO_REPORT_FILE, \
+        f"{module} imports {sorted(imported)}: a report folder's files are written by ReportFolder only"

@@ -14,7 +14,7 @@ from click.core import ParameterSource
 
 from evalkit.cli.console import is_quiet, say, verbosity_options
 from evalkit.cli.progress import Progress, display_mode
-from evalkit.records import BASELINE_KINDS
+from evalkit.records import baseline_kinds
 from evalkit.results_file import SUMMARY_FILE
 from evalkit.sources.settings import PER_RUN, RUN_MINIMUMS, SETTINGS, default_text
 
@@ -36,20 +36,11 @@ def _latest_out(submissions: Path) -> Path | None:
 
 
 def parse_baselines(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
-    """``--baselines``: a comma-separated list of eager and compile, or ``none`` alone."""
-    words = [w.strip() for w in value.split(",")]
-    if words == ["none"]:
-        return ()
-    if "none" in words:
-        raise click.BadParameter(f"{value!r}: 'none' means no baseline, so it cannot be listed with others; "
-                                 "give 'none' alone, or any of eager,compile", ctx=ctx, param=param)
-    wrong = [w for w in words if w not in BASELINE_KINDS]
-    if wrong:
-        raise click.BadParameter(f"{value!r}: unknown baseline(s) {', '.join(map(repr, wrong))}; choose from "
-                                 f"{', '.join(BASELINE_KINDS)}, or 'none'", ctx=ctx, param=param)
-    if len(set(words)) != len(words):
-        raise click.BadParameter(f"{value!r}: a baseline is listed twice", ctx=ctx, param=param)
-    return tuple(words)
+    """``--baselines``: a comma-separated list of eager and compile, or ``none`` alone (``baseline_kinds``)."""
+    try:
+        return baseline_kinds(value)
+    except ValueError as wrong:
+        raise click.BadParameter(f"{value!r}: {wrong}", ctx=ctx, param=param) from None
 
 
 def setting_options(command: Any) -> Any:
@@ -151,8 +142,9 @@ def score_command(ctx: click.Context, submissions: Path, problems_dir: Path, out
     from evalkit.schedule.local import score
     from evalkit.schedule.options import ScoreOptions, default_cache_dir
 
+    overrides = {key: options.pop(key) for key in PER_RUN}  # each problem setting this run overrides (None: unset)
     opts = ScoreOptions(submissions=submissions, problems_dir=problems_dir, out_dir=out_dir, resume=resume,
-                        baselines=baselines, cache_dir=cache_dir or default_cache_dir(), **options)
+                        baselines=baselines, cache_dir=cache_dir or default_cache_dir(), overrides=overrides, **options)
     logger.debug("scoring with %s", opts)
     interrupted = None
     with Progress(display_mode(progress, is_quiet())) as shown:

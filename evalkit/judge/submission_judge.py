@@ -15,7 +15,7 @@ import secrets
 import statistics
 import time
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,7 +38,7 @@ from evalkit.row_parts import (BaselineEntry, CorrectnessRecord, ErrorRecord, Py
                                TimingRecord, WindowSpeedupRecord)
 from evalkit.sandbox.gpu_gate import contention_note
 from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
-from evalkit.sources.settings import TIMING_KEYS, ProblemSettings
+from evalkit.sources.settings import TIMING_KEYS, JudgingPlan, ProblemSettings
 
 logger = logging.getLogger(__name__)
 
@@ -49,28 +49,23 @@ COMPILE_FIRST_CALL_S = 900.0  # torch.compile's first call compiles: the compile
 Quiet = Callable[[], AbstractContextManager[Any]]  # yields the other judges' uses of the GPU it timed beside, if any
 Use = Callable[[], AbstractContextManager[Any]]
 Partner = Callable[[], "tuple[str, Contender] | None"]  # the live baseline an answer is timed beside, and its kind
-_DEFAULTS = ProblemSettings()  # the one declaration of every setting's default
 
 
-@dataclass(frozen=True)
-class JudgeSettings:
-    """How one problem's submissions (and its baselines) are judged: problem.toml's settings, overridden
-    per run (``evalkit.schedule.options.ScoreOptions.judge_settings``). The timing fields default to
-    problem.toml's declared defaults (``evalkit.sources.settings.ProblemSettings``)."""
+@dataclass(frozen=True, kw_only=True)
+class JudgeSettings(ProblemSettings):
+    """How one problem's answers (and its baselines) are judged: its settings as the run's plan resolved them
+    (``evalkit.sources.settings.JudgingPlan``: problem.toml's, each override applied, atol and rtol filled in), declared
+    once by ``ProblemSettings``, and the run's seed."""
 
-    atol: float
+    atol: float  # resolved: the plan fills in the precision's where the problem and the run give none
     rtol: float
-    correctness_trials: int
-    timing_trials: int
-    warmup_trials: int
-    run_timeout_s: float | None  # every step's limit; None: derived from the reference's time
     seed: int
-    precision: str = _DEFAULTS.precision  # the dtype of inputs, weights and outputs (``sources.settings.PRECISIONS``)
     time_submissions: bool = True
-    min_timing_trials: int = _DEFAULTS.min_timing_trials  # timing_trials is the most (evalkit/judge/repetitions.py)
-    timing_budget_s: float = _DEFAULTS.timing_budget_s
-    timing_precision: float = _DEFAULTS.timing_precision
-    hang_limit_s: float = _DEFAULTS.hang_limit_s  # the ceiling of an answer's derived limits (``time_limits``)
+
+    @classmethod
+    def of(cls, plan: JudgingPlan, seed: int) -> "JudgeSettings":
+        """The settings ``plan`` resolved, with the run's ``seed``."""
+        return cls(**{f.name: getattr(plan.settings, f.name) for f in fields(ProblemSettings)}, seed=seed)
 
     def repetitions(self) -> RepetitionRule:
         """When a timing stops (docs/judge.md, How many calls)."""

@@ -23,9 +23,10 @@ from evalkit.judge.feedback import feedback_for
 from evalkit.judge.plausibility import floor_ms
 from evalkit.judge.speedups import speedups_against
 from evalkit.records import BASELINE_KINDS, Flag, ResultRow, Submission, Verdict
-from evalkit.row_parts import (BaselinesRecord, BuildRecord, CompilerErrorRecord, CorrectnessRecord, ErrorRecord,
+from evalkit.row_parts import (BaselinesRecord, CompilerErrorRecord, CorrectnessRecord, ErrorRecord,
                                FrameRecord, TimingRecord)
 from evalkit.sandbox import protocol
+from evalkit.sources.settings import JudgingPlan
 
 SIGNAL_SCOPING_ABI = 6  # Landlock scopes signals and abstract sockets from this ABI on
 
@@ -291,6 +292,14 @@ def new_row(submission: Submission, device: str, early: Triage | None = None) ->
     if early is not None:
         row.extraction = early.extraction.to_dict()
         row.warnings.extend(early.warnings)
+    return row
+
+
+def planned(row: ResultRow, plan: JudgingPlan | None) -> ResultRow:
+    """``row`` stamped with the plan its problem was judged by: the sha256 of the problem's files and the precision
+    (``plan`` None: a problem the run does not know, whose row stays unstamped)."""
+    if plan is not None:
+        row.problem_sha256, row.precision = plan.problem_sha256, plan.precision
     return row
 
 

@@ -30,7 +30,8 @@ from typing import Any, Mapping
 
 from evalkit.records import CURATED_RUN, VERDICT_INFO, EvalkitError, Flag, Verdict
 from evalkit.report.scoring import dedupe, is_compiled, is_correct
-from evalkit.results_file import EVAL_RESULTS_FILE, RESULTS_FILE, read_rows, write_file
+from evalkit.report_folder import ReportFolder
+from evalkit.results_file import RESULTS_FILE, read_rows
 from evalkit.row_parts import part
 
 logger = logging.getLogger(__name__)
@@ -251,6 +252,5 @@ def write_eval_results(report_dir: Path, out: Path | None = None, *, run: str | 
         data = eval_results(read_rows(results), run=run, level=level, numbers=numbers)
     except ExportError as err:
         raise ExportError(f"{results}: {err}") from err
-    target = Path(out) if out is not None else Path(report_dir) / EVAL_RESULTS_FILE
-    write_file(target, json.dumps(data, indent=4, allow_nan=False) + "\n")
-    return target
+    with ReportFolder.open(report_dir, create=False) as folder:
+        return folder.write_export(json.dumps(data, indent=4, allow_nan=False) + "\n", out)

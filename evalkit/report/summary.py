@@ -21,8 +21,9 @@ from evalkit.report import scoring
 from evalkit.report.answer_text import answer_of
 from evalkit.report.html.detail_page import render_detail
 from evalkit.report.html.index_page import page_names, render_index
-from evalkit.results_file import (BASELINES_FILE, DETAIL_DIR, ENVIRONMENT_FILE, INDEX_FILE, RESULTS_FILE,
-                                  RUN_SETTINGS_FILE, SUMMARY_FILE, read_rows, write_file)
+from evalkit.report_folder import ReportFolder
+from evalkit.results_file import (BASELINES_FILE, ENVIRONMENT_FILE, INDEX_FILE, RESULTS_FILE, RUN_SETTINGS_FILE,
+                                  SUMMARY_FILE, read_rows)
 
 logger = logging.getLogger(__name__)
 
@@ -87,10 +88,9 @@ def write_reports(report_dir: Path, problems: list[str] | None = None) -> Path:
     _add_measured_baselines(summary, report_dir / BASELINES_FILE, asked)
     scored = scoring.dedupe(rows)
     names = page_names(scored)
-    write_file(report_dir / SUMMARY_FILE, json.dumps(summary, indent=2, allow_nan=False) + "\n")
-    _write_details(report_dir / DETAIL_DIR, scored, names, bases=[report_dir.resolve().parent.parent])
-    index = report_dir / INDEX_FILE
-    write_file(index, render_index(summary, scored, names))
+    with ReportFolder.open(report_dir, create=False) as folder:  # refused while a run writes the folder
+        index = folder.write_pages(summary, render_index(summary, scored, names),
+                                   _details(scored, names, bases=[report_dir.resolve().parent.parent]))
     logger.debug("%s: wrote %s, %s and %d detail page(s) for %d scored row(s)", report_dir, SUMMARY_FILE, INDEX_FILE,
                  len(names), len(scored))
     return index
@@ -143,13 +143,8 @@ def known_problems(summary_path: Path) -> list[str] | None:
     return [str(p) for p in known] if isinstance(known, list) else None
 
 
-def _write_details(folder: Path, rows: list[Row], names: dict[tuple[str, str, str], str], bases: list[Path]) -> None:
-    """One page per row; a row without code shows its answer, read back from where it was judged."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for row in rows:
-        answer = answer_of(row, bases) if row.get("verdict") == "no_code" else None
-        write_file(folder / names[scoring.sample_key(row)], render_detail(row, answer))
-    current = set(names.values())
-    for stale in folder.glob("*.html"):
-        if stale.name not in current:
-            stale.unlink()
+def _details(rows: list[Row], names: dict[tuple[str, str, str], str], bases: list[Path]) -> dict[str, str]:
+    """One page per row, by file name; a row without code shows its answer, read back from where it was judged."""
+    return {names[scoring.sample_key(row)]: render_detail(row, answer_of(row, bases)
+                                                          if row.get("verdict") == "no_code" else None)
+            for row in rows}

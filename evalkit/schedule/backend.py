@@ -18,6 +18,7 @@ from typing import Any, Callable, Protocol
 from evalkit.intake.triage import Triage
 from evalkit.judge.builder import BuildOutcome, build
 from evalkit.records import ResultRow, Submission
+from evalkit.report_folder import ReportFolder
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.launcher import WATCHDOG_PERIOD_S, Limits
 from evalkit.sandbox.processes import ProcessTable
@@ -57,7 +58,7 @@ class Backend(Protocol):
     def start_build(self, code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits,
                     init_inputs: Any, freezer: BuildFreezer) -> Future[BuildOutcome]: ...
     def station(self, slot: JudgeSlot, spec: StationSpec, judges: int, freezer: BuildFreezer,
-                progress: Callable[[str], None]) -> Station: ...
+                progress: Callable[[str], None], report: ReportFolder | None = None) -> Station: ...
     def abandon_builds(self, kill: Callable[[], object]) -> None: ...
     def close(self) -> None: ...
 
@@ -85,7 +86,7 @@ class LocalBackend:
         return {"builds": len(self._builds)}
 
     def station(self, slot: JudgeSlot, spec: StationSpec, judges: int, freezer: BuildFreezer,
-                progress: Callable[[str], None]) -> Station:
+                progress: Callable[[str], None], report: ReportFolder | None = None) -> Station:
         spec = replace(spec, gpu=host_device(slot, os.environ.get(VISIBLE)), gpu_judges=slot.gpu_judges)
         if judges == 1 and slot.gpu in (None, 0):
             # This process is not pinned (it may be a caller's training loop), so neither is its worker: a worker
@@ -93,8 +94,8 @@ class LocalBackend:
             # there, and read 6-13% slow under build load on the H200. The slot's cores still stay free of builds.
             return DirectStation(slot.name, replace(spec, limits=replace(spec.limits, cpus=None)),
                                  quiet=partial(freezer.timing, device=host_device(slot, os.environ.get(VISIBLE))),
-                                 progress=progress)
-        return ProcessStation(slot, spec, freezer, progress=progress)
+                                 progress=progress, report=report)
+        return ProcessStation(slot, spec, freezer, progress=progress, report=report)
 
     def abandon_builds(self, kill: Callable[[], object]) -> None:
         """Cancel the builds not started; kill the sandboxes of running ones until they end (bounded)."""

@@ -31,13 +31,13 @@ from typing import Any, Callable, Iterator
 import torch
 from evalkit.intake.triage import Triage
 from evalkit.judge import verdicts
-from evalkit.judge.baselines import BaselineCache, baseline_key
+from evalkit.judge.baselines import baseline_key
 from evalkit.judge.builder import BuildOutcome, builds_root, extension_env
 from evalkit.judge.torch_headers import header_env
 from evalkit.judge.contender import Contender
 from evalkit.judge.reference import ReferenceProblem
 from evalkit.judge.sandboxed_reference import ReferenceFailed, SandboxedReference
-from evalkit.judge.submission_judge import BaselineFailed, Judge, close_contender
+from evalkit.judge.submission_judge import BaselineFailed, Judge, JudgeSettings, close_contender
 from evalkit.judge.time_limits import compiles_on_first_call
 from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.gpu_gate import GpuGate
@@ -45,7 +45,7 @@ from evalkit.sandbox.launcher import Limits, UntrustedProcess
 from evalkit.sandbox.programs import REFERENCE_WORKER
 from evalkit.sandbox.protocol import PRELOAD_CUDA_VARIABLE, PRELOAD_PROFILER_VARIABLE
 from evalkit.sandbox.spare import SpareWorker, at_once, discard
-from evalkit.schedule.options import JudgeOptions
+from evalkit.schedule.judge_messages import StationSpec
 from evalkit.sources.problems import Problem
 
 logger = logging.getLogger(__name__)
@@ -80,32 +80,19 @@ class _ProblemContext:
     partner: Contender | None = None
 
 
-@dataclass(frozen=True)
-class BaselineFiles:
-    """Where a station keeps baselines: the report's own file (None outside a report) and the shared cache."""
-
-    report: Path | None
-    shared: Path | None
-    remeasure: bool = False
-    run: str = ""  # shared by every judge of one run: with ``remeasure``, what one of them timed serves all
-
-    def open(self) -> BaselineCache:
-        return BaselineCache(self.report, self.shared, remeasure=self.remeasure, run=self.run)
-
-
 class DeviceJudge:
     """The judge of one device. ``quiet()`` is entered around every measurement (it freezes the builds)."""
 
-    def __init__(self, problems: dict[str, Problem], options: JudgeOptions, device: str, seed: int,
-                 limits: Limits, baselines: BaselineFiles, driver: str | None, quiet: Quiet | None = None,
-                 progress: Callable[[str], None] | None = None, gpu: str | None = None, gpu_judges: int = 1) -> None:
-        self.problems, self.options, self.device, self.seed, self.limits = problems, options, device, seed, limits
-        self.driver = driver
-        self._gate = GpuGate.open(gpu) if device == "cuda" else None  # its GPU's, host-wide (``gpu_gate``)
-        self._memory_bound = kept_memory_share(gpu_judges)
-        self._cache = baselines.open()
+    def __init__(self, spec: StationSpec, quiet: Quiet | None = None,
+                 progress: Callable[[str], None] | None = None) -> None:
+        self.problems, self.plans, self.kinds = spec.problems, spec.plans, spec.kinds
+        self.device, self.seed, self.limits, self.driver = spec.device, spec.seed, spec.limits, spec.driver
+        self._cache = spec.baselines.open()
+        self._gate = GpuGate.open(spec.gpu) if spec.device == "cuda" else None  # its GPU's, host-wide (``gpu_gate``)
+        self._memory_bound = kept_memory_share(spec.gpu_judges)
+        limits, device = spec.limits, spec.device
         self._builds_frozen = quiet or nullcontext
-        env = {**extension_env(device), **header_env(builds_root(options.cache_dir), device), **_pinned(limits),
+        env = {**extension_env(device), **header_env(builds_root(spec.cache_dir), device), **_pinned(limits),
                **({PRELOAD_CUDA_VARIABLE: "1"} if device == "cuda" else {})}
         self._spare = SpareWorker(limits, env, count=SPARE_WORKERS.get(device, 1))
         self._spare.fill()  # a judge starts for an answer on its way (or ahead of one): its worker starts now
@@ -142,12 +129,13 @@ class DeviceJudge:
         one of ``kinds`` (default: the run's) known: from the cache when it holds them (nothing is loaded), else
         timed now."""
         context = self._switch_to(problem_id)
-        wanted = self.options.baselines if kinds is None else tuple(k for k in kinds if k in self.options.baselines)
+        wanted = self.kinds if kinds is None else tuple(k for k in kinds if k in self.kinds)
         known = context.baselines or {}
         if context.baselines is not None and all(kind in known for kind in wanted):
             return known
-        settings = self.options.judge_settings(context.problem, self.seed)
-        key = baseline_key(context.problem.sha256, self.device, settings.timing_key(), self.driver)
+        plan = self.plans[problem_id]
+        settings = JudgeSettings.of(plan, self.seed)
+        key = baseline_key(plan.problem_sha256, self.device, settings.timing_key(), self.driver)
         found = self._cache.lookup(key, wanted) if wanted else {}
         if found is None:
             self._progress(f"{problem_id}: timing PyTorch baselines ({', '.join(wanted)})")
@@ -164,7 +152,11 @@ class DeviceJudge:
         return dict(self._kept[current].baselines or {}) if current else {}
 
     def judge_answer(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
-        """The row of one built answer; never raises for anything the answer does."""
+        """The row of one built answer, stamped with the plan it was judged by; never raises for anything the answer
+        does."""
+        return verdicts.planned(self._row(submission, early, outcome), self.plans.get(submission.problem))
+
+    def _row(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
         try:
             failed = verdicts.build_failed_row(submission, early, outcome, self.device)
             if failed is not None:
@@ -232,7 +224,7 @@ class DeviceJudge:
         """The live baseline of the run's first kind that the current problem's answers are timed beside: kept
         while the problem is current, started anew when it failed. None when no baseline is asked for, or it
         cannot be started (its answers then get no speedup, and their rows say why)."""
-        kinds, judge = self.options.baselines, context.judge
+        kinds, judge = self.kinds, context.judge
         if not kinds or judge is None:
             return None
         if context.partner is not None and context.partner.failed:
@@ -289,10 +281,11 @@ class DeviceJudge:
         if context.problem.broken and not context.setup_error:
             context.setup_error = f"problem '{context.problem.id}' cannot be used: {context.problem.broken}"
         if context.judge is None and not context.setup_error:
-            problem = context.problem
+            problem, plan = context.problem, self.plans[context.problem.id]
             ref: ReferenceProblem | None = None
             try:
-                settings = self.options.judge_settings(problem, self.seed)
+                plan.check_current(problem.sha256)
+                settings = JudgeSettings.of(plan, self.seed)
                 with self._use():  # the reference's weights and its first outputs on the GPU
                     ref = self._reference(problem, settings.precision)
                     context.judge = Judge(ref, settings, self.limits, quiet=self._quiet, use=self._use)
@@ -340,13 +333,13 @@ class DeviceJudge:
         # fail times none. The answer's worker is closed and its lent buffers freed by now (``Session.release``);
         # the judge's own garbage and cached memory go too, so the baselines' worker finds the GPU as free.
         baselines = context.baselines or {}
-        if judgement.timing and not all(kind in baselines for kind in self.options.baselines):
+        if judgement.timing and not all(kind in baselines for kind in self.kinds):
             _free_garbage(self.device)
             baselines = self.prepare(submission.problem)
-        settings = context.problem.settings
+        settings = self.plans[submission.problem].settings
         row = verdicts.built_row(submission, early, outcome, self.device)
         return verdicts.judged_row(row, judgement, early, baselines, (settings.flops, settings.min_bytes), extensions,
-                                   self.options.baselines)
+                                   self.kinds)
 
 
 def kept_memory_share(gpu_judges: int) -> float:  # a judge's kept problems', with ``gpu_judges`` on its GPU

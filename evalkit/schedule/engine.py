@@ -25,17 +25,18 @@ from evalkit.intake.triage import Triage, triage
 from evalkit.judge import torch_headers, verdicts
 from evalkit.judge.builder import BuildOutcome, builds_root, nothing_to_build
 from evalkit.records import EvalkitError, ResultRow, Submission
+from evalkit.report_folder import ReportFolder
 from evalkit.sandbox.freezer import BuildFreezer, partition_builds
 from evalkit.sandbox.launcher import Limits
 from evalkit.sandbox.processes import MARKER_VARIABLE
 from evalkit.sandbox.remains import kill_group
 from evalkit.schedule.backend import Backend, LocalBackend, Station
 from evalkit.schedule.dispatch import Batch, Item, Preparation, ReadyQueue
-from evalkit.schedule.judge_messages import StationSpec
+from evalkit.schedule.judge_messages import BaselineFiles, StationSpec
 from evalkit.schedule.options import JudgeOptions
 from evalkit.schedule.placement import JudgeSlot, Placement
-from evalkit.schedule.device_judge import BaselineFiles
 from evalkit.sources.problems import Problem
+from evalkit.sources.settings import JudgingPlan
 
 logger = logging.getLogger(__name__)
 
@@ -70,19 +71,23 @@ def _init_inputs(problem: Problem) -> list[Any] | None:
 class Engine:
     """Builds and judges answers with one build pool and one station per judge slot; reuse it across calls."""
 
-    def __init__(self, problems: dict[str, Problem], options: JudgeOptions, device: str, seed: int, limits: Limits,
-                 baselines: BaselineFiles, driver: str | None, placement: Placement,
-                 progress: Callable[[str], None] | None = None, backend: Backend | None = None) -> None:
-        self.problems, self.options, self.device, self.seed, self.limits = problems, options, device, seed, limits
+    def __init__(self, problems: dict[str, Problem], plans: dict[str, JudgingPlan], options: JudgeOptions, device: str,
+                 seed: int, limits: Limits, baselines: BaselineFiles, driver: str | None, placement: Placement,
+                 progress: Callable[[str], None] | None = None, backend: Backend | None = None,
+                 report: ReportFolder | None = None) -> None:
+        self.problems, self.plans, self.options, self.device = problems, plans, options, device
+        self.seed, self.limits = seed, limits
         self.placement = placement
         self.progress = progress or (lambda text: None)
         self.freezer = BuildFreezer(limits.group)
         partition_builds(self.freezer, device, placement.build_cpus)
         self.backend = backend or LocalBackend(options.build_jobs(len(placement.build_cpus) or None, device=device))
         self._build_limits = replace(limits, cpus=placement.build_cpus or None)
-        spec = StationSpec(problems, options, device, seed, limits, baselines, driver)
+        spec = StationSpec(problems, plans, options.baselines, options.cache_dir, device, seed, limits, baselines,
+                           driver)
         self.stations: list[Station] = [self.backend.station(slot, replace(spec, limits=self._judge_limits(slot)),
-                                                             len(placement.slots), self.freezer, self.progress)
+                                                             len(placement.slots), self.freezer, self.progress,
+                                                             report)
                                         for slot in placement.slots]
         self._problem_locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
@@ -125,7 +130,7 @@ class Engine:
             batch.expected += 1
             row = verdicts.early_row(submission, early, self.device)
             if row is not None:
-                batch.put(row)
+                batch.put(verdicts.planned(row, self.plans.get(submission.problem)))
                 continue
             self._start_judges()
             if submission.problem not in self.prepared | self._ahead:
@@ -213,11 +218,11 @@ class Engine:
         return replace(self.limits, cpus=slot.cpus or None)
 
     def _start_build(self, submission: Submission, early: Triage) -> Future[BuildOutcome]:
-        problem = self.problems[submission.problem]
+        problem, plan = self.problems[submission.problem], self.plans[submission.problem]
         if builds_nothing(early.code):  # no sandbox to start and import torch in: the judge's worker imports it
             return nothing_to_build(early.code, builds_root(self.options.cache_dir), self.device)
         return self.backend.start_build(early.code, builds_root(self.options.cache_dir), self.device,
-                                        self.options.build_timeout(problem), self._build_limits,
+                                        plan.settings.build_timeout_s, self._build_limits,
                                         _init_inputs(problem), self.freezer)
 
     def _start_judges(self) -> None:
@@ -271,13 +276,14 @@ class Engine:
                 self._prepare(station, submission.problem, kinds=())  # a build that failed needs no problem loaded
             if item.batch.cancelled:  # while its problem loaded: judge nothing (the row is dropped)
                 return verdicts.judge_failed_row(submission, early, self.device, RuntimeError("cancelled"))
-            return station.judge_answer(submission, early, outcome)
+            return station.judge_answer(submission, early, outcome)  # stamped by the judge with the plan it judged by
         except Exception as err:  # noqa: BLE001 - a judge process that died, a build that raised: this row only
             if self._stopping:  # its station was abandoned: the row is never recorded, and --resume judges it
                 logger.debug("%s/%s: abandoned as the run stops (%s)", submission.problem, submission.sample, err)
             else:
                 logger.exception("%s/%s: could not be judged", submission.problem, submission.sample)
-            return verdicts.judge_failed_row(submission, early, self.device, err)
+            return verdicts.planned(verdicts.judge_failed_row(submission, early, self.device, err),
+                                    self.plans.get(submission.problem))
 
     def _prefetch(self, station: Station, problem_id: str, kind: str) -> None:
         try:

@@ -30,14 +30,16 @@ from typing import Any, AsyncIterator, Callable, Iterable, Iterator
 
 from evalkit.judge.feedback import feedback_for
 from evalkit.records import EvalkitError, ResultRow, Submission, sha256_text
+from evalkit.report_folder import ReportFolder
 from evalkit.sandbox.launcher import Limits
 from evalkit.schedule.dispatch import Batch
 from evalkit.schedule.backend import Machines
 from evalkit.schedule.engine import ROW_POLL_S, check_deadline
 from evalkit.schedule.options import JudgeOptions, judge_options
-from evalkit.schedule.device_judge import BaselineFiles
+from evalkit.schedule.judge_messages import BaselineFiles
 from evalkit.schedule.verdict_cache import VerdictCache
 from evalkit.sources.problems import Problem
+from evalkit.sources.settings import JudgingPlan
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +57,6 @@ class Evaluator:
 
     def __init__(self, problems: str | Path | None = None, device: str = "auto", **settings: Any) -> None:
         from evalkit.schedule.machines import machines_and_limits
-        from evalkit.schedule.device_judge import BaselineFiles
         from evalkit.sources.problems import discover_problems
 
         from evalkit.schedule.preflight import check_torch_include
@@ -70,31 +71,33 @@ class Evaluator:
         baselines = BaselineFiles(None, options.cache_dir / "baselines.json", remeasure=options.remeasure_baselines,
                                   run=limits.group)
         known = discover_problems(Path(problems), lenient=True) if problems is not None else {}
-        self._start(known, options, where, seed, limits, baselines, None)
+        self._start(known, options.plans(known), options, where, seed, limits, baselines, None)
         # In the background: the judges and their workers, the known problems' baselines (until the first answer
         # comes), so that the first answer waits for little more than a later one does.
         self._engine.warm_up(sorted(self.problems))
 
     @classmethod
-    def for_report(cls, problems: dict[str, Problem], options: JudgeOptions, where: Machines, seed: int,
-                   limits: Limits, baselines: BaselineFiles, driver: str | None,
-                   progress: Callable[[str], None] | None = None) -> "Evaluator":
-        """The evaluator of one ``evalkit score`` run, whose settings, seed and machines it has already fixed."""
+    def for_report(cls, problems: dict[str, Problem], plans: dict[str, JudgingPlan], options: JudgeOptions,
+                   where: Machines, seed: int, limits: Limits, baselines: BaselineFiles, driver: str | None,
+                   progress: Callable[[str], None] | None = None,
+                   report: ReportFolder | None = None) -> "Evaluator":
+        """The evaluator of one ``evalkit score`` run, whose plans, seed and machines it has already fixed; the
+        baselines its judges time go into ``report``'s."""
         evaluator = cls.__new__(cls)
-        evaluator._start(problems, options, where, seed, limits, baselines, driver, progress)
+        evaluator._start(problems, plans, options, where, seed, limits, baselines, driver, progress, report)
         return evaluator
 
-    def _start(self, problems: dict[str, Problem], options: JudgeOptions, where: Machines, seed: int,
-               limits: Limits, baselines: BaselineFiles, driver: str | None,
-               progress: Callable[[str], None] | None = None) -> None:
+    def _start(self, problems: dict[str, Problem], plans: dict[str, JudgingPlan], options: JudgeOptions,
+               where: Machines, seed: int, limits: Limits, baselines: BaselineFiles, driver: str | None,
+               progress: Callable[[str], None] | None = None, report: ReportFolder | None = None) -> None:
         from evalkit.judge.environment import environment
         from evalkit.schedule.engine import Engine
 
-        self.options, self.problems, self.device, self.seed = options, problems, where.device, seed
+        self.options, self.problems, self.plans, self.device, self.seed = options, problems, plans, where.device, seed
         if driver is None:
             driver = (where.environment or environment()).get("driver")
-        self._engine = Engine(problems, options, where.device, seed, limits, baselines, driver, where.placement,
-                              progress=progress, backend=where.backend)
+        self._engine = Engine(problems, plans, options, where.device, seed, limits, baselines, driver,
+                              where.placement, progress=progress, backend=where.backend, report=report)
         self._finalizer = weakref.finalize(self, _shut_down, self._engine)
         self._samples = itertools.count()
         self._verdicts = VerdictCache() if options.reuse_verdicts else None
@@ -173,13 +176,11 @@ class Evaluator:
     def _finished(self, row: ResultRow, text: str | None = None) -> ResultRow:
         """``row`` with its problem's origin and the feedback for the model's next turn (kept for reuse, with
         ``reuse_verdicts``, when the answer's ``text`` is given)."""
-        problem = self.problems.get(row.problem)
-        row = with_origin(row, problem)
-        if problem is not None:
-            row.precision = self.options.precision_of(problem)
+        row = with_origin(row, self.problems.get(row.problem))
         row.feedback = feedback_for(row)
-        if self._verdicts is not None and text is not None and problem is not None:
-            self._verdicts.put(problem.sha256, text, row)
+        plan = self.plans.get(row.problem)
+        if self._verdicts is not None and text is not None and plan is not None:
+            self._verdicts.put(plan.problem_sha256, text, row)
         return row
 
     def prepare_baselines(self, problem_ids: Iterable[str]) -> None:
@@ -216,7 +217,7 @@ class Evaluator:
                     raise
                 known.append(self._refused_row(pair, err))
                 continue
-            reused = self._verdicts and self._verdicts.get(self.problems[submission.problem].sha256, submission)
+            reused = self._verdicts and self._verdicts.get(self.plans[submission.problem].problem_sha256, submission)
             if reused:
                 known.append(reused)
             else:
@@ -257,10 +258,12 @@ class Evaluator:
         same problem added twice is added once."""
         from evalkit.schedule.preflight import check_reference
         from evalkit.sources.errors import ProblemError
+        from evalkit.sources.settings import judging_plan
 
+        plan = judging_plan(problem, self.options.overrides)  # resolved once, as the run's first problems were
         known = self.problems.get(problem.id)
         if known is not None:
-            if known.sha256 != problem.sha256:
+            if self.plans[problem.id].problem_sha256 != plan.problem_sha256:
                 raise ProblemError(f"another problem named {problem.id!r} is already loaded ({known.path}); give "
                                    f"this one another name")
             return problem.id
@@ -271,7 +274,8 @@ class Evaluator:
             check_reference(problem)
         else:
             self._engine.check_untrusted(problem)
-        self.problems[problem.id] = problem  # the engine's and its stations' table too
+        self.plans[problem.id] = plan  # the engine's and its judges' tables too: the plan first, which a judge
+        self.problems[problem.id] = problem  # told of the problem reads
         return problem.id
 
     def _submission(self, problem: str | Problem, text: str, sample: str | None = None) -> Submission:

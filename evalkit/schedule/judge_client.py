@@ -16,6 +16,7 @@ from typing import Any, Callable
 from evalkit.intake.triage import Triage
 from evalkit.judge.builder import BuildOutcome
 from evalkit.records import ResultRow, Submission
+from evalkit.report_folder import ReportFolder
 from evalkit.schedule import judge_messages as m
 from evalkit.schedule.judge_messages import M, StationSpec
 from evalkit.schedule.judge_server import JudgeServer, open_device_judge
@@ -32,8 +33,8 @@ class MessageStation:
     """The scheduler's handle on one judge; ``prepare`` and ``judge`` block until it answers. A subclass is the
     transport: ``_running``, ``_open``, ``_exchange`` (one message sent, its reply) and ``_lost``."""
 
-    def __init__(self, name: str, spec: StationSpec) -> None:
-        self.name, self.spec = name, spec
+    def __init__(self, name: str, spec: StationSpec, report: ReportFolder | None = None) -> None:
+        self.name, self.spec, self.report = name, spec, report  # report: the folder the run writes (None: none)
         self.current_problem: str | None = None
         self._known: set[str] = set()  # the problems the running judge has
         self._abandoned = False
@@ -94,11 +95,13 @@ class MessageStation:
         raise NotImplementedError
 
     def _report_entries(self, problem_id: str) -> dict[str, Any]:
-        """The report's baselines of ``problem_id``, for a judge that cannot read the report (none by default)."""
-        return {}
+        """The report's baselines of ``problem_id``, for the judge (which reads no file of the report)."""
+        return self.report.baselines_of(problem_id) if self.report is not None else {}
 
     def _baselines_seen(self, baselines: dict[str, Any]) -> None:
-        """The judge's baselines after a request (a judge that writes no report here has them recorded)."""
+        """The judge's baselines after a request (timed, or found in the shared cache), into the report's."""
+        if self.report is not None:
+            self.report.add_baselines(baselines, self.spec.kinds)
 
     # ---- the protocol ----
 
@@ -106,7 +109,7 @@ class MessageStation:
         """Send the judge a problem added since it started (``spec.problems`` is the scheduler's table)."""
         self._ensure_started()
         if problem_id not in self._known and problem_id in self.spec.problems:
-            self._request(m.AddProblem(self.spec.problems[problem_id]), m.Done)
+            self._request(m.AddProblem(self.spec.problems[problem_id], self.spec.plans[problem_id]), m.Done)
             self._known.add(problem_id)
 
     def _ensure_started(self) -> None:
@@ -137,8 +140,8 @@ class DirectStation(MessageStation):
     """A judge in the scheduler's own process: each message handed to its ``JudgeServer`` as it is."""
 
     def __init__(self, name: str, spec: StationSpec, quiet: Quiet | None = None,
-                 progress: Callable[[str], None] | None = None) -> None:
-        super().__init__(name, spec)
+                 progress: Callable[[str], None] | None = None, report: ReportFolder | None = None) -> None:
+        super().__init__(name, spec, report)
         self._quiet, self._progress = quiet, progress
         self._server: JudgeServer | None = None
 

@@ -37,29 +37,53 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from evalkit.intake.triage import Triage
+from evalkit.judge.baselines import BaselineCache
 from evalkit.judge.builder import BuildOutcome
 from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.launcher import Limits
 from evalkit.sandbox.typed_fields import wrong_field
-from evalkit.schedule.options import JudgeOptions
-from evalkit.schedule.device_judge import BaselineFiles
 from evalkit.sources.problems import Problem
+from evalkit.sources.settings import JudgingPlan
 
-PROTOCOL_VERSION = 9  # bump when a message changes; a judge refuses a Start (a Ray task its request) of another version
+PROTOCOL_VERSION = 10  # bump when a message changes; a judge refuses a Start (a Ray task its request) of another version
 # 2: AddProblem. 3: Started, Judged, Prepare.report_entries (one vocabulary for judge processes and Ray actors).
 # 4: Cancel. 5: Build (a Ray build task's request, which took positional arguments before). 6: Probe, NodeFacts,
 # Sweep, ActorStart (the Ray probe and sweep tasks and the judge actor took positional arguments before).
 # 7: Start's options carry hang_limit_s (the ceiling of an answer's time limits). 8: Problem.trusted (a judge of an
 # earlier version would import a problem given as text in its own process). 9: StationSpec.gpu, gpu_judges (several
-# judges per GPU, and its host-wide gate).
+# judges per GPU, and its host-wide gate). 10: the plan travels instead of the raw
+# options (StationSpec.plans, AddProblem.plan: each problem's settings resolved once, at the run's start), and a row
+# comes back stamped with its problem's sha256; the report's baselines reach every judge by Prepare.report_entries
+# (BaselineFiles.in_report), as they reached a Ray actor's, and the judge writes no file of the report folder.
+
+
+@dataclass(frozen=True)
+class BaselineFiles:
+    """Where a station keeps baselines: its own copy of the report's (``report``: a file of the judge's, which the
+    judge server fills with what the scheduler sends, ``Prepare.report_entries``, where the run keeps a report,
+    ``in_report``) and the shared cache. A judge writes no file of the report folder: what it times goes back to
+    the scheduler, whose ``ReportFolder`` records it."""
+
+    report: Path | None
+    shared: Path | None
+    remeasure: bool = False
+    run: str = ""  # shared by every judge of one run: with ``remeasure``, what one of them timed serves all
+    in_report: bool = False
+
+    def open(self) -> BaselineCache:
+        return BaselineCache(self.report, self.shared, remeasure=self.remeasure, run=self.run)
 
 
 @dataclass(frozen=True)
 class StationSpec:
-    """Everything a judge needs to build its ``DeviceJudge``."""
+    """Everything a judge needs to build its ``DeviceJudge``: the problems and how each is judged (its plan,
+    resolved once at the run's start: ``sources.settings.JudgingPlan``), the baselines the run asked for (``kinds``),
+    the build cache, the device, the run's seed, the sandboxes' limits, where baselines are kept, the GPU's driver."""
 
     problems: dict[str, Problem]
-    options: JudgeOptions
+    plans: dict[str, JudgingPlan]
+    kinds: tuple[str, ...]
+    cache_dir: Path
     device: str
     seed: int
     limits: Limits
@@ -80,6 +104,7 @@ class Start:
 @dataclass(frozen=True)
 class AddProblem:
     problem: Problem
+    plan: JudgingPlan  # how it is judged, resolved where it was added (``Evaluator.add_problem``)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from evalkit.report_folder import ReportFolder
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.schedule import judge_messages as m
 from evalkit.schedule.judge_client import MessageStation
@@ -51,8 +52,8 @@ class ProcessStation(MessageStation):
     """A judge in a process of its own (the messages pickled over a socket pair); requests block until answered."""
 
     def __init__(self, slot: JudgeSlot, spec: StationSpec, freezer: BuildFreezer | None,
-                 progress: Callable[[str], None] | None = None) -> None:
-        super().__init__(slot.name, spec)
+                 progress: Callable[[str], None] | None = None, report: ReportFolder | None = None) -> None:
+        super().__init__(slot.name, spec, report)
         self.slot, self.freezer = slot, freezer
         self._progress = progress or (lambda text: None)
         self._proc: subprocess.Popen | None = None

@@ -11,7 +11,13 @@ so the judge goes on serving.
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
+from dataclasses import replace
+from pathlib import Path
 from typing import Any, Callable
+
+from evalkit.judge.baselines import merge_entry
 
 from evalkit.schedule import judge_messages as m
 from evalkit.schedule.judge_messages import StationSpec
@@ -25,8 +31,7 @@ Reply = m.Started | m.Refused | m.Done | m.Judged | m.Failed
 def open_device_judge(spec: StationSpec, quiet: Quiet | None = None,
                       progress: Callable[[str], None] | None = None) -> DeviceJudge:
     """The device judge ``spec`` describes."""
-    return DeviceJudge(spec.problems, spec.options, spec.device, spec.seed, spec.limits, spec.baselines,
-                       spec.driver, quiet=quiet, progress=progress, gpu=spec.gpu, gpu_judges=spec.gpu_judges)
+    return DeviceJudge(spec, quiet=quiet, progress=progress)
 
 
 class JudgeServer:
@@ -35,6 +40,7 @@ class JudgeServer:
     def __init__(self, open: Callable[[StationSpec], DeviceJudge] = open_device_judge) -> None:  # noqa: A002
         self._open = open
         self.device_judge: DeviceJudge | None = None
+        self._copy: Path | None = None  # the judge's copy of the report's baselines (``BaselineFiles.in_report``)
 
     def handle(self, message: Any) -> Reply:
         """The reply to ``message``; never raises for what the scheduler sends."""
@@ -50,13 +56,20 @@ class JudgeServer:
         judge, self.device_judge = self.device_judge, None
         if judge is not None:
             judge.close()
+        copy, self._copy = self._copy, None
+        if copy is not None:
+            shutil.rmtree(copy.parent, ignore_errors=True)
 
     def _start(self, start: m.Start) -> m.Started | m.Refused:
         if start.version != m.PROTOCOL_VERSION:
             logger.error("judge: refused a Start of judge protocol %s (this judge speaks %s)", start.version,
                          m.PROTOCOL_VERSION)
             return m.Refused(m.PROTOCOL_VERSION, start.version)
-        self.device_judge = self._open(start.spec)
+        spec = start.spec
+        if spec.baselines.in_report:  # the report's entries, as the scheduler sends them: the judge reads no report
+            self._copy = Path(tempfile.mkdtemp(prefix="evalkit-judge-baselines-")) / "baselines.json"
+            spec = replace(spec, baselines=replace(spec.baselines, report=self._copy))
+        self.device_judge = self._open(spec)
         return m.Started()
 
     def _serve(self, message: m.AddProblem | m.Prepare | m.JudgeAnswer | m.Exit) -> m.Done | m.Judged:
@@ -65,9 +78,12 @@ class JudgeServer:
             self.close()
             return m.Done(None)
         if isinstance(message, m.AddProblem):
+            judge.plans.setdefault(message.problem.id, message.plan)
             judge.problems.setdefault(message.problem.id, message.problem)
             return m.Done(None)
         if isinstance(message, m.Prepare):
+            for key, entry in message.report_entries.items() if self._copy is not None else ():
+                merge_entry(self._copy, key, entry)
             return m.Done(judge.prepare(message.problem_id, message.kinds))
         row = judge.judge_answer(message.submission, message.triage, message.outcome)
         return m.Judged(row, judge.current_problem, judge.current_baselines)

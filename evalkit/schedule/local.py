@@ -1,9 +1,10 @@
 """Trusted side: the local scheduler. Moves submissions through the stages on one machine and writes
 each row the moment it is decided.
 
-It finds the problems and submissions, skips what the report already holds (``--resume``), plans the judges
+It finds the problems and submissions, opens the report folder (``report_folder.ReportFolder``, its one writer,
+which a second run cannot open meanwhile), skips what the report already holds (``--resume``), plans the judges
 (``placement``: one per GPU, or ``--judges N`` on CPU) and hands the rest to the ``Engine`` (triage, builds,
-judges), writing each row to ``results.jsonl`` as it comes. It decides no verdict and computes no score.
+judges), adding each row to ``results.jsonl`` as it comes. It decides no verdict and computes no score.
 
 Before anything is built it checks the inputs (``preflight``) and, on ``--resume``, that the settings
 match those recorded in the report's ``run.json`` (``run_settings``). Every sandbox of a run carries
@@ -25,8 +26,8 @@ from typing import Any, Callable
 from evalkit.judge import verdicts
 from evalkit.judge.environment import environment
 from evalkit.records import ResultRow, Submission, Verdict
-from evalkit.results_file import (BASELINES_FILE, ENVIRONMENT_FILE, RESULTS_FILE, ResultsWriter, read_rows,
-                                  resume_key_of, write_file)
+from evalkit.report_folder import ReportFolder
+from evalkit.results_file import BASELINES_FILE, ENVIRONMENT_FILE, RESULTS_FILE, read_rows, resume_key_of
 from evalkit.sandbox.cgroup import sandbox_cgroups
 from evalkit.sandbox.identity import sandbox_user
 from evalkit.sandbox.launcher import Limits
@@ -39,8 +40,9 @@ from evalkit.schedule.backend import Machines
 from evalkit.schedule.machines import machines_and_limits, resolve_device
 from evalkit.schedule.options import (ResultsExist, ScoreOptions, ScoreOutcome, default_cache_dir,
                                       default_limits)
-from evalkit.schedule.device_judge import BaselineFiles
+from evalkit.schedule.judge_messages import BaselineFiles
 from evalkit.sources.problems import Problem, discover_problems
+from evalkit.sources.settings import JudgingPlan
 from evalkit.sources.submissions import Discovered, discover
 
 __all__ = ["Interrupted", "ScoreOptions", "ScoreOutcome", "default_cache_dir", "default_limits", "resolve_device",
@@ -57,17 +59,20 @@ def score(options: ScoreOptions, progress: Progress | None = None,
     """Judge every submission under ``options.submissions`` not yet in the report; rows go to ``results.jsonl``.
 
     A bad input raises before anything is built: ``ProblemError``, ``SubmissionError``, ``ResultsExist``
-    (results there without ``--resume``) or ``ScoreError`` (``--out`` is a file; a resume with other
-    settings). Called from the main thread, SIGINT, SIGTERM and SIGHUP kill every sandbox of the run and
-    raise ``Interrupted``, whose ``outcome`` is what was judged (``None`` when judging had not begun).
+    (results there without ``--resume``), ``ScoreError`` (``--out`` is a file; a resume with other settings) or
+    ``ReportFolderBusy`` (another run writes the report folder now, ``report_folder.ReportFolder``). Called from
+    the main thread, SIGINT, SIGTERM and SIGHUP kill every sandbox of the run and raise ``Interrupted``, whose
+    ``outcome`` is what was judged (``None`` when judging had not begun).
     """
     inputs = _read_inputs(options)  # before the machines: starting CUDA and probing the sandbox user take seconds
-    where, limits = machines_and_limits(options)
-    with interruptible(lambda: kill_group(limits.group)):
-        try:
-            return _score(options, inputs, where, limits, progress or (lambda stage, counts: None), total_hook)
-        finally:
-            kill_group(limits.group)
+    with ReportFolder.open(options.out_dir) as folder:  # locked: a second run into it is refused, naming this one
+        where, limits = machines_and_limits(options)
+        with interruptible(lambda: kill_group(limits.group)):
+            try:
+                return _score(options, folder, inputs, where, limits, progress or (lambda stage, counts: None),
+                              total_hook)
+            finally:
+                kill_group(limits.group)
 
 
 @dataclass
@@ -94,17 +99,19 @@ def _read_inputs(options: ScoreOptions) -> _Inputs:
     return _Inputs(problems, found, holds_results)
 
 
-def _score(options: ScoreOptions, inputs: _Inputs, where: Machines, limits: Limits, report: Progress,
-           total_hook: Callable[[int], None] | None) -> ScoreOutcome:
+def _score(options: ScoreOptions, folder: ReportFolder, inputs: _Inputs, where: Machines, limits: Limits,
+           report: Progress, total_hook: Callable[[int], None] | None) -> ScoreOutcome:
     device, problems, found = where.device, inputs.problems, inputs.found
     results_path = options.out_dir / RESULTS_FILE
     seed = run_settings.run_seed(options, device, inputs.holds_results)
+    plans = options.plans(problems)  # each problem's settings resolved once, for the whole run
     rows = read_rows(results_path) if options.resume else []
-    run_settings.refuse_mixed_precisions(options, problems, rows)
+    recorded_plans = run_settings.read_recorded_plans(options.out_dir) if options.resume else None
+    run_settings.refuse_changed_plans(options.out_dir, recorded_plans, plans, rows)
     done = {resume_key_of(r) for r in rows}
     todo = [s for s in found.submissions if s.key not in done]
     unusable = preflight.check_references(problems[p] for p in sorted({s.problem for s in todo}))
-    _start_report(options, device, seed, limits, where.environment)
+    _start_report(folder, options, device, seed, limits, plans, where.environment)
     outcome = ScoreOutcome(options.out_dir, device, Counter(), 0, len(found.submissions) - len(todo),
                            problems=sorted(problems), seed=seed, unusable=unusable)
     for problem_id, why in unusable.items():
@@ -118,12 +125,12 @@ def _score(options: ScoreOptions, inputs: _Inputs, where: Machines, limits: Limi
     started = time.monotonic()
     with GpuBusySampler(device_ids(gpus)) as sampler:
         try:
-            _Run(options, problems, device, seed, limits, report, where).judge_all(found, todo, outcome)
+            _Run(options, folder, problems, plans, device, seed, limits, report, where).judge_all(found, todo, outcome)
         except Interrupted as stop:
             stop.outcome = outcome
             raise
         finally:
-            _record_run_figures(options.out_dir / ENVIRONMENT_FILE, time.monotonic() - started, outcome.judged, sampler)
+            folder.add_run_figures(_run_figures(time.monotonic() - started, outcome.judged, sampler))
     skipped = outcome.counts.get(Verdict.SKIPPED.value, 0) - outcome.unavailable
     if device == "cpu" and skipped:
         outcome.notes.append(f"{skipped} submission(s) need a CUDA GPU and were skipped: this machine has none. "
@@ -131,59 +138,20 @@ def _score(options: ScoreOptions, inputs: _Inputs, where: Machines, limits: Limi
     return outcome
 
 
-def _start_report(options: ScoreOptions, device: str, seed: int, limits: Limits,
-                  facts: dict[str, Any] | None = None) -> None:
-    """Create the report folder and record the run's settings (kept from the first run when resuming)."""
-    preflight.make_out_dir(options.out_dir)
-    if not (options.resume and run_settings.read_recorded(options.out_dir)):
-        run_settings.record(options.out_dir, run_settings.current_settings(options, device, seed))
-    _record_environment(options.out_dir / ENVIRONMENT_FILE, limits, facts)
+def _start_report(folder: ReportFolder, options: ScoreOptions, device: str, seed: int, limits: Limits,
+                  plans: dict[str, JudgingPlan], facts: dict[str, Any] | None = None) -> None:
+    """Record the run's settings and plans (the settings kept from the first run when resuming) and the machine
+    this report is judged on and who its sandboxes run as (kept from the first run)."""
+    run_settings.record_run(folder, run_settings.current_settings(options, device, seed), plans, options.resume)
+    folder.record_environment({"sandbox_user": sandbox_user(limits.run_as), "sandbox_cgroups": sandbox_cgroups(),
+                               **(facts or environment())})
 
 
-def _record_environment(path: Path, limits: Limits, facts: dict[str, Any] | None) -> None:
-    """The machine this report is judged on and who its sandboxes run as (kept from the first run)."""
-    if not path.exists():
-        facts = {"sandbox_user": sandbox_user(limits.run_as), "sandbox_cgroups": sandbox_cgroups(),
-                 **(facts or environment())}
-        write_file(path, json.dumps(facts, indent=2) + "\n")
-
-
-def _record_run_figures(path: Path, wall_s: float, judged: int, sampler: GpuBusySampler) -> None:
-    """Add this run's (or this resume's) wall time, answers judged and GPUs' busy fractions to ``runs``."""
-    figures = {"wall_s": round(wall_s, 3), "answers_judged": judged,
-               "answers_per_hour": round(judged / wall_s * 3600, 1) if wall_s > 0 else None,
-               "gpu_busy": sampler.figures()}
-    def add(facts: dict[str, Any]) -> bool:
-        facts["runs"] = [*facts.get("runs", []), figures]
-        return True
-    _update_environment(path, add)
-
-
-def _update_environment(path: Path, change: Callable[[dict[str, Any]], bool]) -> None:
-    """Apply ``change`` to the facts of ``environment.json`` and write them back where it says they changed."""
-    try:
-        facts = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return
-    if isinstance(facts, dict) and change(facts):
-        write_file(path, json.dumps(facts, indent=2) + "\n")
-
-
-def _note_environment(path: Path, name: str, value: Any) -> None:
-    """Add one fact the judges only know once started. A resumed report keeps the first run's; a resume that
-    differs is said (a warning) and recorded beside it (``<name>_on_resume``, each resume's value in order),
-    never mixed in silently."""
-    def change(facts: dict[str, Any]) -> bool:
-        if name not in facts:
-            facts[name] = value
-        elif facts[name] != value:
-            logger.warning("%s: this report's rows so far were judged with %s %r; the rows from now on with %r "
-                           "(recorded as %s_on_resume)", path, name, facts[name], value, name)
-            facts[f"{name}_on_resume"] = [*facts.get(f"{name}_on_resume", []), value]
-        else:
-            return False
-        return True
-    _update_environment(path, change)
+def _run_figures(wall_s: float, judged: int, sampler: GpuBusySampler) -> dict[str, Any]:
+    """This run's (or this resume's) wall time, answers judged and GPUs' busy fractions."""
+    return {"wall_s": round(wall_s, 3), "answers_judged": judged,
+            "answers_per_hour": round(judged / wall_s * 3600, 1) if wall_s > 0 else None,
+            "gpu_busy": sampler.figures()}
 
 
 def _recorded_driver(path: Path) -> str | None:
@@ -196,7 +164,9 @@ def _recorded_driver(path: Path) -> str | None:
 @dataclass
 class _Run:
     options: ScoreOptions
+    folder: ReportFolder
     problems: dict[str, Problem]
+    plans: dict[str, JudgingPlan]
     device: str
     seed: int
     limits: Limits
@@ -205,27 +175,26 @@ class _Run:
 
     def judge_all(self, found: Discovered, todo: list[Submission], outcome: ScoreOutcome) -> None:
         """Record a row for every unreadable file and every submission of ``todo``, counting them in ``outcome``."""
-        with ResultsWriter(self.options.out_dir / RESULTS_FILE) as writer:
-            def record(row: ResultRow) -> None:
-                writer.write(row.to_dict())
-                outcome.counts[row.verdict] += 1
-                outcome.judged += 1
-                if row.verdict == Verdict.SKIPPED.value and row.problem in outcome.unusable:
-                    outcome.unavailable += 1
-                self.report(f"{row.problem}/{row.sample}: {row.verdict}", outcome.counts)
+        def record(row: ResultRow) -> None:
+            self.folder.add_row(row.to_dict())
+            outcome.counts[row.verdict] += 1
+            outcome.judged += 1
+            if row.verdict == Verdict.SKIPPED.value and row.problem in outcome.unusable:
+                outcome.unavailable += 1
+            self.report(f"{row.problem}/{row.sample}: {row.verdict}", outcome.counts)
 
-            for placeholder, why in found.unreadable:
-                record(verdicts.unreadable_row(placeholder, why, self.device))
-            self.score_all(todo, record, found.warnings)
+        for placeholder, why in found.unreadable:
+            record(verdicts.unreadable_row(placeholder, why, self.device))
+        self.score_all(todo, record, found.warnings)
 
     def score_all(self, todo: list[Submission], record: Record, file_warnings: dict[str, list[str]]) -> None:
         options = self.options
-        baselines = BaselineFiles(options.out_dir / BASELINES_FILE, options.cache_dir / BASELINES_FILE,
-                                  remeasure=options.remeasure_baselines, run=self.limits.group)
-        evaluator = Evaluator.for_report(self.problems, options, self.where, self.seed, self.limits, baselines,
-                                         _recorded_driver(options.out_dir / ENVIRONMENT_FILE),
-                                         progress=lambda text: self.report(text, Counter()))
-        _note_environment(options.out_dir / ENVIRONMENT_FILE, "build_isolation", evaluator.build_isolation)
+        baselines = BaselineFiles(None, options.cache_dir / BASELINES_FILE, remeasure=options.remeasure_baselines,
+                                  run=self.limits.group, in_report=True)
+        evaluator = Evaluator.for_report(self.problems, self.plans, options, self.where, self.seed, self.limits,
+                                         baselines, _recorded_driver(options.out_dir / ENVIRONMENT_FILE),
+                                         progress=lambda text: self.report(text, Counter()), report=self.folder)
+        self.folder.note_environment("build_isolation", evaluator.build_isolation)
         try:
             for row in evaluator.judge_submissions((s, file_warnings.get(s.path, [])) for s in todo):
                 record(row)

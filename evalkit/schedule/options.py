@@ -11,14 +11,14 @@ from collections import Counter
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from evalkit.judge.submission_judge import JudgeSettings
-from evalkit.records import BASELINE_KINDS, EvalkitError
+from evalkit.records import BASELINE_KINDS, EvalkitError, baseline_kinds
 from evalkit.sandbox.identity import unprivileged_identity
 from evalkit.sandbox.launcher import Limits
 from evalkit.sources.problems import Problem
-from evalkit.sources.settings import OLD_NAMES, PER_RUN, RUN_MINIMUMS, SETTINGS, checked_value, default_cache_dir
+from evalkit.sources.settings import (OLD_NAMES, PER_RUN, RUN_MINIMUMS, JudgingPlan, checked_overrides,
+                                      default_cache_dir, judging_plan)
 
 
 class ScoreError(EvalkitError):
@@ -35,8 +35,10 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, kw_only=True)
 class JudgeOptions:
-    """How answers are built, judged and timed, wherever they come from (``evalkit score`` or the Python API);
-    ``None`` means the problem's own setting (problem.toml, or its default)."""
+    """How answers are built, judged and timed, wherever they come from (``evalkit score`` or the Python API): the
+    machines, and ``overrides``, the run's own values of problem settings (checked against their declaration,
+    ``sources.settings.checked_overrides``); a setting it does not give is the problem's own. Each problem's
+    settings are resolved from them once, into its plan (``plans``)."""
 
     device: str = "auto"
     gpus: str = "all"  # cuda: "all", a count "N", or a list "0,2"; one judge per GPU
@@ -44,20 +46,8 @@ class JudgeOptions:
     backend: str = "local"  # "local" (this machine) or "ray" (an existing Ray cluster: evalkit[ray])
     ray_address: str | None = None  # ray.init's address; None: RAY_ADDRESS, else a local cluster
     jobs: int = 0
-    # Per-run overrides of the problem settings (``sources.settings.PER_RUN``, named as problem.toml names them);
-    # None: the problem's own.
-    precision: str | None = None  # "fp32", "fp16" or "bf16" (``sources.settings.PRECISIONS``)
-    atol: float | None = None
-    rtol: float | None = None
-    correctness_trials: int | None = None
-    timing_trials: int | None = None  # the most timed requests; fewer when the median is known (docs/judge.md)
-    warmup_trials: int | None = None
-    min_timing_trials: int | None = None
-    timing_precision: float | None = None
-    timing_budget_s: float | None = None
-    build_timeout_s: float | None = None
-    run_timeout_s: float | None = None
-    hang_limit_s: float | None = None
+    # Per-run overrides of the problem settings (``sources.settings.PER_RUN``, named as problem.toml names them).
+    overrides: dict[str, int | float | str] = field(default_factory=dict)
     seed: int | None = None
     baselines: tuple[str, ...] = BASELINE_KINDS
     remeasure_baselines: bool = False  # time the baselines again even where the shared cache holds them
@@ -65,25 +55,15 @@ class JudgeOptions:
     memory_gib: float | None = None
     reuse_verdicts: bool = False  # the API: an identical answer to an identical problem gets the row judged first
 
-    def setting(self, key: str, problem: Problem) -> Any:
-        """Setting ``key`` for ``problem``: this run's override, else the problem's own."""
-        given = getattr(self, key)
-        return getattr(problem.settings, key) if given is None else given
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "overrides", checked_overrides(self.overrides))
+        except ValueError as wrong:
+            raise SettingError(f"setting {wrong}") from None
 
-    def judge_settings(self, problem: Problem, seed: int) -> JudgeSettings:
-        """The problem's settings, each overridden where this run gives one."""
-        judged = {f.name for f in dataclasses.fields(JudgeSettings)}
-        given = {key: self.setting(key, problem) for key in PER_RUN if key in judged}
-        atol, rtol = dataclasses.replace(problem.settings, **{k: given[k] for k in ("precision", "atol", "rtol")}
-                                         ).tolerances()  # the precision's default where neither gives one
-        return JudgeSettings(seed=seed, **{**given, "atol": atol, "rtol": rtol})
-
-    def precision_of(self, problem: Problem) -> str:
-        """The precision ``problem`` is judged in: this run's, else the problem's own."""
-        return self.setting("precision", problem)
-
-    def build_timeout(self, problem: Problem) -> float:
-        return self.setting("build_timeout_s", problem)
+    def plans(self, problems: Mapping[str, Problem]) -> dict[str, JudgingPlan]:
+        """Each problem's plan in this run (``sources.settings.judging_plan``), by id."""
+        return {problem_id: judging_plan(problem, self.overrides) for problem_id, problem in problems.items()}
 
     def build_jobs(self, cores: int | None = None, available_bytes: int | None = None, device: str = "cpu") -> int:
         """Parallel builds: ``jobs``, or one per core left to building (``cores``) as far as the memory free now
@@ -129,47 +109,36 @@ _NUMBERS = {"int": (int,), "float": (int, float)}
 def judge_options(device: str, settings: dict[str, Any]) -> JudgeOptions:
     """``JudgeOptions`` from the Python API's keywords, each checked: an unknown name is refused with the valid
     ones and the nearest (``timeout`` -> ``run_timeout_s``), an older name (``trials``, ``warmup``, ``timeout_s``) is
-    read as today's; ``baselines`` takes ``"eager,compile"``, ``"none"`` or a list; a problem setting is checked
-    against its declaration as problem.toml's are (``timing_trials="5"`` or ``correctness_trials=0`` is refused),
-    and a run's own number against its least (``RUN_MINIMUMS``); None means unset."""
-    known = {f.name: f for f in dataclasses.fields(JudgeOptions) if f.name != "device"}
+    read as today's; ``baselines`` takes ``"eager,compile"``, ``"none"`` or a list; a problem setting is an override,
+    checked against its declaration as problem.toml's are (``timing_trials="5"`` or ``correctness_trials=0`` is
+    refused), and a run's own number against its least (``RUN_MINIMUMS``); None means unset."""
+    known = {f.name: f for f in dataclasses.fields(JudgeOptions) if f.name not in ("device", "overrides")}
     settings = {OLD_NAMES.get(name, name): value for name, value in settings.items()}  # ``trials`` still works
-    unknown = sorted(set(settings) - set(known))
+    unknown = sorted(set(settings) - set(known) - set(PER_RUN))
     if unknown:
-        hints = [f"{name!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(name, known, 1))
+        names = sorted({*known, *PER_RUN})
+        hints = [f"{name!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(name, names, 1))
                  else repr(name) for name in unknown]
-        raise SettingError(f"unknown setting(s) {', '.join(hints)}; the settings are: {', '.join(sorted(known))}")
+        raise SettingError(f"unknown setting(s) {', '.join(hints)}; the settings are: {', '.join(names)}")
+    overrides = {name: value for name, value in settings.items() if name in PER_RUN}
     values: dict[str, Any] = {}
     for name, value in settings.items():
-        if value is None:
+        if value is None or name in PER_RUN:
             continue
         kind = str(known[name].type).replace(" | None", "")
         if name == "baselines":
-            value = _baseline_kinds(value)
+            try:
+                value = baseline_kinds(value)
+            except ValueError as wrong:
+                raise SettingError(f"setting 'baselines' {value!r}: {wrong}") from None
         elif name == "cache_dir":
             value = Path(value)
-        elif name in SETTINGS:
-            try:
-                value = checked_value(name, value)
-            except ValueError as wrong:
-                raise SettingError(f"setting {wrong}") from None
         elif kind in _NUMBERS and (isinstance(value, bool) or not isinstance(value, _NUMBERS[kind])):
             raise SettingError(f"setting {name!r} must be a number ({kind}), got {value!r}")
         elif name in RUN_MINIMUMS and value < RUN_MINIMUMS[name]:
             raise SettingError(f"setting {name!r} must be at least {RUN_MINIMUMS[name]:g}, got {value!r}")
         values[name] = value
-    return JudgeOptions(device=device, **values)
-
-
-def _baseline_kinds(value: Any) -> tuple[str, ...]:
-    words = [w.strip() for w in value.split(",")] if isinstance(value, str) else list(value)
-    if words == ["none"]:
-        return ()
-    wrong = [w for w in words if w not in BASELINE_KINDS]
-    if wrong:
-        raise SettingError(f"baselines: unknown kind(s) {wrong}; give any of {', '.join(BASELINE_KINDS)} "
-                           "(a list, or one comma-separated string), or 'none'")
-    return tuple(words)
+    return JudgeOptions(device=device, overrides=overrides, **values)
 
 
 @dataclass(frozen=True, kw_only=True)

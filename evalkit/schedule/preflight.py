@@ -38,14 +38,6 @@ def check_torch_include() -> None:
                          f"docs/judge.md, Builds), then run again")
 
 
-def make_out_dir(out_dir: Path) -> None:
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ScoreError(f"--out {out_dir}: cannot create the report folder ({err.strerror or err}); "
-                         f"choose another --out") from err
-
-
 def require_submissions(found: Discovered, where: Path) -> None:
     """At least one submission (readable or not) must have been found under ``where``."""
     if not found.submissions and not found.unreadable:

@@ -38,8 +38,8 @@ from typing import Any, Callable
 import torch
 
 from evalkit.version import __version__
-from evalkit.judge.baselines import read_entries, record_in_report
 from evalkit.judge.builder import BuildOutcome
+from evalkit.report_folder import ReportFolder
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.launcher import Limits
 from evalkit.schedule import judge_messages as m
@@ -176,10 +176,9 @@ class RayStation(MessageStation):
     """The scheduler's handle on one judge actor (the messages are the arguments and results of its ``handle``);
     requests block until answered."""
 
-    _report_lock = threading.Lock()  # the judges' threads write the report's baselines.json one at a time
-
-    def __init__(self, backend: "RayBackend", slot: JudgeSlot, spec: StationSpec) -> None:
-        super().__init__(slot.name, spec)
+    def __init__(self, backend: "RayBackend", slot: JudgeSlot, spec: StationSpec,
+                 report: ReportFolder | None = None) -> None:
+        super().__init__(slot.name, spec, report)
         self.backend, self.slot = backend, slot
         self._actor: Any = None
         self._busy = False  # a request in flight (an idle actor is stopped cleanly, even when abandoning)
@@ -198,17 +197,6 @@ class RayStation(MessageStation):
                 _ray().get(actor.handle.remote(m.Exit()), timeout=STOP_WAIT_S)
         with contextlib.suppress(Exception):  # already gone, or the cluster is
             _ray().kill(actor)
-
-    def _report_entries(self, problem_id: str) -> dict[str, Any]:
-        report = self.spec.baselines.report
-        return {k: v for k, v in read_entries(report).items() if v.get("problem") == problem_id} if report else {}
-
-    def _baselines_seen(self, baselines: dict[str, Any]) -> None:
-        """Baselines the actor timed (or found), into this report's ``baselines.json`` on the driver."""
-        report = self.spec.baselines.report
-        if report is not None and baselines.get("key"):
-            with self._report_lock:
-                record_in_report(report, baselines["key"], baselines, self.spec.options.baselines)
 
     def _running(self) -> bool:
         return self._actor is not None
@@ -329,9 +317,9 @@ class RayBackend:
         return {"builds": len(self._builds)}
 
     def station(self, slot: JudgeSlot, spec: StationSpec, judges: int, freezer: BuildFreezer,
-                progress: Callable[[str], None]) -> RayStation:
+                progress: Callable[[str], None], report: ReportFolder | None = None) -> RayStation:
         self._groups.add(spec.limits.group)
-        self._stations.append(RayStation(self, slot, spec))
+        self._stations.append(RayStation(self, slot, spec, report))
         return self._stations[-1]
 
     def start_judge(self, slot: JudgeSlot, spec: StationSpec) -> Any:

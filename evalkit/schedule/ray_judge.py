@@ -5,9 +5,9 @@ The judge actor speaks the judge protocol (``judge_messages``) like every judge:
 with each message, and it answers through a ``JudgeServer``; a ``Cancel`` comes through its ``cancel``, which
 ``ray_backend`` serves in a concurrency group of its own, so it reaches the device judge while ``handle`` is still
 judging the answer it names (``handle`` stays one call at a time). What a node adds to it: the problems'
-files copied from the driver where the node does not hold them at the same path, the report's baselines kept in
-a file of its own (the driver sends the report's entries with each Prepare, and records what the judge returns),
-and a check that the node sees an answer's build before judging it.
+files copied from the driver where the node does not hold them at the same path, and a check that the node sees an
+answer's build before judging it. The report's baselines reach it as they reach every judge (each Prepare brings
+the report's entries, and the driver's ``ReportFolder`` records what the judge returns).
 
 Each task takes one declared, versioned message and answers one (``judge_messages.REPLIES``), or ``Refused`` /
 ``Failed``: a build task a ``Build``, the probe a ``Probe``, the sweep a ``Sweep``; the actor is created with an
@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from evalkit.judge import builder
-from evalkit.judge.baselines import merge_entry
 from evalkit.judge.builder import BuildOutcome
 from evalkit.judge.environment import environment
 from evalkit.sandbox.cgroup import sandbox_cgroups
@@ -109,7 +108,6 @@ class JudgeActor:
         start = m.expect(start, m.ActorStart)  # anything else: the actor fails at once, naming both types
         self.files, self.arch = start.files, start.arch
         self.workdir = Path(tempfile.mkdtemp(prefix="evalkit-ray-judge-"))
-        self.report = self.workdir / "baselines.json"  # the report's entries, as the driver sends them
         self.server = JudgeServer(self._open)
 
     def cancel(self, message: Any) -> m.Done | m.Failed:
@@ -131,10 +129,7 @@ class JudgeActor:
             m.expect(message, *m.TO_JUDGE)  # its fields checked before this actor reads any of them
         except m.WrongMessage as err:
             return m.Failed(f"WrongMessage: {err}")
-        if isinstance(message, m.Prepare):
-            for key, entry in message.report_entries.items():
-                merge_entry(self.report, key, entry)
-        elif isinstance(message, m.JudgeAnswer):
+        if isinstance(message, m.JudgeAnswer):
             missing = _missing_build(message.outcome)
             if missing:
                 return m.Failed(missing)
@@ -149,9 +144,7 @@ class JudgeActor:
                              f"for {self.arch}: a Ray run needs GPUs of one kind")
         problems = {pid: _local_problem(problem, self.files.get(pid, {}), self.workdir / str(n))
                     for n, (pid, problem) in enumerate(spec.problems.items())}
-        baselines = replace(spec.baselines, report=self.report if spec.baselines.report else None)
-        return open_device_judge(replace(spec, problems=problems, baselines=baselines,
-                                    limits=replace(spec.limits, run_as=node_identity())))
+        return open_device_judge(replace(spec, problems=problems, limits=replace(spec.limits, run_as=node_identity())))
 
 
 def _missing_build(outcome: BuildOutcome) -> str:

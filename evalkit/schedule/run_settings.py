@@ -2,16 +2,20 @@
 
 A run records, in its report folder, every setting that changes a verdict or a time: the overrides
 given on the command line (``None`` where one was left unset, meaning the problem's own setting), the
-baselines, the device and GPU, the evalkit version and the base seed. ``--resume`` compares this run's
-values with the recorded ones and refuses any difference before judging anything; the comparison is
-strict (an option left unset is ``None``, not "as recorded"), so a resume repeats the first run's options.
-Only the seed may be left out: a resume without ``--seed`` reuses the recorded one.
+baselines, the device and GPU, the evalkit version and the base seed; and every problem's plan (``plans``: the
+sha256 of its files and its settings as the run resolved them, ``sources.settings.JudgingPlan``). ``--resume``
+compares this run's values with the recorded ones and refuses any difference before judging anything; the comparison
+is strict (an option left unset is ``None``, not "as recorded"), so a resume repeats the first run's options.
+Only the seed may be left out: a resume without ``--seed`` reuses the recorded one. Plans are compared problem by
+problem: a problem whose answers the report holds must be judged by the plan they were judged by (its files and
+settings unchanged); one without answers there yet takes its new plan, and the change is said.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import random
 from pathlib import Path
 from typing import Any
@@ -19,17 +23,18 @@ from typing import Any
 import torch
 
 from evalkit.version import __version__
-from evalkit.results_file import RESULTS_FILE, RUN_SETTINGS_FILE, write_file
+from evalkit.report_folder import ReportFolder
+from evalkit.results_file import RESULTS_FILE, RUN_SETTINGS_FILE
 from evalkit.schedule.options import ScoreError, ScoreOptions
-from evalkit.sources.problems import Problem
-from evalkit.sources.settings import OLD_NAMES, PER_RUN, SETTINGS
+from evalkit.sources.settings import OLD_NAMES, PER_RUN, SETTINGS, JudgingPlan
 
-RUN_SETTINGS_VERSION = 2  # 2: the overrides under their problem.toml names (1: trials, warmup, timeout_s)
+RUN_SETTINGS_VERSION = 3  # 2: the overrides under their problem.toml names (1: trials, warmup, timeout_s); 3: plans
 OVERRIDES = PER_RUN  # every problem setting a run may override (``sources.settings``)
 # How each setting is named in a message: the command-line option that sets it, where there is one.
 LABELS = {**{key: SETTINGS[key].flags[0] for key in OVERRIDES},
           "baselines": "--baselines", "device": "device", "gpu": "GPU", "evalkit_version": "evalkit version",
           "seed": "--seed"}
+logger = logging.getLogger(__name__)
 _NEW_REPORT = "to judge with these settings, start a new report instead: --out NEW_DIR (or drop --resume)"
 
 
@@ -40,7 +45,7 @@ def gpu_name(device: str) -> str:
 
 def current_settings(options: ScoreOptions, device: str, seed: int) -> dict[str, Any]:
     """This run's settings as ``run.json`` holds them (JSON values: a tuple becomes a list)."""
-    values: dict[str, Any] = {name: getattr(options, name) for name in OVERRIDES}
+    values: dict[str, Any] = {name: options.overrides.get(name) for name in OVERRIDES}
     values.update(baselines=list(options.baselines), device=device, gpu=gpu_name(device),
                   evalkit_version=__version__, seed=seed)
     return json.loads(json.dumps(values))
@@ -82,16 +87,67 @@ def read_recorded(out_dir: Path) -> dict[str, Any] | None:
     return settings
 
 
-def refuse_mixed_precisions(options: ScoreOptions, problems: dict[str, Problem], rows: list[dict[str, Any]]) -> None:
-    """Raise ``ScoreError`` when a row of the report was judged in another precision than its problem would be now
-    (its ``problem.toml`` changed since): ``run.json`` holds ``--precision`` only, not each problem's own."""
-    changed = sorted({f"{row['problem']} ({row.get('precision', 'fp32')} there, {now} now)" for row in rows
-                      if row.get("problem") in problems
-                      and row.get("precision", "fp32") != (now := options.precision_of(problems[row["problem"]]))})
+def read_recorded_plans(out_dir: Path) -> dict[str, Any] | None:
+    """The plans recorded in ``out_dir/run.json``, by problem id; None where it records none (written before plans
+    were, or missing)."""
+    try:
+        plans = json.loads((out_dir / RUN_SETTINGS_FILE).read_text(encoding="utf-8")).get("plans")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return plans if isinstance(plans, dict) else None
+
+
+def refuse_changed_plans(out_dir: Path, recorded: dict[str, Any] | None, plans: dict[str, JudgingPlan],
+                         rows: list[dict[str, Any]]) -> None:
+    """Raise ``ScoreError`` naming, problem by problem, what changed in the plan of every problem whose answers the
+    report holds (its files, a setting): a report holds one version of each problem, judged one way. Where
+    ``run.json`` records no plan of it (an older evalkit's), what its rows say is compared: their precision, and
+    the sha256 of the problem's files where they carry one. A change of a problem without rows is logged."""
+    judged = sorted({row["problem"] for row in rows if row.get("problem") in plans})
+    changed = []
+    for problem_id in judged:
+        if recorded is not None and isinstance(recorded.get(problem_id), dict):
+            found = plan_changes(recorded[problem_id], plans[problem_id])
+        else:
+            found = _row_changes([row for row in rows if row.get("problem") == problem_id], plans[problem_id])
+        if found:
+            changed.append(f"{problem_id} ({', '.join(found)})")
     if changed:
-        raise ScoreError(f"{options.out_dir / RESULTS_FILE}: cannot --resume: answers to {', '.join(changed)} were "
-                         f"judged in another precision than their problem asks for now (its problem.toml's "
-                         f"precision changed); a report holds one precision per problem; {_NEW_REPORT}")
+        raise ScoreError(f"{out_dir / RESULTS_FILE}: cannot --resume: problems whose answers this report holds "
+                         f"changed since they were judged: {'; '.join(changed)}; a report holds one version of each "
+                         f"problem, judged one way; {_NEW_REPORT}")
+    for problem_id, recorded_plan in sorted((recorded or {}).items()):
+        if problem_id in plans and problem_id not in judged and isinstance(recorded_plan, dict) \
+                and (found := plan_changes(recorded_plan, plans[problem_id])):
+            logger.warning("%s: problem %s changed since this report's first run (%s); none of its answers is in the "
+                           "report yet, so they are judged by its new plan", out_dir, problem_id, ", ".join(found))
+
+
+def plan_changes(recorded: dict[str, Any], plan: JudgingPlan) -> list[str]:
+    """What differs between a plan as ``run.json`` recorded it and ``plan``: its files, then each setting."""
+    now = plan.to_dict()
+    found = []
+    if recorded.get("problem_sha256") != plan.problem_sha256:
+        found.append(f"its files (reference.py, problem.toml): sha256 {_short(recorded.get('problem_sha256'))} "
+                     f"recorded, {_short(plan.problem_sha256)} now")
+    then = recorded.get("settings") if isinstance(recorded.get("settings"), dict) else {}
+    return found + [f"{key}: recorded {_shown(then.get(key))}, now {_shown(value)}"
+                    for key, value in now["settings"].items() if then.get(key) != value]
+
+
+def _row_changes(rows: list[dict[str, Any]], plan: JudgingPlan) -> list[str]:
+    """What a problem's rows say they were judged by that ``plan`` differs from."""
+    precisions = sorted({str(row.get("precision", "fp32")) for row in rows} - {plan.precision})
+    hashes = sorted({row["problem_sha256"] for row in rows if row.get("problem_sha256")} - {plan.problem_sha256})
+    return ([f"precision: judged {', '.join(precisions)}, now {plan.precision}"] if precisions else []) + \
+        ([f"its files: sha256 {', '.join(map(_short, hashes))} judged, {_short(plan.problem_sha256)} now"]
+         if hashes else [])
+
+
+def merged_plans(recorded: dict[str, Any] | None, plans: dict[str, JudgingPlan]) -> dict[str, Any]:
+    """The plans ``run.json`` records after a run: those recorded (problems no longer in the problems folder
+    included), each problem of this run's replaced by its plan now (the same, where the report holds its answers)."""
+    return {**(recorded or {}), **{problem_id: plan.to_dict() for problem_id, plan in plans.items()}}
 
 
 def differences(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:
@@ -109,13 +165,30 @@ def refuse_differences(out_dir: Path, recorded: dict[str, Any], now: dict[str, A
                          f"{_NEW_REPORT}")
 
 
-def record(out_dir: Path, settings: dict[str, Any]) -> Path:
-    """Write ``out_dir/run.json`` (the folder must exist); return its path."""
-    path = out_dir / RUN_SETTINGS_FILE
-    data = {"run_settings_version": RUN_SETTINGS_VERSION,
-            "recorded_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "settings": settings}
-    write_file(path, json.dumps(data, indent=2) + "\n")
-    return path
+def record(folder: ReportFolder, settings: dict[str, Any], plans: dict[str, Any] | None = None,
+           recorded_at: str | None = None) -> Path:
+    """Write the folder's ``run.json``: the run's ``settings`` and every problem's plan (as ``JudgingPlan.to_dict``
+    gives it, by id), recorded at ``recorded_at`` (default: now); return its path."""
+    return folder.record_run({"run_settings_version": RUN_SETTINGS_VERSION,
+                              "recorded_at": recorded_at or dt.datetime.now(dt.timezone.utc).isoformat(
+                                  timespec="seconds"),
+                              "settings": settings, "plans": plans or {}})
+
+
+def record_run(folder: ReportFolder, settings: dict[str, Any], plans: dict[str, JudgingPlan], resume: bool) -> Path:
+    """Record the run in the folder's ``run.json``: a first run its settings and plans; a resume (whose settings and
+    plans were found to match) adds the plans of problems the report holds no answer of, the first run's settings
+    and time kept."""
+    recorded = read_recorded(folder.path) if resume else None
+    if recorded is None:
+        return record(folder, settings, merged_plans(None, plans))
+    then = json.loads((folder.path / RUN_SETTINGS_FILE).read_text(encoding="utf-8")).get("recorded_at")
+    return record(folder, recorded, merged_plans(read_recorded_plans(folder.path), plans),
+                  recorded_at=then if isinstance(then, str) else None)
+
+
+def _short(sha256: Any) -> str:
+    return f"{sha256[:12]}..." if isinstance(sha256, str) and sha256 else "unknown"
 
 
 def _shown(value: Any) -> str:

@@ -31,8 +31,8 @@ from evalkit.sources.errors import ProblemError
 from evalkit.sources.kernelbench_layout import (file_sha256, kernelbench_id, level_of, normal_form, origin_claims,
                                                 problem_file_parts, shared_origin_text, stable_id)
 from evalkit.sources.problems import REFERENCE_FILE, TOML_FILE, load_problem, problem_folders
-from evalkit.sources.settings import (SETTINGS, KernelBenchOrigin, commented_toml, describe, format_number,
-                                      origin_toml, toml_string)
+from evalkit.sources.origin import KernelBenchOrigin, origin_toml
+from evalkit.sources.settings import SETTINGS, commented_toml, describe, format_number, toml_string
 
 __all__ = ["ImportOutcome", "import_kernelbench", "kernelbench_id"]
 

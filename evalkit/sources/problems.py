@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evalkit.sources.errors import ProblemError
-from evalkit.sources.settings import (ORIGIN_KEYS, SETTING_KEYS, KernelBenchOrigin, ProblemSettings,
-                                      default_cache_dir, parse_origin, parse_settings)
+from evalkit.sources.origin import ORIGIN_KEYS, KernelBenchOrigin, parse_origin
+from evalkit.sources.settings import SETTING_KEYS, ProblemSettings, default_cache_dir, parse_settings
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -4,17 +4,20 @@ Trusted side; reads problem folders / files; never runs submission code.
 
 Each setting is a field of ``ProblemSettings`` declaring its default, its type (the annotation), its
 lower bound, its unit, a one-line help text, whether a run may override it and under which older names. One name
-from the command line to the worker: the field's name is the ``problem.toml`` key, the ``JudgeOptions`` field, the
-Python API's keyword, the ``run.json`` key and the ``JudgeSettings`` field; its option is that name in dashes
-without its unit (``timing_budget_s``: ``--timing-budget``), its older names stay as aliases (``--trials``,
-``trials=``). Everything else that shows a setting reads it from here: the ``problem.toml`` templates
-(``commented_toml``), the options of ``evalkit score`` (``evalkit.cli.score``, made from ``PER_RUN``), ``run.json``
-(``evalkit.schedule.run_settings``) and, kept in step by tests/sources/test_problems.py, the table in
-docs/problems.md.
+from the command line to the worker: the field's name is the ``problem.toml`` key, the key of a run's overrides
+(``JudgeOptions.overrides``), the Python API's keyword, the ``run.json`` key and the field the judge reads
+(``JudgeSettings`` extends ``ProblemSettings``); its option is that name in dashes without its unit
+(``timing_budget_s``: ``--timing-budget``), its older names stay as aliases (``--trials``, ``trials=``).
 
-The KernelBench origin of a problem (``kernelbench_level``, ``kernelbench_number``, ``kernelbench_file``,
-``kernelbench_sha256``, ``kernelbench_version``; written by ``evalkit problems import``) is declared here
-too, as ``KernelBenchOrigin``, with its parsing (``parse_origin``) and its lines (``origin_toml``).
+A run resolves each problem's settings once, at its start, into a ``JudgingPlan`` (``judging_plan``: the problem's
+id, the sha256 of its files, its settings with the run's overrides applied); the plan travels to the judge, which
+judges by it and stamps the rows, and ``run.json`` records every plan. Everything else that shows a setting reads it
+from here: the ``problem.toml`` templates (``commented_toml``), the options of ``evalkit score``
+(``evalkit.cli.score``, made from ``PER_RUN``), ``run.json`` (``evalkit.schedule.run_settings``) and, kept in step by
+tests/sources/test_problems.py, the table in docs/problems.md.
+
+The KernelBench origin of a problem (the ``kernelbench_`` keys) is declared beside them, in
+``evalkit.sources.origin``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import typing
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Protocol
 
 from evalkit.sources.errors import ProblemError
 
@@ -267,69 +270,73 @@ def parse_settings(data: dict[str, Any], path: Path) -> ProblemSettings:
                               if key in SETTINGS})
 
 
-# ------------------------------------------------------------------------------ KernelBench origin
+# ----------------------------------------------------------------------------------- a run's plan
+
+
+class PlannedProblem(Protocol):
+    """What a plan is made of (``evalkit.sources.problems.Problem``)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def sha256(self) -> str: ...  # of its files: reference.py and problem.toml
+
+    @property
+    def settings(self) -> ProblemSettings: ...
 
 
 @dataclass(frozen=True)
-class KernelBenchOrigin:
-    """Which KernelBench problem a problem folder is: level ``level``, problem ``number`` (the ``<n>`` of
-    ``<n>_<Name>.py``), read from ``file`` (relative to the KernelBench folder, e.g.
-    ``level1/50_conv_standard_2D__square_input__square_kernel.py``) whose bytes hash to ``sha256``, of
-    KernelBench version ``version`` ("" when not given). problem.toml spells each field ``kernelbench_<field>``."""
+class JudgingPlan:
+    """How one problem is judged in one run: its id, the sha256 of its files when the run resolved it, and its
+    settings with the run's overrides applied and the tolerances of their precision filled in (``judging_plan``)."""
 
-    level: int
-    number: int
-    file: str = ""
-    sha256: str = ""
-    version: str = ""
+    problem: str
+    problem_sha256: str
+    settings: ProblemSettings
+
+    @property
+    def precision(self) -> str:
+        return self.settings.precision
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The plan as ``run.json`` records it, under its problem's id."""
+        return {"problem_sha256": self.problem_sha256, "settings": dataclasses.asdict(self.settings)}
+
+    def check_current(self, problem_sha256: str) -> None:
+        """``ProblemChanged`` when its problem's files (now hashing to ``problem_sha256``) are no longer those the run
+        planned to judge it by: a row says which version of its problem it was judged against, and a report holds
+        one version of each."""
+        if problem_sha256 != self.problem_sha256:
+            raise ProblemChanged(f"its files changed since the run started (sha256 {self.problem_sha256[:12]}... "
+                                 f"then, {problem_sha256[:12]}... now); its answers are judged in a new run")
 
 
-ORIGIN_PREFIX = "kernelbench_"
-ORIGIN_KEYS = tuple(ORIGIN_PREFIX + f.name for f in dataclasses.fields(KernelBenchOrigin))
-_SHA256 = frozenset("0123456789abcdef")
+class ProblemChanged(ProblemError):
+    """A problem's files changed while a run judged it."""
 
 
-def _origin_value(key: str, value: Any, path: Path) -> Any:
-    if key in ("kernelbench_level", "kernelbench_number"):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ProblemError(f"{path}: {key!r} must be a positive integer, got {value!r} "
-                               f"(e.g. `{key} = 1`; see docs/problems.md)")
-        return value
-    if not isinstance(value, str):
-        raise ProblemError(f"{path}: {key!r} must be a string, got {value!r} (see docs/problems.md)")
-    if key == "kernelbench_sha256" and value and (len(value) != 64 or not set(value) <= _SHA256):
-        raise ProblemError(f"{path}: 'kernelbench_sha256' must be 64 lowercase hex digits (a SHA-256), "
-                           f"got {value!r}; remove it or run `evalkit problems import` again")
-    return value
+def checked_overrides(overrides: Mapping[str, Any]) -> dict[str, int | float | str]:
+    """A run's overrides of problem settings, each checked against its declaration: a setting a run may override
+    (``PER_RUN``; an older name is read as today's), valued as problem.toml would have to value it; None (unset) is
+    left out. ``ValueError`` saying which is wrong and why."""
+    checked: dict[str, int | float | str] = {}
+    for name, value in overrides.items():
+        key = OLD_NAMES.get(name, name)
+        if key not in PER_RUN:
+            raise ValueError(f"{name!r} is no setting a run may override; those are: {', '.join(PER_RUN)}")
+        if value is not None:
+            checked[key] = checked_value(key, value)
+    return checked
 
 
-def parse_origin(data: dict[str, Any], path: Path) -> KernelBenchOrigin | None:
-    """The KernelBench origin among the keys of ``path``, or None when it gives none.
-
-    ``kernelbench_level`` and ``kernelbench_number`` come together; the other origin keys need them.
-    """
-    given = {key[len(ORIGIN_PREFIX):]: _origin_value(key, data[key], path) for key in ORIGIN_KEYS if key in data}
-    if not given:
-        return None
-    missing = [ORIGIN_PREFIX + name for name in ("level", "number") if name not in given]
-    if missing:
-        raise ProblemError(f"{path}: {', '.join(sorted(ORIGIN_PREFIX + k for k in given))} given without "
-                           f"{' and '.join(missing)}; a KernelBench origin needs both the level and the "
-                           f"problem number (see docs/problems.md), or none of the kernelbench_ keys")
-    return KernelBenchOrigin(**given)
-
-
-def origin_toml(origin: KernelBenchOrigin) -> list[str]:
-    """problem.toml lines recording ``origin`` (empty strings left out)."""
-    lines = [f"kernelbench_level = {origin.level}", f"kernelbench_number = {origin.number}"]
-    for name in ("file", "sha256", "version"):
-        value = getattr(origin, name)
-        if value:
-            lines.append(f"{ORIGIN_PREFIX}{name} = {toml_string(value)}")
-    return lines
+def judging_plan(problem: PlannedProblem, overrides: Mapping[str, Any]) -> JudgingPlan:
+    """``problem``'s plan in a run with ``overrides``: its own settings, each override applied, and atol and rtol
+    the precision's (``DEFAULT_TOLERANCES``) where neither gives one. The one place a problem's settings are
+    resolved: once per problem at a run's start (``Evaluator.add_problem``: for a problem added later)."""
+    settings = dataclasses.replace(problem.settings, **checked_overrides(overrides))
+    atol, rtol = settings.tolerances()
+    return JudgingPlan(problem.id, problem.sha256, dataclasses.replace(settings, atol=atol, rtol=rtol))
 
 
 def toml_string(text: str) -> str:

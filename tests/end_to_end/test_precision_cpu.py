@@ -1,6 +1,6 @@
 """Precision modes end to end on CPU: a problem judged in bf16 (``--precision bf16``) casts the weights and inputs,
-demands bf16 outputs, keeps the float64 oracle, times the baseline in bf16, and records its precision; a resume in
-another precision is refused."""
+demands bf16 outputs, keeps the float64 oracle, times the baseline in bf16, and records its precision and its plan; a
+resume in another precision is refused."""
 
 from __future__ import annotations
 
@@ -74,7 +74,11 @@ def test_an_output_of_another_dtype_is_the_wrong_form(bf16):
 def test_rows_and_run_json_record_the_precision(bf16):
     out, _, rows = bf16
     assert {row["precision"] for row in rows.values()} == {"bf16"}
-    assert json.loads((out / "run.json").read_text())["settings"]["precision"] == "bf16"
+    recorded = json.loads((out / "run.json").read_text())
+    assert recorded["settings"]["precision"] == "bf16"
+    plan = recorded["plans"]["linear_relu"]  # the run's plan of the problem: its files, its resolved settings
+    assert (plan["settings"]["precision"], plan["settings"]["atol"]) == ("bf16", 5e-2)
+    assert {row["problem_sha256"] for row in rows.values()} == {plan["problem_sha256"]}
 
 
 def test_a_resume_in_another_precision_is_refused(bf16):
@@ -97,4 +101,5 @@ def test_a_resume_after_the_problems_precision_changed_is_refused(tmp_path, bf16
     toml.write_text('precision = "fp16"\n')
     result = _score(out, cache, "--resume", problems=problems)
     assert result.exit_code != 0
-    assert "linear_relu (bf16 there, fp16 now)" in result.output, result.output
+    assert "linear_relu (its files" in result.output, result.output  # each change of its plan named
+    assert "precision: recorded bf16, now fp16" in result.output, result.output

@@ -49,9 +49,12 @@ def test_the_hang_limit_caps_every_derived_limit_of_an_answer_but_not_a_baseline
 
 
 def test_the_hang_limit_is_one_setting_from_the_options_to_the_judge():
-    problem = load_problem(FIXTURES / "judge_problems" / "linear_relu")
-    assert judge_options("cpu", {}).judge_settings(problem, seed=1).hang_limit_s == 60.0  # the declared default
-    assert judge_options("cpu", {"hang_limit_s": 5}).judge_settings(problem, seed=1).hang_limit_s == 5.0
+    problems = {"linear_relu": load_problem(FIXTURES / "judge_problems" / "linear_relu")}
+
+    def judged(settings):
+        return JudgeSettings.of(judge_options("cpu", settings).plans(problems)["linear_relu"], seed=1)
+    assert judged({}).hang_limit_s == 60.0  # the declared default
+    assert judged({"hang_limit_s": 5}).hang_limit_s == 5.0
 
 
 def test_a_baseline_keeps_the_derived_limits_above_the_hang_limit(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ from html_dom import Dom, dump, needs_chromium, screenshot
 
 from evalkit.cli.main import main
 from evalkit.report.summary import write_reports
+from evalkit.report_folder import ReportFolder
 from evalkit.schedule.run_settings import OVERRIDES, record
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "reports" / "results.jsonl"
@@ -33,7 +34,8 @@ def report(folder: Path, data: list[dict[str, Any]], asked: dict[str, Any] | Non
     folder.mkdir(parents=True)
     (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
     if asked is not None:
-        record(folder, asked)
+        with ReportFolder.open(folder) as opened:
+            record(opened, asked)
     write_reports(folder)
     return folder
 

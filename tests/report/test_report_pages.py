@@ -19,6 +19,7 @@ from html_dom import Dom, dump, needs_chromium, screenshot, with_script
 from evalkit.intake.extract import extract
 from evalkit.report.summary import write_reports
 from evalkit.report.text import format_leaderboard
+from evalkit.report_folder import ReportFolder
 from evalkit.schedule.run_settings import record
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "reports" / "results.jsonl"
@@ -118,7 +119,8 @@ def test_a_report_shows_only_the_baselines_its_run_asked_for_whatever_the_rows_h
     # Rows and baselines.json holding compile figures (an earlier run's, from the machine-wide cache), in a report
     # whose run asked for eager only: compile is not measured there, everywhere.
     rows = [{**r, "problem_level": LEVELS[r["problem"]]} for r in fixture_rows()]
-    record(tmp_path, {"precision": None, "baselines": ["eager"], "device": "cpu", "seed": 1})  # as evalkit score does
+    with ReportFolder.open(tmp_path) as folder:  # as evalkit score does
+        record(folder, {"precision": None, "baselines": ["eager"], "device": "cpu", "seed": 1})
     (tmp_path / "baselines.json").write_text(json.dumps({"k": {"problem": "6_extra", "eager": {"median_ms": 1.0},
                                                                "compile": {"median_ms": 2.0}}}))
     write(tmp_path, rows, problems=["6_extra"])

@@ -65,7 +65,7 @@ def test_every_declared_key_is_written():
 def test_the_judges_rows_are_written_through_to_dict():
     """``ResultRow.to_dict`` is the one place a row becomes a ``results.jsonl`` object: the scoring run and the API
     write nothing else."""
-    writes = re.compile(r"writer\.write\((.*)\)$|yield (.*)\.to_dict\(\)$")
+    writes = re.compile(r"folder\.add_row\((.*)\)$|yield (.*)\.to_dict\(\)$")
     found = [(path.name, m[1] or m[2]) for path in (ROOT / "evalkit").rglob("*.py")
              for line in path.read_text().splitlines() if (m := writes.search(line.strip()))]
     assert {name for name, _ in found} == {"local.py", "evaluator.py"}, found  # evalkit score; the Python API

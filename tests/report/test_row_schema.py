@@ -34,6 +34,9 @@ ROW_OF_VERSION = {
     5: {**IDENTITY, "schema_version": 5, "timing": {**TIMING, "clock": "judge", "overhead_requests": 25},
         "speedup_vs_eager": 2.0, "speedup_vs_eager_ci": [1.9, 2.1], "speedup_vs_compile_ci": None, "precision": "fp32",
         "correctness": {"rel_l2_err": 1e-7, "pytorch_own": {"rel_l2_err": 1e-7}}},
+    6: {**IDENTITY, "schema_version": 6, "timing": {**TIMING, "clock": "judge", "overhead_requests": 25},
+        "speedup_vs_eager": 2.0, "speedup_vs_eager_ci": [1.9, 2.1], "speedup_vs_compile_ci": None, "precision": "bf16",
+        "problem_sha256": "ab" * 32, "correctness": {"rel_l2_err": 1e-3, "pytorch_own": {"rel_l2_err": 1e-3}}},
 }
 
 
@@ -66,6 +69,12 @@ def test_a_schema_4_rows_overhead_pings_are_its_overhead_requests():
     assert row["timing"]["overhead_requests"] == 25 and "overhead_pings" not in row["timing"]
     assert row["baselines"]["eager"]["overhead_requests"] is None
     assert "overhead_pings" in ROW_OF_VERSION[4]["timing"]  # the row given is not changed
+
+
+def test_a_row_before_schema_6_names_no_version_of_its_problem():
+    assert all(migrate(ROW_OF_VERSION[version])["problem_sha256"] is None for version in range(1, 6))
+    assert migrate(ROW_OF_VERSION[6])["problem_sha256"] == "ab" * 32
+    assert ResultRow.from_dict(ROW_OF_VERSION[5]).problem_sha256 is None
 
 
 def test_a_schema_1_time_says_whose_clock_it_was():

@@ -13,7 +13,7 @@ from evalkit.schedule import engine as engine_module
 from evalkit.schedule.engine import Engine
 from evalkit.schedule.options import JudgeOptions, default_limits
 from evalkit.schedule.placement import plan
-from evalkit.schedule.device_judge import BaselineFiles
+from evalkit.schedule.judge_messages import BaselineFiles
 from process_helpers import wait_for
 
 
@@ -35,7 +35,7 @@ def test_abandoning_builds_cancels_queued_ones_and_kills_the_running_one(tmp_pat
 
     monkeypatch.setattr(engine_module, "kill_group", fake_kill_group)
     limits = default_limits("cpu", 1.0)
-    engine = Engine({}, JudgeOptions(cache_dir=tmp_path), "cpu", 1, limits, BaselineFiles(None, None), None,
+    engine = Engine({}, {}, JudgeOptions(cache_dir=tmp_path), "cpu", 1, limits, BaselineFiles(None, None), None,
                     plan("cpu", "all", 1, [0, 1], 0))
     backend = engine.backend
     backend._pool = ThreadPoolExecutor(max_workers=1)
@@ -53,7 +53,7 @@ def test_abandoning_builds_cancels_queued_ones_and_kills_the_running_one(tmp_pat
 def test_closing_waits_for_a_busy_judge_thread_before_closing_its_station(tmp_path: Path) -> None:
     # A stop signal closes the engine while a judge thread may still hold an answer (and the freeze): its
     # station and the freezer must outlast it (closed under it, the thaw raised and the interpreter aborted).
-    engine = Engine({}, JudgeOptions(cache_dir=tmp_path), "cpu", 1, default_limits("cpu", 1.0),
+    engine = Engine({}, {}, JudgeOptions(cache_dir=tmp_path), "cpu", 1, default_limits("cpu", 1.0),
                     BaselineFiles(None, None), None, plan("cpu", "all", 1, [0, 1], 0))
     finished = threading.Event()
     closed_while_busy: list[bool] = []

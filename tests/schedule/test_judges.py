@@ -15,10 +15,10 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES
 from evalkit.cli.main import main
-from evalkit.schedule.judge_process import JudgeProcessDied, ProcessStation, StationSpec
+from evalkit.schedule.judge_messages import BaselineFiles, StationSpec
+from evalkit.schedule.judge_process import JudgeProcessDied, ProcessStation
 from evalkit.schedule.options import JudgeOptions, default_limits
 from evalkit.schedule.placement import JudgeSlot
-from evalkit.schedule.device_judge import BaselineFiles
 from evalkit.sources.problems import discover_problems
 from process_helpers import wait_for
 from station_helpers import cpu_station_spec, prepare_in_background
@@ -85,12 +85,12 @@ def test_a_judge_process_on_the_gpu_times_what_the_schedulers_own_judge_times(tm
     from evalkit.schedule.device_judge import DeviceJudge
 
     problems = discover_problems(FIXTURES / "timing_problems")
-    options = JudgeOptions(device="cuda", baselines=("eager",), timing_trials=30, cache_dir=tmp_path)
+    options = JudgeOptions(device="cuda", baselines=("eager",), overrides={"timing_trials": 30}, cache_dir=tmp_path)
     limits = default_limits("cuda", None)
-    spec = StationSpec(problems, options, "cuda", 1, limits, BaselineFiles(None, None), None)
+    spec = StationSpec(problems, options.plans(problems), options.baselines, options.cache_dir, "cuda", 1, limits,
+                       BaselineFiles(None, None), None)
     freezer = BuildFreezer(limits.group)
-    in_process = DeviceJudge(problems, options, "cuda", 1, limits, BaselineFiles(None, None), None,
-                              quiet=freezer.timing)
+    in_process = DeviceJudge(spec, quiet=freezer.timing)
     station = ProcessStation(JudgeSlot("cuda:0", "cuda", 0, ()), spec, freezer)
     try:
         medians, claims = [], []
@@ -149,13 +149,13 @@ def _one_of_each_message(cache: Path) -> list[object]:
     from evalkit.schedule import judge_messages as m
 
     spec = cpu_station_spec(cache)
-    problem = spec.problems["linear_relu"]
+    problem, plan = spec.problems["linear_relu"], spec.plans["linear_relu"]
     text = (FIXTURES / "judge_submissions" / "fixtures" / "linear_relu" / "incorrect.py").read_text()
     early = triage(text)
     row = ResultRow("run", "linear_relu", "s", "s.py", "0" * 64, "correct", "", timing={"median_ms": 1.0},
                     speedup_vs_eager_ci=[1, 2.5])  # an int where a float is declared is a float
     built = nothing_to_build(early.code, cache / "builds", "cpu").result()
-    return [m.Start(spec), m.Start(replace(spec, driver="550.1")), m.AddProblem(problem),
+    return [m.Start(spec), m.Start(replace(spec, driver="550.1")), m.AddProblem(problem, plan),
             m.Prepare("linear_relu", None), m.Prepare("linear_relu", ("eager",), {"k": {"median_ms": 1.0}}),
             m.JudgeAnswer(Submission("run", "linear_relu", "s", "s.py", text), early, built),
             m.Exit(), m.Held(), m.Released(), m.Cancel("run/p/s@abc"), m.Started(), m.Hold(), m.Release(),
@@ -192,7 +192,7 @@ def _wrong_fields(cache: Path) -> list[tuple[object, str]]:
     from evalkit.schedule import judge_messages as m
 
     messages = {type(message): message for message in _one_of_each_message(cache)}
-    spec, problem = messages[m.Start].spec, messages[m.AddProblem].problem
+    spec, problem, plan = messages[m.Start].spec, messages[m.AddProblem].problem, messages[m.AddProblem].plan
     answer, judged = messages[m.JudgeAnswer], messages[m.Judged]
     return [
         (m.Cancel(3), "Cancel.key: expected str, got int"),  # type: ignore[arg-type]
@@ -203,8 +203,12 @@ def _wrong_fields(cache: Path) -> list[tuple[object, str]]:
         (m.Start(replace(spec, problems={"p": "linear_relu"})),
          "Start.spec.problems['p']: expected Problem, got str"),
         (m.Start(replace(spec, seed="1")), "Start.spec.seed: expected int, got str"),
-        (m.AddProblem(replace(problem, settings=replace(problem.settings, timing_trials=5.0))),
+        (m.AddProblem(replace(problem, settings=replace(problem.settings, timing_trials=5.0)), plan),
          "AddProblem.problem.settings.timing_trials: expected int, got float"),
+        (m.AddProblem(problem, replace(plan, settings=replace(plan.settings, atol="0.1"))),
+         "AddProblem.plan.settings.atol: expected float | None, got str"),
+        (m.Start(replace(spec, plans={"linear_relu": plan.to_dict()})),
+         "Start.spec.plans['linear_relu']: expected JudgingPlan, got dict"),
         (replace(answer, outcome=replace(answer.outcome, cached=1)),
          "JudgeAnswer.outcome.cached: expected bool, got int"),
         (replace(answer, submission=("run", "p", "s", "s.py", "")), "JudgeAnswer.submission: expected Submission"),

@@ -4,7 +4,8 @@ and a Ray actor (``ray_backend.RayStation``, on a local Ray cluster of CPUs; ``s
 
 Each refuses a Start of another protocol version, naming both versions; names a message of the wrong kind, either
 way, with both types, and a message with a field of the wrong type with the message, the field and both types;
-answers Prepare with the baselines and JudgeAnswer with the answer's verdict; turns its own failure into a
+answers Prepare with the baselines (the report's coming with it, and those it timed going back to the scheduler's
+``ReportFolder``) and JudgeAnswer with the answer's verdict; turns its own failure into a
 ``judge_failed`` row and goes on serving; ends a cancelled answer in hand at once, not at its time limit, and
 judges the next; and leaves no process behind once closed."""
 
@@ -21,6 +22,8 @@ import pytest
 from evalkit.intake.triage import Triage, triage
 from evalkit.judge.builder import BuildOutcome, build, nothing_to_build
 from evalkit.records import Submission
+from evalkit.report_folder import ReportFolder
+from evalkit.results_file import BASELINES_FILE, LOCK_FILE
 from evalkit.sandbox.processes import MARKER_VARIABLE, sandbox_members
 from evalkit.schedule import judge_messages as m
 from evalkit.schedule.judge_client import DirectStation, JudgeFailed, MessageStation
@@ -103,7 +106,7 @@ def test_a_start_of_another_protocol_version_is_refused_naming_both(station: Mes
 
 
 def test_a_message_of_the_wrong_kind_is_named_with_both_types_either_way(station: MessageStation):
-    problem = station.spec.problems["linear_relu"]
+    problem, plan = station.spec.problems["linear_relu"], station.spec.plans["linear_relu"]
     # To the judge: a message it does not take there is answered Failed, naming both; the judge goes on.
     with pytest.raises(JudgeFailed, match="got Held, expected AddProblem or Prepare or JudgeAnswer or Exit"):
         station._request(m.Held(), m.Done)
@@ -111,8 +114,8 @@ def test_a_message_of_the_wrong_kind_is_named_with_both_types_either_way(station
         station._request(("prepare", "linear_relu"), m.Done)  # the tuples of before
     # From the judge: a reply of another kind than the request's is named too, never read as the wrong one.
     with pytest.raises(m.WrongMessage, match="got Done, expected Judged or Failed"):
-        station._request(m.AddProblem(problem), m.Judged)
-    assert station._request(m.AddProblem(problem), m.Done) == m.Done(None)
+        station._request(m.AddProblem(problem, plan), m.Judged)
+    assert station._request(m.AddProblem(problem, plan), m.Done) == m.Done(None)
     assert _judge_alive(station)
 
 
@@ -140,6 +143,40 @@ def test_prepare_gives_baselines_and_answers_get_their_verdicts(station: Message
     assert station.current_problem == "linear_relu"
 
 
+def test_the_reports_baselines_go_through_the_scheduler_and_the_judge_writes_no_file_of_the_report(
+        station: MessageStation, tmp_path: Path):
+    # The run's ReportFolder records what the judge timed; the judge gets the report's entries with each Prepare.
+    station.spec = replace(station.spec, baselines=replace(station.spec.baselines, in_report=True))
+    with ReportFolder.open(tmp_path / "report") as folder:
+        station.report = folder
+        timed = station.prepare("linear_relu")
+        assert [entry["problem"] for entry in folder.baselines_of("linear_relu").values()] == ["linear_relu"]
+        station.close()  # a new judge, which has no baselines of its own and no shared cache (``cpu_station_spec``)
+        again = station.prepare("linear_relu")
+    assert again["eager"]["median_ms"] == timed["eager"]["median_ms"], "timed again: the report's entry never came"
+    assert sorted(p.name for p in (tmp_path / "report").iterdir()) == sorted([BASELINES_FILE, LOCK_FILE])
+
+
+def test_the_judge_judges_by_its_plan_and_stamps_the_rows_with_it(station: MessageStation, warm_cache: Path):
+    # The plan travels to the judge (Start), not the run's options: a tolerance only the plan holds is the one judged by.
+    plan = station.spec.plans["linear_relu"]
+    planned = replace(plan, settings=replace(plan.settings, atol=0.125))
+    station.spec = replace(station.spec, plans={**station.spec.plans, "linear_relu": planned})
+    row = station.judge_answer(*_answer(warm_cache, "incorrect.py"))
+    assert row.correctness["atol"] == 0.125, row.correctness
+    assert (row.problem_sha256, row.precision) == (plan.problem_sha256, "fp32")
+    assert row.problem_sha256 == station.spec.problems["linear_relu"].sha256
+
+
+def test_a_problem_whose_files_changed_since_its_plan_is_not_judged(station: MessageStation, warm_cache: Path):
+    plan = station.spec.plans["linear_relu"]
+    station.spec = replace(station.spec, plans={**station.spec.plans,
+                                                "linear_relu": replace(plan, problem_sha256="0" * 64)})
+    row = station.judge_answer(*_answer(warm_cache, "incorrect.py"))
+    assert row.verdict == "skipped" and "changed since the run started" in row.reason, row.reason
+    assert row.correctness is None
+
+
 def test_the_judges_own_failure_is_a_judge_failed_row_and_it_goes_on(station: MessageStation, warm_cache: Path):
     submission, early, outcome = _answer(warm_cache, "correct_cpp.py")
     # A problem the judge was never given: the judge itself fails (a KeyError), not the answer.
@@ -151,7 +188,9 @@ def test_the_judges_own_failure_is_a_judge_failed_row_and_it_goes_on(station: Me
 
 def test_a_cancelled_answer_in_hand_ends_at_once_and_the_judge_goes_on(station: MessageStation, warm_cache: Path):
     # Every step's limit is HANG_LIMIT_S (set before the judge starts: it takes the spec it is started with).
-    station.spec = replace(station.spec, options=replace(station.spec.options, run_timeout_s=HANG_LIMIT_S))
+    plans = {problem_id: replace(plan, settings=replace(plan.settings, run_timeout_s=HANG_LIMIT_S))
+             for problem_id, plan in station.spec.plans.items()}
+    station.spec = replace(station.spec, plans=plans)
     station.prepare("linear_relu")
     hang = _answer(warm_cache, "hang.py")
     came_back: list[object] = []

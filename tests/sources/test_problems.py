@@ -22,8 +22,9 @@ from evalkit.cli.score import score_command
 from evalkit.judge.problem_check import describe_problem
 from evalkit.sources.problems import Problem, ProblemError, discover_problems, get_problem, load_problem
 from evalkit.sources.scaffold import scaffold_problem, template_toml
-from evalkit.sources.settings import (ORIGIN_KEYS, SETTING_KEYS, SETTINGS, KernelBenchOrigin, ProblemSettings,
-                                      commented_toml, default_text, format_number, origin_toml, type_text)
+from evalkit.sources.origin import ORIGIN_KEYS, KernelBenchOrigin, origin_toml
+from evalkit.sources.settings import (SETTING_KEYS, SETTINGS, ProblemSettings, commented_toml, default_text,
+                                      format_number, type_text)
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "problems.md"
