@@ -14,29 +14,46 @@ import random
 import secrets
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import Any, Callable, Protocol
 
 import torch
 
 from evalkit.judge.plausibility import half_storage, precision_class, reduced_precision
-from evalkit.judge.reference import input_seed
+from evalkit.judge.judge_settings import JudgeSettings
+from evalkit.judge.reference import OutputSpec, ReferenceProblem, input_seed
 from evalkit.judge.session import Session
 from evalkit.judge.tensor_check import Comparison, compare_outputs, compare_sampled
-from evalkit.judge.timing import CALIBRATION_PINGS, CALIBRATION_WARMUP, Overhead, collector_paused
+from evalkit.judge.timing import CALIBRATION_PINGS, CALIBRATION_WARMUP, L2Flusher, Overhead, collector_paused
 from evalkit.judge.verdicts import Finding, Judgement, Stop, confinement_warnings
 from evalkit.records import Flag
-from evalkit.row_parts import CorrectnessRecord
+from evalkit.row_parts import CorrectnessRecord, PytorchOwnRecord
 from evalkit.sandbox import protocol
 from evalkit.sandbox.gpu_gate import contention_note
 
-if TYPE_CHECKING:  # the judge holds its contenders: its module imports this one
-    from evalkit.judge.submission_judge import Judge, JudgeSettings
+class JudgeState(Protocol):
+    """What a contender reads of the judge that holds it (``submission_judge.Judge``, whose module imports this
+    one): the problem's reference and facts, its inputs, and the judge's turns on the GPU."""
+
+    ref: ReferenceProblem
+    specs: list[OutputSpec]
+    input_templates: list[Any]
+    pytorch_error: PytorchOwnRecord
+    correctness_inputs_seed: int
+    flusher: L2Flusher
+    quiet: Callable[[], AbstractContextManager[Any]]
+    use: Callable[[], AbstractContextManager[Any]]
+
+    def setup_fields(self, code_path: Path) -> dict[str, Any]: ...
+    def zero_inputs(self) -> list[Any]: ...
+    def correctness_inputs(self, call: int) -> list[Any]: ...
+    def expected(self, call: int, originals: list[Any]) -> list[torch.Tensor]: ...
 
 
 class Contender:
     """One worker's session with the judge's state (``judge``: a ``submission_judge.Judge``) and settings."""
 
-    def __init__(self, judge: Judge, settings: JudgeSettings, session: Session, verify: bool = True) -> None:
+    def __init__(self, judge: JudgeState, settings: JudgeSettings, session: Session, verify: bool = True) -> None:
         self.judge, self.settings, self.session, self.ref = judge, settings, session, judge.ref
         self.verify = verify  # check timed outputs against the reference (a baseline's are the reference's own)
         self.timing_secret = secrets.randbits(62)  # the key of every timed call's input seed: never sent

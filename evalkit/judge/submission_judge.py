@@ -15,7 +15,7 @@ import secrets
 import statistics
 import time
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -23,9 +23,9 @@ import torch
 
 from evalkit.judge.baselines import reference_as_submission
 from evalkit.judge.contender import Contender
+from evalkit.judge.judge_settings import JudgeSettings
 from evalkit.judge.kernel_profile import ProfilingWorker, observe_kernels, observe_native_calls
 from evalkit.judge.reference import OutputSpec, ReferenceProblem, input_seed, values_bytes
-from evalkit.judge.repetitions import RepetitionRule
 from evalkit.judge.session import Session, WorkerChannel
 from evalkit.judge.tensor_check import compare_outputs
 from evalkit.judge.time_limits import TimeLimits, reference_ms, time_limits
@@ -38,7 +38,6 @@ from evalkit.row_parts import (BaselineEntry, CorrectnessRecord, ErrorRecord, Py
                                TimingRecord, WindowSpeedupRecord)
 from evalkit.sandbox.gpu_gate import contention_note
 from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
-from evalkit.sources.settings import TIMING_KEYS, JudgingPlan, ProblemSettings
 
 logger = logging.getLogger(__name__)
 
@@ -49,34 +48,6 @@ COMPILE_FIRST_CALL_S = 900.0  # torch.compile's first call compiles: the compile
 Quiet = Callable[[], AbstractContextManager[Any]]  # yields the other judges' uses of the GPU it timed beside, if any
 Use = Callable[[], AbstractContextManager[Any]]
 Partner = Callable[[], "tuple[str, Contender] | None"]  # the live baseline an answer is timed beside, and its kind
-
-
-@dataclass(frozen=True, kw_only=True)
-class JudgeSettings(ProblemSettings):
-    """How one problem's answers (and its baselines) are judged: its settings as the run's plan resolved them
-    (``evalkit.sources.settings.JudgingPlan``: problem.toml's, each override applied, atol and rtol filled in), declared
-    once by ``ProblemSettings``, and the run's seed."""
-
-    atol: float  # resolved: the plan fills in the precision's where the problem and the run give none
-    rtol: float
-    seed: int
-    time_submissions: bool = True
-
-    @classmethod
-    def of(cls, plan: JudgingPlan, seed: int) -> "JudgeSettings":
-        """The settings ``plan`` resolved, with the run's ``seed``."""
-        return cls(**{f.name: getattr(plan.settings, f.name) for f in fields(ProblemSettings)}, seed=seed)
-
-    def repetitions(self) -> RepetitionRule:
-        """When a timing stops (docs/judge.md, How many calls)."""
-        return RepetitionRule(min_timing_trials=self.min_timing_trials, timing_trials=self.timing_trials,
-                              timing_precision=self.timing_precision, timing_budget_s=self.timing_budget_s)
-
-    def timing_key(self) -> str:
-        """The settings that shape a timing (declared so: ``sources.settings.TIMING_KEYS``), as text: part of a
-        cached baseline's key."""
-        return " ".join(f"{key} {value:g}" if isinstance(value := getattr(self, key), (int, float)) else f"{key} {value}"
-                        for key in TIMING_KEYS)
 
 
 class BaselineFailed(Exception):
