@@ -1,6 +1,6 @@
 """Trusted side: a problem given as text (untrusted, ``Problem.trusted`` false), held by the judge through the
 ``ReferenceProblem`` interface while its reference runs in a sandboxed worker of its own
-(``evalkit.sandbox.untrusted.reference_worker``), never in this process.
+(``evalkit.judge.reference_worker``), never in this process.
 
 - ``check_untrusted``: before anything is built, a sandbox like a build's (no GPU, frozen while a judge times)
   imports the reference, checks it defines ``Model``, ``get_inputs`` and ``get_init_inputs`` and returns its init

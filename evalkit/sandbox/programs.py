@@ -1,8 +1,8 @@
 """Trusted side: the programs a sandbox runs, and how the judge speaks to each (``launcher.UntrustedProcess``).
 
 - ``ANSWER_WORKER``: an answer's worker, or a build's (``untrusted.worker``, ``protocol``);
-- ``REFERENCE_WORKER``: the worker of an untrusted reference, a problem given as text (``untrusted.reference_worker``,
-  ``reference_protocol``).
+- ``REFERENCE_WORKER``: the worker of an untrusted reference, a problem given as text
+  (``evalkit.judge.reference_worker``, ``reference_protocol``).
 
 Each names the module ``python -m`` runs, how its replies are read (each one's declared claims, checked before
 anything else sees them) and the request that asks it to stop; ``SETUP_REQUESTS`` are the first requests the

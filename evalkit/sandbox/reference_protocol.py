@@ -1,7 +1,7 @@
 """Both sides of the trust boundary: every message between the judge and a reference worker, declared once.
 
 A problem given as text (``Problem.from_source``, ``reference_code`` over HTTP) is untrusted, its reference as
-much as any answer: it runs in a sandboxed worker of its own (``evalkit.sandbox.untrusted.reference_worker``),
+much as any answer: it runs in a sandboxed worker of its own (``evalkit.judge.reference_worker``),
 never in the judge, which holds it as a ``evalkit.judge.sandboxed_reference.SandboxedReference``. The judge speaks
 to that worker as to an answer's (``protocol``): requests go pickled (the judge is trusted), each carrying
 ``REFERENCE_VERSION``, and the worker reads them only through ``read_request``; replies are one JSON object each,
@@ -36,7 +36,7 @@ from evalkit.sandbox.typed_fields import wrong_field
 from evalkit.sandbox.values import TENSOR_DTYPES
 
 REFERENCE_VERSION = 1  # bump when a message's fields change: a worker refuses any other version
-WORKER_MODULE = "evalkit.sandbox.untrusted.reference_worker"
+WORKER_MODULE = "evalkit.judge.reference_worker"
 MODES = ("check", "serve")
 OPS = ("inputs", "own", "expected", "time", "exit")
 PRECISION_NAMES = ("fp32", "fp16", "bf16")  # ``sources.settings.PRECISIONS``, which a worker does not import

@@ -1,5 +1,7 @@
 """Untrusted side: the harness inside an untrusted reference's process (``python -m
-evalkit.sandbox.untrusted.reference_worker FD JUDGE_PID``), for a problem given as text.
+evalkit.judge.reference_worker FD JUDGE_PID``), for a problem given as text. It lives with the judge because it
+runs the judge's own reference code, in a sandbox the judge starts for it (``judge.sandboxed_reference``); the
+sandbox's rules apply to it as to an answer's worker (``tests/test_layout.py``: what it may import).
 
 The reference runs here, confined as an answer's worker is (``confine``), and never in the judge: importing it,
 checking it defines what a reference must, its init inputs, building its model, drawing its inputs, PyTorch's own
