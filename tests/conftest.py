@@ -5,7 +5,7 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 import torch
@@ -147,3 +147,15 @@ def warm_cache(prebuilt: Path, tmp_path: Path) -> Path:
     from shared_builds import cache_sharing_builds
 
     return cache_sharing_builds(prebuilt, tmp_path / "cache")
+
+
+def prose_answer_options(tmp_path: Path) -> Any:
+    """``evalkit score``'s options over one answer with no code in it (its row needs no judge) to a CPU judge, its
+    report in ``tmp_path / "report"``."""
+    from evalkit.schedule.options import ScoreOptions
+
+    answer = tmp_path / "subs" / "api" / "linear_relu" / "prose.txt"
+    answer.parent.mkdir(parents=True)
+    answer.write_text("No code in this answer, sorry.\n")
+    return ScoreOptions(submissions=tmp_path / "subs", problems_dir=FIXTURES / "judge_problems",
+                        out_dir=tmp_path / "report", device="cpu", baselines=(), seed=7, cache_dir=tmp_path / "cache")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import prose_answer_options
 from evalkit.report_folder import ReportFolder, ReportFolderBusy, ReportFolderError
 from evalkit.results_file import BASELINES_FILE, DETAIL_DIR, LOCK_FILE, RESULTS_FILE, read_rows
 
@@ -93,14 +93,8 @@ def test_pages_replace_the_stale_ones(tmp_path: Path) -> None:
 
 def test_a_score_into_a_folder_another_run_writes_is_refused_before_anything_starts(tmp_path: Path) -> None:
     from evalkit.schedule.local import score
-    from evalkit.schedule.options import ScoreOptions
 
-    answer = tmp_path / "subs" / "api" / "linear_relu" / "prose.txt"
-    answer.parent.mkdir(parents=True)
-    answer.write_text("No code in this answer, sorry.\n")
-    options = ScoreOptions(submissions=tmp_path / "subs", problems_dir=FIXTURES / "judge_problems",
-                           out_dir=tmp_path / "report", device="cpu", baselines=(), seed=7,
-                           cache_dir=tmp_path / "cache")
+    options = prose_answer_options(tmp_path)
     with ReportFolder.open(options.out_dir):
         with pytest.raises(ReportFolderBusy, match="another run is writing this report folder"):
             score(options)

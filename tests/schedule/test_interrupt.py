@@ -14,10 +14,9 @@ from typing import Iterator
 
 import pytest
 
-from conftest import FIXTURES, ROOT
+from conftest import ROOT, prose_answer_options
 from evalkit.schedule.interrupt import Interrupted, interruptible
 from evalkit.schedule.local import score
-from evalkit.schedule.options import ScoreOptions
 
 
 def _deliver(signum: int) -> None:
@@ -113,12 +112,7 @@ def test_off_the_main_thread_no_handler_is_installed() -> None:
 
 
 def test_score_runs_from_a_thread_that_is_not_the_main_one(tmp_path: Path) -> None:
-    answer = tmp_path / "subs" / "api" / "linear_relu" / "prose.txt"
-    answer.parent.mkdir(parents=True)
-    answer.write_text("No code in this answer, sorry.\n")
-    options = ScoreOptions(submissions=tmp_path / "subs", problems_dir=FIXTURES / "judge_problems",
-                           out_dir=tmp_path / "report", device="cpu", baselines=(), seed=7,
-                           cache_dir=tmp_path / "cache")
+    options = prose_answer_options(tmp_path)
     results: list[object] = []
     thread = threading.Thread(target=lambda: results.append(score(options)))
     thread.start()
