@@ -86,7 +86,7 @@ def _count_overlaps(station: Any) -> tuple[list[str], threading.Event]:
                 busy.release()
         return call
 
-    station.judge = guarded("judge", station.judge)
+    station.judge_answer = guarded("judge", station.judge_answer)
     station.prepare = guarded("prepare", station.prepare)
     return overlaps, judging
 
