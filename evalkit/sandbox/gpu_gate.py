@@ -30,10 +30,11 @@ from evalkit.sandbox.host_timing import HostTiming, Token, open_registry
 logger = logging.getLogger(__name__)
 
 # How long a judge that has its GPU's turn waits for other judges' non-timed work on it before it times anyway (and
-# flags the row). A use is one stage of one answer: on the H200 a warm answer's longest, its profile, took 1.5 s
-# (load 0.3 s, correctness 0.4 s), so ten seconds is several times any stage of a warm answer, yet a sixth of what
-# one answer may hang for before its limits end it (60 s, ``hang_limit_s``): a hanging neighbour costs a timing at
-# most this long, and the first call of an answer that compiles longer (Triton, torch.compile) is timed beside.
+# flags the row). A use is one stage of one answer: on the H200 the profile of one forward, a warm answer's longest
+# stage, cost 1.0-1.6 s (docs/gpu-runs/2026-11-24-judge-work-h200), so ten seconds is several times it, yet a sixth
+# of what one answer may hang for before its limits end it (60 s, ``hang_limit_s``): a hanging neighbour costs a
+# timing at most this long, and the first call of an answer that compiles longer (Triton, torch.compile) is timed
+# beside.
 USE_WAIT_S = 10.0
 
 

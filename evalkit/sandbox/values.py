@@ -25,15 +25,20 @@ TENSOR_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", 
 _TAGS = ("list", "tuple", "dict", "tensor", "dtype")
 
 
+def _count(depth: int, nodes: list[int]) -> None:
+    """One more part of a value at ``depth`` (``nodes[0]`` counts them): ``ValueError`` past either bound."""
+    nodes[0] += 1
+    if depth > MAX_DEPTH or nodes[0] > MAX_NODES:
+        raise ValueError(f"a value nested deeper than {MAX_DEPTH} or of more than {MAX_NODES} parts")
+
+
 def encode(value: Any) -> Any:
     """``value`` as JSON data (``ValueError`` for anything ``decode`` would not read back)."""
     return _encode(value, 0, [0])
 
 
 def _encode(value: Any, depth: int, nodes: list[int]) -> Any:
-    nodes[0] += 1
-    if depth > MAX_DEPTH or nodes[0] > MAX_NODES:
-        raise ValueError(f"a value nested deeper than {MAX_DEPTH} or of more than {MAX_NODES} parts")
+    _count(depth, nodes)
     if value is None or isinstance(value, (bool, int, float)):
         return _number(value)
     if isinstance(value, str):
@@ -84,9 +89,7 @@ def decode(data: Any) -> Any:
 
 
 def _decode(data: Any, depth: int, nodes: list[int]) -> Any:
-    nodes[0] += 1
-    if depth > MAX_DEPTH or nodes[0] > MAX_NODES:
-        raise ValueError(f"a value nested deeper than {MAX_DEPTH} or of more than {MAX_NODES} parts")
+    _count(depth, nodes)
     if data is None or isinstance(data, (bool, float)):
         return data
     if isinstance(data, int):
