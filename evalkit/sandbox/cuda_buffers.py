@@ -36,6 +36,11 @@ class _Driver:
     (the context torch itself uses), whichever thread calls."""
 
     def __init__(self) -> None:
+        # torch's own hold on the primary context, made now: a call's retain and release below would otherwise be
+        # its only one, and the release that brings it to zero destroys the context with every buffer allocated in
+        # it (a judge process whose first CUDA work was a sandboxed reference's buffers: every later cuMemFree failed
+        # with CUDA_ERROR_INVALID_VALUE, docs/gpu-runs/2026-11-29-rl-throughput-h200).
+        torch.cuda.synchronize()
         self.lib = ctypes.CDLL("libcuda.so.1")
         self.device = ctypes.c_int()
         self._check(self.lib.cuDeviceGet(ctypes.byref(self.device), torch.cuda.current_device()), "cuDeviceGet")
