@@ -179,6 +179,11 @@ class ReferenceProblem:
 
         return timing_stats(measure(timed_call, prepare, warmup=1, trials=calls))["median_ms"]
 
+    def lent_device_bytes(self) -> int:
+        """Device memory this reference holds outside torch's allocator of the judge's process (none: its tensors
+        are the judge's own)."""
+        return 0
+
     def close(self) -> None:
         """Nothing to end here (a ``SandboxedReference`` ends its worker)."""
 

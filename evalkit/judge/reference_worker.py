@@ -108,6 +108,18 @@ class Served:
             view.copy_(value)
 
     def serve(self, request: rp.ReferenceRequest) -> rp.Done:
+        """One request's reply, once what it computed is in the judge's buffers and its own tensors are freed: a kept
+        problem's worker lives on between its answers, and the float64 forward's temporaries (tens of GiB on the
+        conv problems, which ran the H200 out of memory with five problems kept) go back to the device before the
+        reply, since the judge stops the worker once it has it."""
+        import torch
+
+        done = self._served(request)
+        if self.ref.device == "cuda":
+            torch.cuda.empty_cache()
+        return done
+
+    def _served(self, request: rp.ReferenceRequest) -> rp.Done:
         from evalkit.sandbox.values import decode
 
         self.stage.name = request.op

@@ -271,6 +271,11 @@ class SandboxedReference(ReferenceProblem):
         done = self._ask(rp.ReferenceRequest("time", seed=seed, calls=calls))
         return min(done.ms, (time.perf_counter() - start) * 1e3 / calls)
 
+    def lent_device_bytes(self) -> int:
+        """The device buffers lent to the worker (its inputs, outputs and float64 outputs), allocated through the
+        driver: no allocator of torch's counts them."""
+        return shared_buffers.device_bytes(self._lent)
+
     def close(self) -> None:
         """End the worker, then free what was lent to it (no process of it left to write there)."""
         self._worker.close()

@@ -40,6 +40,12 @@ def describe(value: Any, device: str, fds: list[int], keep: list[Any]) -> Any:
     return buf, {"fd_index": len(fds) - 1, "shape": list(value.shape), "dtype": str(value.dtype).replace("torch.", "")}
 
 
+def device_bytes(kept: list[Any]) -> int:
+    """The device memory of what ``describe`` kept (its ``LentMemory``): the owner's, though no allocator of
+    torch's counts it."""
+    return sum(item.tensor.nbytes for item in kept if isinstance(item, LentMemory))
+
+
 def release(kept: list[Any]) -> None:
     """Free what ``describe`` kept, once no worker can reach it any more (GPU memory at once; a mapping
     when its last tensor goes)."""

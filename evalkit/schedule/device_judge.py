@@ -7,7 +7,7 @@ runs the sandboxed worker through ``evalkit.judge``, and maps the judgement to a
 kind at a time while the judge would otherwise wait for builds, and what is still missing when an answer
 of the problem is timed, since only a speedup needs them. It keeps the problems it loaded lately (their
 float64 references, timed facts and cached expected outputs), the least recently used going first once they
-hold ``KEPT_PROBLEMS_MEMORY_SHARE`` of the GPU's memory or number ``KEPT_PROBLEMS``: a judge that goes back
+hold their share of the GPU's memory (``gpu_memory``) or number ``KEPT_PROBLEMS``: a judge that goes back
 to a problem loads nothing again. Each answer's worker was started while the answer before it was judged
 (``evalkit.sandbox.spare``), and is stopped whenever this judge measures; so is, on CUDA, the worker that
 started the profiler ahead, where a passing answer's kernels are profiled (``evalkit.judge.kernel_profile``).
@@ -19,7 +19,6 @@ that answer's row.
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections import OrderedDict
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -45,6 +44,8 @@ from evalkit.sandbox.launcher import Limits, UntrustedProcess
 from evalkit.sandbox.programs import REFERENCE_WORKER
 from evalkit.sandbox.protocol import PRELOAD_CUDA_VARIABLE, PRELOAD_PROFILER_VARIABLE
 from evalkit.sandbox.spare import SpareWorker, at_once, discard
+from evalkit.schedule.gpu_memory import (FREE_MEMORY_FLOOR_SHARE, free_garbage, free_share, held_share,
+                                          kept_memory_share, out_of_memory, release_cached_memory)
 from evalkit.schedule.judge_messages import StationSpec
 from evalkit.sources.problems import Problem
 
@@ -60,10 +61,8 @@ PROFILING_WORKERS = 2
 
 # Loading a problem again costs its judge 1-2 s on the H200 (the reference timed, its float64 outputs computed),
 # paid at every switch between problems, most of them at a corpus's end where answers of every problem queue
-# up. Kept problems hold GPU memory the answers' workers may need, hence the bound: a share of the device's
-# memory (split among the judges of one GPU), which a problem larger than it never shares with another.
+# up. Kept problems hold GPU memory the answers' workers may need, hence the bounds of ``gpu_memory``.
 KEPT_PROBLEMS = 8
-KEPT_PROBLEMS_MEMORY_SHARE = 0.25
 
 Quiet = Callable[[], AbstractContextManager[Any]]
 
@@ -161,18 +160,26 @@ class DeviceJudge:
             failed = verdicts.build_failed_row(submission, early, outcome, self.device)
             if failed is not None:
                 return failed  # needs neither the reference nor the baselines
-            context = self._switch_to(submission.problem)
             try:
-                return self._judge_one(submission, early, outcome, context)
-            except ReferenceFailed as err:  # an untrusted reference's worker failed: its fault, not the answer's
-                logger.warning("%s: %s", submission.problem, err)
-                _close_judge(context)  # loaded anew for the problem's next answer
-                return verdicts.unavailable_row(submission, early, outcome, self.device, str(err))
+                return self._judged(submission, early, outcome)
+            except (torch.OutOfMemoryError, ReferenceFailed) as err:
+                if not (out_of_memory(err) and self._unload_others(submission.problem)):
+                    raise
+                logger.warning("%s/%s: the GPU ran out of memory with other problems kept: judged again with them "
+                               "unloaded", submission.problem, submission.sample)
+                return self._judged(submission, early, outcome)
+        except ReferenceFailed as err:  # an untrusted reference's worker failed: its fault, not the answer's
+            logger.warning("%s: %s", submission.problem, err)
+            _close_judge(self._kept.get(submission.problem))  # loaded anew for the problem's next answer
+            return verdicts.unavailable_row(submission, early, outcome, self.device, str(err))
         except Exception as err:  # noqa: BLE001 - a hostile answer may find a way to upset the judge itself
             logger.exception("%s/%s: the judge failed on this answer", submission.problem, submission.sample)
             return verdicts.judge_failed_row(submission, early, self.device, err)
         finally:
-            _release_cached_memory(self.device)  # what this judge no longer uses, the next worker may need
+            release_cached_memory(self.device)  # what this judge no longer uses, the next worker may need
+
+    def _judged(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
+        return self._judge_one(submission, early, outcome, self._switch_to(submission.problem))
 
     def cancel(self, key: str) -> None:
         """The answer ``key`` (``Submission.key``) is no longer wanted: if it is in hand, kill its workers now (its
@@ -195,7 +202,7 @@ class DeviceJudge:
         at_once(lambda end: end(), [*(partial(_close_judge, context) for context in self._kept.values()),
                                      *(spare.close for spare in spares)])
         self._kept.clear()
-        _free_garbage(self.device)
+        free_garbage(self.device)
 
     def _baseline_of(self, context: _ProblemContext) -> Callable[[str], dict[str, Any]]:
         """Time one baseline kind: the live baseline itself, alone, when it is of that kind; else that kind in a
@@ -264,17 +271,29 @@ class DeviceJudge:
 
     def _make_room(self) -> None:
         """Drop the least recently used problems (their tensors freed) until one more fits the bounds."""
-        while self._kept and (len(self._kept) >= KEPT_PROBLEMS or self._memory_share() > self._memory_bound):
+        while self._kept and (len(self._kept) >= KEPT_PROBLEMS or self._memory_share() > self._memory_bound
+                              or self._free_share() < FREE_MEMORY_FLOOR_SHARE):
             dropped, context = self._kept.popitem(last=False)
             _close_judge(context)
             logger.debug("%s: unloaded to make room for another problem", dropped)
-            _free_garbage(self.device)
+            free_garbage(self.device)
 
     def _memory_share(self) -> float:
-        """The share of the GPU's memory this judge's own tensors hold (0 on CPU: there only the count bounds)."""
-        if self.device != "cuda" or not torch.cuda.is_initialized():
-            return 0.0
-        return torch.cuda.memory_allocated() / torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+        """The share of the GPU's memory this judge's own tensors hold, the buffers it lent its problems' sandboxed
+        references included (0 on CPU: there only the count bounds)."""
+        lent = sum(context.judge.ref.lent_device_bytes() for context in self._kept.values() if context.judge)
+        return held_share(self.device, lent)
+
+    def _unload_others(self, problem_id: str) -> bool:
+        """Unload every kept problem but ``problem_id``, after the GPU ran out of memory: whether any was kept."""
+        others = [key for key in self._kept if key != problem_id]
+        for key in others:
+            _close_judge(self._kept.pop(key))
+        free_garbage(self.device)
+        return bool(others)
+
+    def _free_share(self) -> float:
+        return free_share(self.device)
 
     def _judge_of(self, context: _ProblemContext) -> Judge | None:
         """The problem's judge, loaded on first need; None (and ``setup_error`` set) when the reference fails."""
@@ -334,7 +353,7 @@ class DeviceJudge:
         # the judge's own garbage and cached memory go too, so the baselines' worker finds the GPU as free.
         baselines = context.baselines or {}
         if judgement.timing and not all(kind in baselines for kind in self.kinds):
-            _free_garbage(self.device)
+            free_garbage(self.device)
             baselines = self.prepare(submission.problem)
         settings = self.plans[submission.problem].settings
         row = verdicts.built_row(submission, early, outcome, self.device)
@@ -342,8 +361,6 @@ class DeviceJudge:
                                    self.kinds)
 
 
-def kept_memory_share(gpu_judges: int) -> float:  # a judge's kept problems', with ``gpu_judges`` on its GPU
-    return KEPT_PROBLEMS_MEMORY_SHARE / max(1, gpu_judges)
 
 
 def _cancel_workers(workers: list[UntrustedProcess]) -> None:
@@ -374,18 +391,6 @@ def _with_code(worker: UntrustedProcess, code: str) -> Path:
     return path
 
 
-def _release_cached_memory(device: str) -> None:
-    """Hand the GPU memory torch's allocator keeps cached back to the device: the judge's workers are other
-    processes, and a large problem's float64 reference leaves tens of GiB cached that they could not use."""
-    if device == "cuda" and torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
-
-
-def _free_garbage(device: str) -> None:
-    """Tensors held in reference cycles (a traceback's frames) go now, not at some later GC, and their memory
-    back to the device."""
-    gc.collect()
-    _release_cached_memory(device)
 
 
 def _pinned(limits: Limits) -> dict[str, str]:

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import FIXTURES
 from evalkit import Evaluator
-from evalkit.schedule import device_judge
+from evalkit.schedule import device_judge, gpu_memory
 
 PROBLEMS = FIXTURES / "judge_problems"
 ANSWERS = FIXTURES / "judge_submissions" / "fixtures"
@@ -54,11 +54,64 @@ def test_a_judge_over_its_share_of_the_gpus_memory_unloads_the_least_recently_us
     judge._memory_bound = device_judge.kept_memory_share(1)
     shares = iter([0.4, 0.2])  # measured before each drop
     monkeypatch.setattr(judge, "_memory_share", lambda: next(shares))
-    monkeypatch.setattr(device_judge, "_free_garbage", lambda device: None)
+    monkeypatch.setattr(device_judge, "free_garbage", lambda device: None)
     judge._make_room()
     assert judge.kept_problems == ["recent", "current"]
 
 
+def test_a_gpu_short_of_free_memory_unloads_the_least_recently_used_whoever_holds_the_memory(monkeypatch):
+    """A problem given as text holds memory the judge's allocations do not show (its reference's worker, the
+    buffers lent to it): the GPU's free memory bounds the kept problems too."""
+    judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
+    judge.device, judge._kept = "cuda", device_judge.OrderedDict(old=None, recent=None, current=None)
+    judge._memory_bound = device_judge.kept_memory_share(1)
+    monkeypatch.setattr(judge, "_memory_share", lambda: 0.0)  # the judge's own tensors: nothing
+    floor = device_judge.FREE_MEMORY_FLOOR_SHARE
+    free = iter([floor / 4, floor / 2, floor + 0.01])  # measured before each drop
+    monkeypatch.setattr(judge, "_free_share", lambda: next(free))
+    monkeypatch.setattr(device_judge, "free_garbage", lambda device: None)
+    judge._make_room()
+    assert judge.kept_problems == ["current"]
+
+
 def test_the_judges_of_one_gpu_split_its_memory_share_for_kept_problems():
-    assert device_judge.kept_memory_share(1) == device_judge.KEPT_PROBLEMS_MEMORY_SHARE
-    assert device_judge.kept_memory_share(2) == device_judge.KEPT_PROBLEMS_MEMORY_SHARE / 2
+    assert device_judge.kept_memory_share(1) == gpu_memory.KEPT_PROBLEMS_MEMORY_SHARE
+    assert device_judge.kept_memory_share(2) == gpu_memory.KEPT_PROBLEMS_MEMORY_SHARE / 2
+
+
+def test_an_answer_that_ran_the_gpu_out_of_memory_beside_kept_problems_is_judged_again_with_them_unloaded(monkeypatch):
+    """Kept problems are a cache: when the GPU runs out of memory (in the judge, or in a sandboxed reference's
+    worker) with other problems kept, they go and the answer is judged once more, never charged for the cache."""
+    judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
+    judge.device, judge._kept = "cuda", device_judge.OrderedDict(old=None, other=None)
+    monkeypatch.setattr(device_judge, "free_garbage", lambda device: None)
+    monkeypatch.setattr(device_judge.verdicts, "build_failed_row", lambda *args: None)
+    attempts: list[list[str]] = []
+
+    def judged(submission, early, outcome):
+        attempts.append(list(judge._kept))
+        if len(attempts) == 1:
+            raise device_judge.ReferenceFailed("the reference failed (expected): OutOfMemoryError: CUDA out of memory")
+        return "row"
+
+    monkeypatch.setattr(judge, "_judged", judged)
+    submission = type("Submission", (), {"problem": "current", "sample": "s"})()
+    assert judge._row(submission, None, None) == "row"
+    assert attempts == [["old", "other"], []]  # the second attempt with nothing else kept
+
+
+def test_an_out_of_memory_with_nothing_else_kept_is_not_judged_again(monkeypatch):
+    judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
+    judge.device, judge._kept = "cuda", device_judge.OrderedDict(current=None)
+    monkeypatch.setattr(device_judge, "free_garbage", lambda device: None)
+    monkeypatch.setattr(device_judge.verdicts, "build_failed_row", lambda *args: None)
+    monkeypatch.setattr(device_judge.verdicts, "judge_failed_row", lambda submission, early, device, err: repr(err))
+    calls = []
+
+    def judged(submission, early, outcome):
+        calls.append(1)
+        raise device_judge.torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(judge, "_judged", judged)
+    submission = type("Submission", (), {"problem": "current", "sample": "s"})()
+    assert "OutOfMemoryError" in judge._row(submission, None, None) and calls == [1]
