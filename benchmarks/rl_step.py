@@ -11,7 +11,13 @@ Answers come from ANSWERS/<problem>/<file> (`.py`, `.md` or `.txt`, each one ans
 PROBLEMS that have any; `--group G` takes G answers a problem (cycling through the files).
 
     python3 benchmarks/rl_step.py [--problems problems/] [--answers BENCH_ANSWERS] [--steps 3] [--group 8]
-        [--device cuda|cpu] [--extra='--timing-trials 20'] [--json FILE]
+        [--device cuda|cpu] [--extra='--timing-trials 20'] [--cache DIR] [--json FILE] [--against FILE]
+
+`--cache DIR` keeps the server's cache (builds, baselines) in DIR, so a later run with other options starts warm;
+without it every run starts from an empty one. Each step's figures include the sum of its rows' stage seconds
+(where a reward's time went) and its correct rows' speedups; `--against FILE` (another run's `--json`) prints, per
+answer judged correct in both, how far this run's speedup over eager lies from that run's: whether an option moved
+a speedup.
 
 On a CPU machine: `--device cpu --problems tests/fixtures/judge_problems --answers
 tests/fixtures/judge_submissions/fixtures`. Run from the repository root.
@@ -22,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import signal
 import socket
 import statistics
 import subprocess
@@ -83,14 +90,13 @@ def resident_mib(pid: int) -> float:
     return total_kib / 1024
 
 
-def start_server(args: argparse.Namespace, cache: Path) -> tuple[subprocess.Popen, str]:
+def start_server(args: argparse.Namespace, cache: Path, log: Path) -> tuple[subprocess.Popen, str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     command = [sys.executable, "-m", "evalkit", "serve", "--port", str(port), "--device", args.device,
                "--problems", str(args.problems), "--cache-dir", str(cache), *shlex.split(args.extra)]
-    log = cache.parent / "serve.log"  # its line per request: a pipe nobody reads would fill and stop it
-    with log.open("w") as out:
+    with log.open("w") as out:  # its line per request: a pipe nobody reads would fill and stop it
         server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=out, text=True)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
@@ -108,8 +114,8 @@ def start_server(args: argparse.Namespace, cache: Path) -> tuple[subprocess.Pope
 
 def step(base: str, work: dict[str, tuple[str, list[str]]]) -> dict[str, Any]:
     start = time.monotonic()
-    ids = [call(f"{base}/v1/batch", {"items": [{"reference_code": reference, "answer": text} for text in texts]})["id"]
-           for reference, texts in work.values()]
+    ids = {call(f"{base}/v1/batch", {"items": [{"reference_code": reference, "answer": text} for text in texts]})["id"]:
+           name for name, (reference, texts) in work.items()}
     first_s, rows = None, {}
     while len(rows) < len(ids):
         for batch_id in ids:
@@ -122,10 +128,43 @@ def step(base: str, work: dict[str, tuple[str, list[str]]]) -> dict[str, Any]:
                 rows[batch_id] = state["rows"]
         time.sleep(POLL_S)
     wall_s = time.monotonic() - start
-    decided = [row for batch in rows.values() for row in batch]
-    return {"wall_s": wall_s, "first_reward_s": first_s, "rewards": len(decided),
+    decided = [{**row, "problem": ids[batch_id]} for batch_id, batch in rows.items() for row in batch]
+    stages: Counter[str] = Counter()
+    for row in decided:
+        stages.update({name: seconds for name, seconds in (row.get("stage_seconds") or {}).items()})
+    return {"wall_s": wall_s, "last_reward_s": wall_s, "first_reward_s": first_s, "rewards": len(decided),
             "rewards_per_minute": len(decided) / wall_s * 60, "verdicts": dict(Counter(r["verdict"] for r in decided)),
-            "feedback_chars_median": statistics.median(len(r.get("feedback") or "") for r in decided)}
+            "feedback_chars_median": statistics.median(len(r.get("feedback") or "") for r in decided),
+            "stage_seconds": {name: round(seconds, 2) for name, seconds in stages.most_common()},
+            "flags": dict(Counter(flag for r in decided for flag in r.get("flags") or [])),
+            "reasons": dict(Counter(f"{r['verdict']}: {r.get('reason', '')[:200]}" for r in decided
+                                    if r["verdict"] != "correct")),
+            "speedups": {answer_key(row): speedup_figures(row) for row in decided if row["verdict"] == "correct"}}
+
+
+def answer_key(row: dict[str, Any]) -> str:
+    """An answer's name across runs: its problem and its place in the problem's group."""
+    return f"{row['problem']}#{row['item']}"
+
+
+def speedup_figures(row: dict[str, Any]) -> list[float | None]:
+    """A correct row's speedup over eager with its interval's ends."""
+    low, high = row.get("speedup_vs_eager_ci") or (None, None)
+    return [row.get("speedup_vs_eager"), low, high]
+
+
+def compare(steps: list[dict[str, Any]], other: dict[str, Any]) -> None:
+    """Per answer judged correct in the last step of both runs, this run's speedup against the other's."""
+    mine, theirs = steps[-1]["speedups"], other["steps"][-1]["speedups"]
+    shared = sorted(key for key in mine if key in theirs and mine[key][0] and theirs[key][0])
+    gaps = []
+    for key in shared:
+        gap = mine[key][0] / theirs[key][0] - 1
+        gaps.append(gap)
+        print(f"  {key:48} {mine[key][0]:7.3f} vs {theirs[key][0]:7.3f}  ({gap:+.1%})")
+    if gaps:
+        print(f"speedups against the other run: {len(gaps)} answers, median {statistics.median(gaps):+.1%}, "
+              f"largest {max(gaps, key=abs):+.1%}")
 
 
 def main() -> None:
@@ -137,10 +176,17 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--extra", default="", help="further `evalkit serve` options, as one string")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--cache", type=Path, default=None, help="the server's cache folder, kept (default: a new one)")
+    parser.add_argument("--against", type=Path, default=None, help="another run's --json: compare the speedups")
     args = parser.parse_args()
     work = groups(args.problems, args.answers, args.group)
+    other = json.loads(args.against.read_text()) if args.against and args.against.is_file() else None
+    if args.against and other is None:
+        print(f"rl_step: {args.against} does not exist (that run did not finish): no comparison", file=sys.stderr)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a `timeout` still stops the server (``finally``)
     with tempfile.TemporaryDirectory(prefix="evalkit-rl-step-") as scratch:
-        server, base = start_server(args, Path(scratch) / "cache")
+        log = args.json.with_suffix(".serve.log") if args.json else Path(scratch) / "serve.log"  # kept beside it
+        server, base = start_server(args, args.cache or Path(scratch) / "cache", log)
         try:
             steps = []
             for number in range(1, args.steps + 1):
@@ -149,16 +195,29 @@ def main() -> None:
                 steps.append(figures)
                 print(f"step {number}: {figures['rewards']} rewards in {figures['wall_s']:.1f} s "
                       f"({figures['rewards_per_minute']:.1f}/min), first after {figures['first_reward_s']:.2f} s, "
-                      f"server {figures['server_rss_mib']:.0f} MiB; {figures['verdicts']}", flush=True)
+                      f"server {figures['server_rss_mib']:.0f} MiB; {figures['verdicts']}; flags {figures['flags']}\n"
+                      f"  stage seconds {figures['stage_seconds']}", flush=True)
+                if args.json:  # after every step: a run cut short keeps the steps it finished
+                    write_json(args, len(work), steps)
         finally:
             server.terminate()
-            server.wait(timeout=300)
+            try:
+                server.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                server.kill()
     growth = steps[-1]["server_rss_mib"] - steps[0]["server_rss_mib"] if len(steps) > 1 else 0.0
     print(f"rl_step: {len(work)} problems x {args.group} answers x {args.steps} steps; server memory from the first "
           f"step to the last: {growth:+.0f} MiB")
+    if other is not None:
+        compare(steps, other)
     if args.json:
-        args.json.write_text(json.dumps({"problems": len(work), "group": args.group, "steps": steps,
-                                         "memory_growth_mib": growth}, indent=2))
+        write_json(args, len(work), steps)
+
+
+def write_json(args: argparse.Namespace, problems: int, steps: list[dict[str, Any]]) -> None:
+    growth = steps[-1]["server_rss_mib"] - steps[0]["server_rss_mib"]
+    args.json.write_text(json.dumps({"problems": problems, "group": args.group, "extra": args.extra, "steps": steps,
+                                     "memory_growth_mib": growth}, indent=2))
 
 
 if __name__ == "__main__":

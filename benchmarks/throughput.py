@@ -54,6 +54,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from evalkit.records import STAGE_PARTS
+
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "benchmarks" / "corpus"
 SEEDS = ROOT / "submissions" / "seeds"
@@ -236,7 +238,8 @@ def _submission_order(row: dict[str, Any]) -> tuple[str, str, int, str]:
 def judge_s(row: dict[str, Any]) -> float:
     """The judge's seconds on this row: its recorded stages, plus the limit of a stage that timed out (a row
     records only the stages that finished; its reason names the limit that ended the other)."""
-    return sum(v for k, v in (row.get("stage_seconds") or {}).items() if k != "build_s") + timed_out_s(row)
+    return sum(v for k, v in (row.get("stage_seconds") or {}).items()
+               if k != "build_s" and k not in STAGE_PARTS) + timed_out_s(row)
 
 
 def timed_out_s(row: dict[str, Any]) -> float:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import random
 import secrets
 import time
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from contextlib import AbstractContextManager
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 import torch
 
@@ -23,13 +24,14 @@ from evalkit.judge.plausibility import half_storage, precision_class, reduced_pr
 from evalkit.judge.judge_settings import JudgeSettings
 from evalkit.judge.reference import OutputSpec, ReferenceProblem, input_seed
 from evalkit.judge.session import Session
-from evalkit.judge.tensor_check import Comparison, compare_outputs, compare_sampled
+from evalkit.judge.tensor_check import Comparison, Taken, compare_outputs, compare_taken, take_sample
 from evalkit.judge.timing import CALIBRATION_PINGS, CALIBRATION_WARMUP, L2Flusher, Overhead, collector_paused
 from evalkit.judge.verdicts import Finding, Judgement, Stop, confinement_warnings
 from evalkit.records import Flag
 from evalkit.row_parts import CorrectnessRecord, PytorchOwnRecord
 from evalkit.sandbox import protocol
 from evalkit.sandbox.gpu_gate import contention_note
+
 
 class JudgeState(Protocol):
     """What a contender reads of the judge that holds it (``submission_judge.Judge``, whose module imports this
@@ -50,6 +52,17 @@ class JudgeState(Protocol):
     def expected(self, call: int, originals: list[Any]) -> list[torch.Tensor]: ...
 
 
+@dataclass
+class _PendingCheck:
+    """A timed request's call taken for a check: its outputs' values (at secret positions, or whole when small) and
+    the seed its inputs were drawn from."""
+
+    request: int
+    call: int
+    seed: int
+    taken: list[Taken]
+
+
 class Contender:
     """One worker's session with the judge's state (``judge``: a ``submission_judge.Judge``) and settings."""
 
@@ -59,6 +72,8 @@ class Contender:
         self.timing_secret = secrets.randbits(62)  # the key of every timed call's input seed: never sent
         self.rng = random.Random(secrets.randbits(64))  # which timed calls are checked, and the window's order
         self.calls_drawn = 0
+        self._request_first = 0  # the number of the last timed request's first call
+        self._pending: list[_PendingCheck] = []  # outputs taken from timed requests, compared after the window
         self.calibrated = Overhead(0.0, 0.0)  # the part of a request subtracted, by pings before the code loaded
         self.overhead = self.calibrated  # the figure in use (a window measures it anew: ``window.window_overhead``)
         self.zeros: list[list[Any]] = []
@@ -67,10 +82,26 @@ class Contender:
         self.failed = False  # set once a request of it failed: a kept baseline is then started anew
         self.stage_seconds: dict[str, float] = {}
         self.flags: list[str] = []
+        self.turn_wait_s = 0.0  # waiting for the GPU's turn (``turn``), part of calibrate_s and timing_s
+        self.checks_s = 0.0  # the judge's checks of timed requests (``check_timed``), part of timing_s
 
     @property
     def batch(self) -> int:
         return self.session.batch
+
+    @contextmanager
+    def turn(self) -> Iterator[list[str]]:
+        """A measurement's turn on the machine (``judge.quiet``: builds frozen, the GPU to itself) with the garbage
+        collector paused; yields the other judges' uses of the GPU it was made beside. Its wait is counted."""
+        start = time.monotonic()
+        with self.judge.quiet() as beside, collector_paused():
+            self.turn_wait_s += time.monotonic() - start
+            yield list(beside or [])
+
+    def waits(self) -> dict[str, float]:
+        """Where a judged answer's time went inside its stages: its waits for the GPU's turn, and its timed
+        requests' checks (``stage_seconds``' parts of other stages)."""
+        return {"turn_wait_s": self.turn_wait_s, **({"checks_s": self.checks_s} if self.checks_s else {})}
 
     @property
     def per_call(self) -> Overhead:
@@ -125,8 +156,8 @@ class Contender:
         start = time.monotonic()
         self.session.calibrate(self.zeros, lambda made: bool(made))
         first_s = time.monotonic() - start
-        with judge.quiet() as beside, collector_paused():  # a measurement like any timing: builds frozen meanwhile
-            contended.extend(beside or [])
+        with self.turn() as beside:  # a measurement like any timing: builds frozen meanwhile
+            contended.extend(beside)
             self.session.calibrate(self.zeros, CALIBRATION_WARMUP.enough)
             pings = self.session.calibrate(self.zeros, CALIBRATION_PINGS.enough)
         self.calibrated = self.overhead = Overhead.from_pings(pings)
@@ -171,19 +202,18 @@ class Contender:
             pytorch_own=judge.pytorch_error, seed=settings.seed, inputs_seed=judge.correctness_inputs_seed,
             timing_inputs_seed=self.timing_secret, stored_as=stored_as)
 
-    def _compare(self, k: int, expected: list[torch.Tensor], sampled: bool = False) -> list[Comparison]:
+    def _compare(self, k: int, expected: list[torch.Tensor]) -> list[Comparison]:
         """Call ``k``'s outputs in the last request, read where the worker keeps them, against ``expected``, the
-        float64 reference: whole, or (``sampled``) at positions drawn from the judge's secret now, once the worker
-        is frozen, when an output is larger than a sample (``tensor_check.SAMPLED_ELEMENTS``)."""
+        float64 reference, whole."""
         atol, rtol = self.settings.atol, self.settings.rtol
-        return [compare_sampled(out, exp, atol=atol, rtol=rtol, seed=secrets.randbits(62), expected_dtype=spec.dtype)
-                if sampled else compare_outputs(out, exp, atol=atol, rtol=rtol, expected_dtype=spec.dtype)
+        return [compare_outputs(out, exp, atol=atol, rtol=rtol, expected_dtype=spec.dtype)
                 for out, exp, spec in zip(self.session.outputs(k), expected, self.judge.specs)]
 
     def timed_request(self) -> tuple[float, list[list[Any]]]:
         """One timed request on fresh inputs (each call's from a seed of its own) after an L2 flush. (The judge's
         milliseconds, the inputs.)"""
         first, self.calls_drawn = self.calls_drawn, self.calls_drawn + self.batch
+        self._request_first = first
         originals = [self.ref.make_inputs(input_seed(self.timing_secret, first + k)) for k in range(self.batch)]
         self.judge.flusher.flush()
         wall_ms, claim = self._call(originals)
@@ -192,18 +222,38 @@ class Contender:
         return wall_ms, originals
 
     def check_timed(self, originals: list[list[Any]], request: int, drawn: bool) -> bool:
-        """Check timed request ``request`` against the reference when ``drawn``: one of its calls, picked by the
-        secret generator, at positions drawn now (the worker is frozen, its outputs where its calls left them).
-        Whether it checked."""
+        """Take timed request ``request`` for a check against the reference when ``drawn``: one of its calls,
+        picked by the secret generator, its outputs read at positions drawn now (the worker is frozen, its outputs
+        where its calls left them). The float64 reference it is compared with is computed after the window
+        (``finish_checks``), outside the GPU's exclusive turn, from the call's input seed. Whether it took one."""
         if not (self.verify and drawn):
             return False
+        start = time.monotonic()
         k = self.rng.randrange(self.batch)
-        for index, result in enumerate(self._compare(k, self.ref.expected(originals[k]), sampled=True)):
-            if not result.ok:
-                raise Stop(Finding.WRONG_DURING_TIMING,
-                           f"an output produced during timing (request {request + 1}, call {k + 1}) is wrong: "
-                           f"{result.reason}", {"correctness": self._failed_timed(request, index, result)})
+        taken = [take_sample(out, secrets.randbits(62)) for out in self.session.outputs(k)]
+        self._pending.append(_PendingCheck(request, k, input_seed(self.timing_secret, self._request_first + k), taken))
+        self.checks_s += time.monotonic() - start
         return True
+
+    def finish_checks(self) -> None:
+        """Compare the outputs taken from timed requests (``check_timed``) with the float64 reference of their
+        inputs, drawn again from their seeds; ``Stop`` at the first wrong one, naming its request and call."""
+        start = time.monotonic()
+        try:
+            while self._pending:
+                check = self._pending.pop(0)
+                expected = self.ref.expected(self.ref.make_inputs(check.seed))
+                for index, (taken, exp, spec) in enumerate(zip(check.taken, expected, self.judge.specs)):
+                    result = compare_taken(taken, exp, atol=self.settings.atol, rtol=self.settings.rtol,
+                                           expected_dtype=spec.dtype)
+                    if not result.ok:
+                        raise Stop(Finding.WRONG_DURING_TIMING,
+                                   f"an output produced during timing (request {check.request + 1}, call "
+                                   f"{check.call + 1}) is wrong: {result.reason}",
+                                   {"correctness": self._failed_timed(check.request, index, result)})
+        finally:
+            self._pending.clear()
+            self.checks_s += time.monotonic() - start
 
     def _failed_timed(self, request: int, index: int, result: Comparison) -> CorrectnessRecord:
         """The correctness record of output ``index`` of timed request ``request``, found wrong."""

@@ -29,7 +29,7 @@ from evalkit.judge.reference import OutputSpec, ReferenceProblem, input_seed, va
 from evalkit.judge.session import Session, WorkerChannel
 from evalkit.judge.tensor_check import compare_outputs
 from evalkit.judge.time_limits import TimeLimits, reference_ms, time_limits
-from evalkit.judge.timing import GpuIdle, L2Flusher, batch_size, collector_paused, is_noisy, net_stats
+from evalkit.judge.timing import GpuIdle, L2Flusher, batch_size, is_noisy, net_stats
 from evalkit.judge.verdicts import Finding, Judgement, Stop, crash_reason
 from evalkit.judge.window import PartnerFailed, Window, side_stats, time_window
 from evalkit.judge.speedups import Speedup
@@ -181,7 +181,7 @@ class Judge:
         speedup over that kind from their window (``relative``). Raises ``BaselineFailed``."""
         start = time.monotonic()
         try:
-            with self.quiet() as contended, collector_paused():
+            with baseline.turn() as contended:
                 record, speedup = _timed(baseline, partner[1] if partner else None, baseline.flags)
             note_contention(contended, baseline.flags, [])
         except (Stop, WorkerGone, PartnerFailed) as failure:
@@ -226,6 +226,7 @@ class Judge:
             start = time.monotonic()
             judgement.timing = self._time_answer(answer, baseline, judgement)
             stages["timing_s"] = time.monotonic() - start
+        stages.update(answer.waits())
         if native_calls:
             start = time.monotonic()
             judgement.correctness = judgement.correctness or CorrectnessRecord()  # a passing answer's: never None
@@ -237,12 +238,14 @@ class Judge:
     def _time_answer(self, answer: Contender, baseline: tuple[str, Contender] | None,
                      judgement: Judgement) -> TimingRecord:
         """The answer's timing record, its speedup over ``baseline`` (kind, live worker) from their window."""
-        with self.quiet() as contended, collector_paused():
+        with answer.turn() as contended:
             try:
                 record, speedup = _timed(answer, baseline[1] if baseline else None, judgement.flags)
             except PartnerFailed as failure:
                 judgement.warnings.append(f"no speedup: {failure}")
                 record, speedup = _timed(answer, None, judgement.flags)
+        with self.use():  # the float64 checks of what the window took need the GPU, not to themselves
+            answer.finish_checks()
         note_contention(contended, judgement.flags, judgement.warnings)
         if speedup is not None and baseline is not None:
             record["speedup"] = WindowSpeedupRecord(vs=baseline[0], **speedup.to_dict())

@@ -167,13 +167,32 @@ def compare_sampled(actual: torch.Tensor, expected: torch.Tensor, *, atol: float
                     expected_dtype: torch.dtype | None = None) -> Comparison:
     """``compare_outputs`` on ``SAMPLED_ELEMENTS`` positions drawn uniformly from ``seed``, or on every position
     when there are no more. Its counts and errors are the sample's; a bad index is the full tensor's. For the
-    judge's checks of timed calls, with a secret seed: nothing the worker saw predicts the positions."""
+    judge's checks of timed calls, with a secret seed: nothing the worker saw predicts the positions. The same as
+    ``take_sample`` now and ``compare_taken`` later, which a check of a timed call does."""
     expected_dtype = expected_dtype or expected.dtype
-    positions = sample_positions(expected.numel(), seed, expected.device)
-    if _shape_problem(actual, expected, expected_dtype) or positions is None:
+    if _shape_problem(actual, expected, expected_dtype):
         return compare_outputs(actual, expected, atol=atol, rtol=rtol, expected_dtype=expected_dtype)
-    return compare_at(values_at(actual, positions), expected, positions, atol=atol, rtol=rtol,
-                      expected_dtype=expected_dtype, actual_dtype=actual.dtype)
+    return compare_taken(take_sample(actual, seed), expected, atol=atol, rtol=rtol, expected_dtype=expected_dtype)
+
+
+Taken = tuple[torch.Tensor, torch.Tensor | None]  # an output's values at the positions drawn, and the positions
+
+
+def take_sample(actual: torch.Tensor, seed: int) -> Taken:
+    """What a sampled check keeps of ``actual``: its elements at the positions drawn from ``seed``, or a copy of
+    all of it when it has no more than ``SAMPLED_ELEMENTS``; with the positions (None for all)."""
+    positions = sample_positions(actual.numel(), seed, actual.device)
+    return (actual.clone() if positions is None else values_at(actual, positions)), positions
+
+
+def compare_taken(taken: Taken, expected: torch.Tensor, *, atol: float, rtol: float,
+                  expected_dtype: torch.dtype | None = None) -> Comparison:
+    """An output's values kept by ``take_sample`` against ``expected``, the output of the same inputs."""
+    values, positions = taken
+    if positions is None:
+        return compare_outputs(values, expected, atol=atol, rtol=rtol, expected_dtype=expected_dtype)
+    return compare_at(values, expected, positions, atol=atol, rtol=rtol, expected_dtype=expected_dtype,
+                      actual_dtype=values.dtype)
 
 
 def values_at(tensor: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
@@ -168,7 +169,10 @@ def test_an_honest_worker_is_correct_and_timed(judge):
     assert judgement.timing["calls_per_request"] == batch
     assert judgement.timing["clock"] == "judge" and judgement.timing["overhead_ms"] > 0
     # where the judge's time went, stage by stage (judged through judge_with, which profiles nothing: no profile_s)
-    assert set(judgement.stage_seconds) == {"setup_s", "calibrate_s", "load_s", "correctness_s", "timing_s", "close_s"}
+    stages = judgement.stage_seconds
+    parts = {"turn_wait_s"} | ({"checks_s"} if judgement.timing["verified_calls"] else set())  # records.STAGE_PARTS
+    assert set(stages) == {"setup_s", "calibrate_s", "load_s", "correctness_s", "timing_s", "close_s"} | parts
+    assert stages["turn_wait_s"] + stages.get("checks_s", 0.0) <= stages["calibrate_s"] + stages["timing_s"]
 
 
 def test_slow_pings_end_the_calibration_by_its_time_budget(judge):
@@ -271,6 +275,47 @@ def test_a_large_output_half_unwritten_is_caught_at_positions_drawn_once_the_wor
         _, judgement, _ = _verdict(judge, every_timed_call(lambda out: out.view(-1)[::2].fill_(float("nan"))))
         assert judgement.finding is Finding.WRONG_DURING_TIMING, judgement.reason
         assert "of 64 sampled elements" in judgement.reason
+
+
+def test_the_float64_checks_of_timed_requests_run_after_the_exclusive_turn_on_the_inputs_they_were_timed_on():
+    """Only the timed window needs the GPU alone: the judge takes a checked call's outputs inside it, and computes
+    their float64 reference after it (19% of the timing stage's time on the H200, docs/gpu-runs/
+    2026-11-29-rl-throughput-h200), from the call's inputs drawn again from their seed."""
+    in_turn, expected_in_turn, timed_inputs, checked_inputs = [], [], {}, []
+
+    @contextmanager
+    def quiet():
+        in_turn.append(True)
+        try:
+            yield []
+        finally:
+            in_turn.pop()
+
+    ref = ReferenceProblem(load_problem(FIXTURES / "judge_problems" / "linear_relu"), "cpu", init_seed=3)
+    settings = JudgeSettings(atol=1e-2, rtol=1e-2, correctness_trials=1, timing_trials=12, warmup_trials=1,
+                             run_timeout_s=5, seed=11)
+    judge = Judge(ref, settings, Limits(), quiet=quiet)
+    make_inputs, expected = ref.make_inputs, ref.expected
+
+    def drawn(seed):
+        inputs = make_inputs(seed)
+        timed_inputs.setdefault(seed, inputs[0].clone())
+        return inputs
+
+    def float64(inputs):
+        expected_in_turn.append(bool(in_turn))
+        checked_inputs.append(inputs[0].clone())
+        return expected(inputs)
+
+    ref.make_inputs, ref.expected = drawn, float64
+    calls_before = len(expected_in_turn)
+    verdict, judgement, _ = _verdict(judge, None)
+    assert verdict is Verdict.CORRECT, judgement.reason
+    checked = judgement.timing["verified_calls"]
+    assert checked and judgement.stage_seconds["checks_s"] > 0
+    assert expected_in_turn[calls_before:] and not any(expected_in_turn[calls_before:])
+    known = list(timed_inputs.values())
+    assert all(any(torch.equal(inputs, seen) for seen in known) for inputs in checked_inputs[-len(checked):])
 
 
 def test_timed_calls_wrong_everywhere_are_caught_by_the_sampled_checks(judge, monkeypatch):
