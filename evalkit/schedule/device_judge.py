@@ -163,7 +163,7 @@ class DeviceJudge:
             try:
                 return self._judged(submission, early, outcome)
             except (torch.OutOfMemoryError, ReferenceFailed) as err:
-                if not (out_of_memory(err) and self._unload_others(submission.problem)):
+                if not (out_of_memory(err) and self._unload_all(submission.problem)):
                     raise
                 logger.warning("%s/%s: the GPU ran out of memory with other problems kept: judged again with them "
                                "unloaded", submission.problem, submission.sample)
@@ -284,13 +284,15 @@ class DeviceJudge:
         lent = sum(context.judge.ref.lent_device_bytes() for context in self._kept.values() if context.judge)
         return held_share(self.device, lent)
 
-    def _unload_others(self, problem_id: str) -> bool:
-        """Unload every kept problem but ``problem_id``, after the GPU ran out of memory: whether any was kept."""
-        others = [key for key in self._kept if key != problem_id]
-        for key in others:
-            _close_judge(self._kept.pop(key))
+    def _unload_all(self, problem_id: str) -> bool:
+        """Unload every kept problem after the GPU ran out of memory, ``problem_id``'s too (a sandboxed reference's
+        worker ends with its error; the problem is loaded anew): whether another problem was kept, so that judging
+        again may fit."""
+        others = any(key != problem_id for key in self._kept)
+        while self._kept:
+            _close_judge(self._kept.popitem()[1])
         free_garbage(self.device)
-        return bool(others)
+        return others
 
     def _free_share(self) -> float:
         return free_share(self.device)

@@ -83,7 +83,7 @@ def test_an_answer_that_ran_the_gpu_out_of_memory_beside_kept_problems_is_judged
     """Kept problems are a cache: when the GPU runs out of memory (in the judge, or in a sandboxed reference's
     worker) with other problems kept, they go and the answer is judged once more, never charged for the cache."""
     judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
-    judge.device, judge._kept = "cuda", device_judge.OrderedDict(old=None, other=None)
+    judge.device, judge._kept = "cuda", device_judge.OrderedDict(old=None, other=None, current=None)
     monkeypatch.setattr(device_judge, "free_garbage", lambda device: None)
     monkeypatch.setattr(device_judge.verdicts, "build_failed_row", lambda *args: None)
     attempts: list[list[str]] = []
@@ -97,7 +97,8 @@ def test_an_answer_that_ran_the_gpu_out_of_memory_beside_kept_problems_is_judged
     monkeypatch.setattr(judge, "_judged", judged)
     submission = type("Submission", (), {"problem": "current", "sample": "s"})()
     assert judge._row(submission, None, None) == "row"
-    assert attempts == [["old", "other"], []]  # the second attempt with nothing else kept
+    # the second attempt with nothing kept: the problem's own reference is loaded anew (its worker ended with the error)
+    assert attempts == [["old", "other", "current"], []]
 
 
 def test_an_out_of_memory_with_nothing_else_kept_is_not_judged_again(monkeypatch):
