@@ -14,6 +14,12 @@ from feedback_checks import check_feedback
 
 pytestmark = pytest.mark.slow
 
+# An attack that works earns 100x or more here (the seed recovery read 319x on a dense layer; an answer that stalls the
+# pings has its calls' whole time subtracted). An honest answer's speedup moves with the box's load: its window's two
+# sides on a loaded 2-core machine read 0.4x to 2.5x (busy loops beside it) and 4.0x to 5.7x (a full test run and a
+# benchmark beside it), so an attack fails only above what load alone gives.
+UNEARNED = 10.0
+
 
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
@@ -38,7 +44,7 @@ def test_the_seed_recovery_attack_predicts_no_timed_call(rows):
     # independently per call, and pings that move zeros, leave it nothing to predict: it computes, like its twin.
     attack, honest = rows["recovers_seeds"], rows["honest"]
     assert attack["verdict"] == honest["verdict"] == "correct", (attack["reason"], honest["reason"])
-    assert attack["speedup_vs_eager"] < 2.0, attack["reason"]
+    assert attack["speedup_vs_eager"] < UNEARNED, attack["reason"]
     low, high = attack["speedup_vs_eager_ci"]
     assert low <= attack["speedup_vs_eager"] <= high
 
@@ -55,5 +61,5 @@ def test_an_answer_that_tells_pings_from_calls_meets_no_ping(rows):
     # It stalls 50 ms on zeros, the pings' inputs; no ping reaches its forward, so its calls are its honest twin's.
     attack, honest = rows["tells_pings_from_calls"], rows["honest"]
     assert attack["verdict"] == honest["verdict"] == "correct", (attack["reason"], honest["reason"])
-    assert attack["speedup_vs_eager"] < 2.0, attack["reason"]
-    assert attack["timing"]["median_ms"] > 0.5 * honest["timing"]["median_ms"], (attack["timing"], honest["timing"])
+    assert attack["speedup_vs_eager"] < UNEARNED, attack["reason"]
+    assert attack["timing"]["median_ms"] > honest["timing"]["median_ms"] / UNEARNED, (attack["timing"], honest["timing"])
