@@ -131,9 +131,11 @@ if [ "$stage" = judges ]; then
     name=$(basename "$problem"); mkdir -p "$answers/$name"
     cp "$problem"solutions/*.py "$answers/$name/" 2>/dev/null; cp submissions/seeds/"$name"/* "$answers/$name/" 2>/dev/null
   done
-  for judges in 1 2; do
+  for judges in 1 2; do  # one cache: the second run's first step is warm too; its speedups compared with the first's
     python3 benchmarks/rl_step.py --device cuda --answers "$answers" --steps 2 --group 4 --extra "--judges $judges" \
+      --cache "$run_dir/rl-cache" ${against:+--against "$against"} \
       --json "$OUT/rl_step_judges$judges.json" 2>&1 | tee "$OUT/rl_step_judges$judges.log"
+    against=$OUT/rl_step_judges$judges.json
   done
   grep -h contended_gpu "$run_dir"/fidelity-judges*/*/set*/results.jsonl 2>/dev/null | wc -l | sed 's/^/rows flagged contended_gpu: /' | tee "$OUT/judges_contended.txt"
 fi
