@@ -72,7 +72,6 @@ class Contender:
         self.timing_secret = secrets.randbits(62)  # the key of every timed call's input seed: never sent
         self.rng = random.Random(secrets.randbits(64))  # which timed calls are checked, and the window's order
         self.calls_drawn = 0
-        self._request_first = 0  # the number of the last timed request's first call
         self._pending: list[_PendingCheck] = []  # outputs taken from timed requests, compared after the window
         self.calibrated = Overhead(0.0, 0.0)  # the part of a request subtracted, by pings before the code loaded
         self.overhead = self.calibrated  # the figure in use (a window measures it anew: ``window.window_overhead``)
@@ -213,7 +212,6 @@ class Contender:
         """One timed request on fresh inputs (each call's from a seed of its own) after an L2 flush. (The judge's
         milliseconds, the inputs.)"""
         first, self.calls_drawn = self.calls_drawn, self.calls_drawn + self.batch
-        self._request_first = first
         originals = [self.ref.make_inputs(input_seed(self.timing_secret, first + k)) for k in range(self.batch)]
         self.judge.flusher.flush()
         wall_ms, claim = self._call(originals)
@@ -231,7 +229,7 @@ class Contender:
         start = time.monotonic()
         k = self.rng.randrange(self.batch)
         taken = [take_sample(out, secrets.randbits(62)) for out in self.session.outputs(k)]
-        self._pending.append(_PendingCheck(request, k, input_seed(self.timing_secret, self._request_first + k), taken))
+        self._pending.append(_PendingCheck(request, k, input_seed(self.timing_secret, self.calls_drawn - self.batch + k), taken))
         self.checks_s += time.monotonic() - start
         return True
 
