@@ -139,7 +139,9 @@ def step(base: str, work: dict[str, tuple[str, list[str]]]) -> dict[str, Any]:
             "flags": dict(Counter(flag for r in decided for flag in r.get("flags") or [])),
             "reasons": dict(Counter(f"{r['verdict']}: {r.get('reason', '')[:200]}" for r in decided
                                     if r["verdict"] != "correct")),
-            "speedups": {answer_key(row): speedup_figures(row) for row in decided if row["verdict"] == "correct"}}
+            "speedups": {answer_key(row): speedup_figures(row) for row in decided if row["verdict"] == "correct"},
+            "answers": {answer_key(row): {"verdict": row["verdict"], "judge": row.get("judge"),
+                                          "stage_seconds": row.get("stage_seconds")} for row in decided}}
 
 
 def answer_key(row: dict[str, Any]) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections import Counter
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Callable
@@ -22,6 +23,10 @@ from evalkit.judge.builder import BuildOutcome
 from evalkit.records import ResultRow, Submission
 
 logger = logging.getLogger(__name__)
+
+# A station takes an answer of a problem another station holds only while this many of that problem's answers wait
+# built: one for its holder, the rest for whoever is free.
+STEAL_FROM = 2
 
 
 class Batch:
@@ -89,7 +94,8 @@ Work = Item | Preparation | tuple[str, str]  # what a station is handed: an answ
 
 
 class ReadyQueue:
-    """Built answers waiting for a judge; a station takes one of its own problem's first, else the oldest.
+    """Built answers waiting for a judge; a station takes one of its own problem's first, else the oldest of a problem
+    no other station holds, else one another station's problem has to spare (``_pick_built``).
     A caller's ``Preparation`` goes before them (it waits, as an answer's caller does). While nothing is built, an
     idle station is handed one baseline to time ahead (a problem and a kind, every problem's first kind before any
     second kind), for a problem with an answer still building. Before the first answer comes, one of the baselines
@@ -104,6 +110,7 @@ class ReadyQueue:
         self._idle: list[tuple[str, str]] = []  # (problem, kind) to time while no answer is queued
         self._changed = threading.Condition()
         self._stopped = False
+        self._holding: dict[str, str] = {}  # station -> the problem it took its last work of
 
     def add(self, item: Item) -> None:
         item.batch._ready = self
@@ -145,17 +152,17 @@ class ReadyQueue:
             return {"items": len(self._items), "preparations": len(self._preparations), "idle": len(self._idle),
                     "ahead": sum(len(entries) for entries in self._ahead.values())}
 
-    def take(self, problem: str | None) -> Work | None:
+    def take(self, problem: str | None, station: str = "") -> Work | None:
         """A caller's preparation, else a built answer, else a (problem, baseline kind) to time ahead, else waits;
-        None once stopped."""
+        None once stopped. ``station`` names the taker, ``problem`` the problem it holds (``_pick_built``)."""
         with self._changed:
             while not self._stopped:
                 if self._preparations:
                     return self._preparations.pop(0)
-                built = [item for item in self._items if item.build.done()]
-                pick = next((i for i in built if i.submission.problem == problem), built[0] if built else None)
+                pick = self._pick_built(problem, station)
                 if pick is not None:
                     self._items.remove(pick)
+                    self._holding[station] = pick.submission.problem
                     return pick
                 waiting = {item.submission.problem for item in self._items}  # builds still running
                 for rank in sorted(self._ahead):
@@ -163,11 +170,25 @@ class ReadyQueue:
                     while entries:
                         ahead = entries.pop(0)
                         if ahead[0] in waiting:
+                            self._holding[station] = ahead[0]
                             return ahead
                 if self._idle:
+                    self._holding[station] = self._idle[0][0]
                     return self._idle.pop(0)
                 self._changed.wait()
             return None
+
+    def _pick_built(self, problem: str | None, station: str) -> Item | None:
+        """The built answer ``station`` judges next: one of ``problem``'s (the one it holds), else one of a problem
+        no other station holds, else one of a problem with answers enough waiting for two stations. So the judges of
+        one GPU hold different problems, not each of them all of them (each problem keeps GPU memory while held:
+        docs/judge.md, A judge's GPU memory), yet none idles while answers wait."""
+        built = [item for item in self._items if item.build.done()]
+        held = {held for name, held in self._holding.items() if name != station}
+        waiting = Counter(item.submission.problem for item in built)
+        return next((i for i in built if i.submission.problem == problem), None) \
+            or next((i for i in built if i.submission.problem not in held), None) \
+            or next((i for i in built if waiting[i.submission.problem] >= STEAL_FROM), None)
 
     def cancel(self, batch: Batch) -> None:
         with self._changed:

@@ -27,10 +27,10 @@ def _queue(items: list[Item], ahead: list[tuple[str, str]]) -> ReadyQueue:
     return ready
 
 
-def _still_waiting(ready: ReadyQueue, problem: str | None) -> bool:
-    """Whether ``ready.take(problem)`` waits (it is then released by stopping the queue)."""
+def _still_waiting(ready: ReadyQueue, problem: str | None, station: str = "") -> bool:
+    """Whether ``ready.take(problem, station)`` waits (it is then released by stopping the queue)."""
     taken: list[object] = []
-    waiter = threading.Thread(target=lambda: taken.append(ready.take(problem)))
+    waiter = threading.Thread(target=lambda: taken.append(ready.take(problem, station)))
     waiter.start()
     waiter.join(0.2)
     waiting = waiter.is_alive()
@@ -107,3 +107,36 @@ def test_a_cancelled_batchs_answers_leave_the_queue_and_others_stay():
     assert _still_waiting(ready, None)
     mine.put(object())  # a row decided after the cancel (an answer a judge held) is dropped
     assert mine.rows.empty()
+
+
+
+def _built(problem: str, sample: str) -> Item:
+    item = _item(problem, sample)
+    item.build.set_result(BUILT)
+    return item
+
+
+def test_a_judge_leaves_a_problem_another_judge_holds_and_takes_one_nobody_holds():
+    """Judges of one GPU each keep the problems they judge in GPU memory (four judges each holding every shipped
+    problem ran an H200 out of memory), so a second judge takes another problem's answer, not the oldest; and it
+    leaves the holder's last answer to the holder."""
+    first, second, other = _built("p1", "a"), _built("p1", "b"), _built("p2", "c")
+    ready = _queue([first, second, other], ahead=[])
+    assert ready.take(None, "judge-0") is first
+    assert ready.take(None, "judge-1") is other  # p1 is judge-0's: judge-1 takes p2's, though p1's is older
+    assert _still_waiting(ready, "p2", "judge-1")  # one p1 answer left: judge-0's to take
+
+
+def test_a_free_judge_shares_a_held_problem_when_two_of_its_answers_wait():
+    """No judge idles while a held problem's answers queue: from two waiting, a free judge takes one."""
+    items = [_built("p1", "a"), _built("p1", "b"), _built("p1", "c")]
+    ready = _queue(items, ahead=[])
+    assert ready.take(None, "judge-0") is items[0]
+    taken: list[object] = []
+    free = threading.Thread(target=lambda: taken.append(ready.take(None, "judge-1")))
+    free.start()
+    free.join(5)
+    if free.is_alive():
+        ready.stop()
+    assert taken[:1] == [items[1]], "a free judge waited while two answers of a held problem were queued"
+    assert ready.take("p1", "judge-0") is items[2]
