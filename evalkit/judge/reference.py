@@ -137,6 +137,12 @@ class ReferenceProblem:
             with tf32_disabled():
                 return flatten_output(self.model(*inputs))
 
+    def expected_read_at_once(self, inputs: list[Any]) -> list[torch.Tensor]:
+        """``expected(inputs)`` for a caller that reads it before its next request to this reference: a reference in
+        a sandbox returns the buffers its worker wrote (frozen until then) rather than a copy of each. On the H200
+        that copy was a second 16 GiB float64 output per trial of conv2d_square, in the judge's process."""
+        return self.expected(inputs)
+
     def pick_float64_backend(self, inputs: list[Any]) -> None:
         """On CUDA, time the float64 reference on ``inputs`` with cuDNN and with PyTorch's own kernels (im2col and
         cuBLAS), and keep the faster. Neither has tensor-core float64 convolutions everywhere: on the H200 a

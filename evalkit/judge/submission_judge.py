@@ -89,7 +89,7 @@ class Judge:
         own = self.ref.pytorch_own(originals)
         specs = self.ref.output_specs(own)
         self.ref.pick_float64_backend(originals)
-        expected = self.ref.expected(originals)
+        expected = self.ref.expected_read_at_once(originals)
         result = compare_outputs(own[0], expected[0], atol=self.settings.atol, rtol=self.settings.rtol,
                                  expected_dtype=specs[0].dtype)
         templates = [torch.empty_like(v, device="meta") if isinstance(v, torch.Tensor) else v for v in originals]
@@ -108,12 +108,14 @@ class Judge:
 
     def expected(self, call: int, originals: list[Any]) -> list[torch.Tensor]:
         """The float64 reference of correctness call ``call`` on ``originals`` (its inputs): computed once, while
-        the cache has room."""
+        the cache has room; else read at once (``ReferenceProblem.expected_read_at_once``): before the reference's
+        next request."""
         if call in self._expected:
             return self._expected[call]
-        expected = self.ref.expected(originals)
+        expected = self.ref.expected_read_at_once(originals)
         size = values_bytes(expected)
         if size <= self._expected_room:
+            expected = [value.clone() for value in expected]
             self._expected[call], self._expected_room = expected, self._expected_room - size
         return expected
 

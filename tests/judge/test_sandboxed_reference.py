@@ -137,3 +137,41 @@ def test_a_reference_that_claims_a_slow_forward_is_timed_by_the_judges_clock(tmp
         assert ref.eager_ms(1) < 60_000  # its claim alone would give every answer a limit of 1e12 s
     finally:
         ref.close()
+
+
+def test_a_float64_output_read_at_once_is_the_lent_buffer_and_a_kept_one_a_copy(tmp_path):
+    """The judge reads a sandboxed reference's float64 outputs in the buffers it lent the worker, without a copy (on
+    the H200 a copy was a second 16 GiB output in the judge's process); what it keeps (``expected``) is a copy that
+    the next request cannot change."""
+    ref = _served(problem_from_source(REFERENCE, root=tmp_path))
+    try:
+        first, second = ref.make_inputs(1), ref.make_inputs(2)
+        kept = ref.expected(first)[0]
+        at_once = ref.expected_read_at_once(first)[0]
+        assert torch.equal(at_once, kept)
+        again = ref.expected_read_at_once(second)[0]
+        assert again.data_ptr() == at_once.data_ptr(), "the float64 output was copied"
+        assert not torch.equal(at_once, kept) and torch.equal(kept, ref.expected(first)[0])
+    finally:
+        ref.close()
+
+
+def test_a_judge_keeps_copies_of_the_float64_outputs_it_reuses_and_reads_the_rest_in_place(tmp_path):
+    from evalkit.judge.judge_settings import JudgeSettings
+    from evalkit.judge.submission_judge import Judge
+
+    trusted = ReferenceProblem(load_problem(FOLDER), "cpu", init_seed=3)
+    ref = _served(problem_from_source(REFERENCE, root=tmp_path))
+    try:
+        settings = JudgeSettings(atol=1e-2, rtol=1e-2, correctness_trials=2, timing_trials=3, warmup_trials=1,
+                                 run_timeout_s=5, seed=11)
+        judge = Judge(ref, settings, Limits())
+        first, second = judge.correctness_inputs(0), judge.correctness_inputs(1)
+        judge.expected(0, first)
+        judge.expected(1, second)  # a request of its own: the worker rewrites its float64 buffers
+        assert torch.equal(judge.expected(0, first)[0], trusted.expected(first)[0]), "a kept output was overwritten"
+        judge._expected_room = 0  # no room left: read in the lent buffer, before the next request
+        assert judge.expected(2, judge.correctness_inputs(2))[0].data_ptr() == \
+            ref.expected_read_at_once(second)[0].data_ptr()
+    finally:
+        ref.close()
