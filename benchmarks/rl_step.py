@@ -140,8 +140,14 @@ def step(base: str, work: dict[str, tuple[str, list[str]]]) -> dict[str, Any]:
             "reasons": dict(Counter(f"{r['verdict']}: {r.get('reason', '')[:200]}" for r in decided
                                     if r["verdict"] != "correct")),
             "speedups": {answer_key(row): speedup_figures(row) for row in decided if row["verdict"] == "correct"},
-            "answers": {answer_key(row): {"verdict": row["verdict"], "judge": row.get("judge"),
-                                          "stage_seconds": row.get("stage_seconds")} for row in decided}}
+            "answers": {answer_key(row): answer_figures(row) for row in decided}}
+
+
+def answer_figures(row: dict[str, Any]) -> dict[str, Any]:
+    """Where one answer's time went: its stages, its judge, and what ended its timing after how many requests."""
+    timing = row.get("timing") or {}
+    return {"verdict": row["verdict"], "judge": row.get("judge"), "stage_seconds": row.get("stage_seconds"),
+            **{key: timing.get(key) for key in ("requests", "calls_per_request", "stopped_by", "median_ms")}}
 
 
 def answer_key(row: dict[str, Any]) -> str:

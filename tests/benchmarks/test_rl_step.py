@@ -32,4 +32,7 @@ def test_two_steps_bring_back_every_reward_and_print_the_figures(tmp_path: Path)
     assert figures["problems"] == 2 and [s["rewards"] for s in figures["steps"]] == [6, 6]
     assert all(s["first_reward_s"] is not None and s["server_rss_mib"] > 0 for s in figures["steps"])
     assert figures["steps"][0]["verdicts"] == figures["steps"][1]["verdicts"], "the same answers, the same verdicts"
+    answers = figures["steps"][-1]["answers"]
+    assert len(answers) == 6 and all(a["stage_seconds"] for a in answers.values() if a["verdict"] != "no_code")
+    assert all(a["requests"] and a["stopped_by"] for a in answers.values() if a["verdict"] == "correct")
     assert "step 2:" in done.stdout and "server memory from the first step to the last" in done.stdout
