@@ -110,7 +110,7 @@ class ReadyQueue:
         self._idle: list[tuple[str, str]] = []  # (problem, kind) to time while no answer is queued
         self._changed = threading.Condition()
         self._stopped = False
-        self._holding: dict[str, str] = {}  # station -> the problem it took its last work of
+        self._holding: dict[str, tuple[str, str]] = {}  # station -> (its GPU, the problem it took its last work of)
 
     def add(self, item: Item) -> None:
         item.batch._ready = self
@@ -152,17 +152,18 @@ class ReadyQueue:
             return {"items": len(self._items), "preparations": len(self._preparations), "idle": len(self._idle),
                     "ahead": sum(len(entries) for entries in self._ahead.values())}
 
-    def take(self, problem: str | None, station: str = "") -> Work | None:
+    def take(self, problem: str | None, station: str = "", gpu: str = "") -> Work | None:
         """A caller's preparation, else a built answer, else a (problem, baseline kind) to time ahead, else waits;
-        None once stopped. ``station`` names the taker, ``problem`` the problem it holds (``_pick_built``)."""
+        None once stopped. ``station`` names the taker, ``problem`` the problem it holds, ``gpu`` the GPU it shares
+        with other stations ("" for none: ``_pick_built``)."""
         with self._changed:
             while not self._stopped:
                 if self._preparations:
                     return self._preparations.pop(0)
-                pick = self._pick_built(problem, station)
+                pick = self._pick_built(problem, station, gpu)
                 if pick is not None:
                     self._items.remove(pick)
-                    self._holding[station] = pick.submission.problem
+                    self._holding[station] = (gpu, pick.submission.problem)
                     return pick
                 waiting = {item.submission.problem for item in self._items}  # builds still running
                 for rank in sorted(self._ahead):
@@ -170,21 +171,22 @@ class ReadyQueue:
                     while entries:
                         ahead = entries.pop(0)
                         if ahead[0] in waiting:
-                            self._holding[station] = ahead[0]
+                            self._holding[station] = (gpu, ahead[0])
                             return ahead
                 if self._idle:
-                    self._holding[station] = self._idle[0][0]
+                    self._holding[station] = (gpu, self._idle[0][0])
                     return self._idle.pop(0)
                 self._changed.wait()
             return None
 
-    def _pick_built(self, problem: str | None, station: str) -> Item | None:
+    def _pick_built(self, problem: str | None, station: str, gpu: str) -> Item | None:
         """The built answer ``station`` judges next: one of ``problem``'s (the one it holds), else one of a problem
-        no other station holds, else one of a problem with answers enough waiting for two stations. So the judges of
-        one GPU hold different problems, not each of them all of them (each problem keeps GPU memory while held:
-        docs/judge.md, A judge's GPU memory), yet none idles while answers wait."""
+        no other station of its ``gpu`` holds, else one of a problem with answers enough waiting for two stations.
+        So the judges of one GPU hold different problems, not each of them all of them (each problem keeps GPU
+        memory while held: docs/judge.md, A judge's GPU memory), yet none idles while answers wait. Stations that
+        share no GPU take the oldest."""
         built = [item for item in self._items if item.build.done()]
-        held = {held for name, held in self._holding.items() if name != station}
+        held = {held for name, (on, held) in self._holding.items() if name != station and gpu and on == gpu}
         waiting = Counter(item.submission.problem for item in built)
         return next((i for i in built if i.submission.problem == problem), None) \
             or next((i for i in built if i.submission.problem not in held), None) \

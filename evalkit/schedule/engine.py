@@ -230,18 +230,19 @@ class Engine:
         with self._threads_guard:
             if self._judge_threads:
                 return
-            self._judge_threads = [threading.Thread(target=self._serve, args=(station, slot.name), daemon=True,
+            self._judge_threads = [threading.Thread(target=self._serve, args=(station, slot), daemon=True,
                                                     name=f"evalkit-judge-{slot.name}")
                                    for station, slot in zip(self.stations, self.placement.slots)]
             for thread in self._judge_threads:
                 thread.start()
 
-    def _serve(self, station: Station, name: str) -> None:
+    def _serve(self, station: Station, slot: JudgeSlot) -> None:
+        name, gpu = slot.name, f"{slot.gpu}" if slot.gpu is not None and slot.gpu_judges > 1 else ""
         try:
             station.start()  # ahead of its first request: a judge process, the spare workers, start meanwhile
         except Exception:  # noqa: BLE001 - its first request starts it again, and its row says what failed
             logger.exception("judge %s could not start ahead of its first answer", name)
-        while (item := self._ready.take(station.current_problem, name)) is not None:
+        while (item := self._ready.take(station.current_problem, name, gpu)) is not None:
             self._busy.add(name)
             try:
                 if isinstance(item, tuple):

@@ -27,10 +27,10 @@ def _queue(items: list[Item], ahead: list[tuple[str, str]]) -> ReadyQueue:
     return ready
 
 
-def _still_waiting(ready: ReadyQueue, problem: str | None, station: str = "") -> bool:
-    """Whether ``ready.take(problem, station)`` waits (it is then released by stopping the queue)."""
+def _still_waiting(ready: ReadyQueue, problem: str | None, station: str = "", gpu: str = "") -> bool:
+    """Whether ``ready.take(problem, station, gpu)`` waits (it is then released by stopping the queue)."""
     taken: list[object] = []
-    waiter = threading.Thread(target=lambda: taken.append(ready.take(problem, station)))
+    waiter = threading.Thread(target=lambda: taken.append(ready.take(problem, station, gpu)))
     waiter.start()
     waiter.join(0.2)
     waiting = waiter.is_alive()
@@ -122,21 +122,36 @@ def test_a_judge_leaves_a_problem_another_judge_holds_and_takes_one_nobody_holds
     leaves the holder's last answer to the holder."""
     first, second, other = _built("p1", "a"), _built("p1", "b"), _built("p2", "c")
     ready = _queue([first, second, other], ahead=[])
-    assert ready.take(None, "judge-0") is first
-    assert ready.take(None, "judge-1") is other  # p1 is judge-0's: judge-1 takes p2's, though p1's is older
-    assert _still_waiting(ready, "p2", "judge-1")  # one p1 answer left: judge-0's to take
+    assert ready.take(None, "judge-0", "0") is first
+    assert ready.take(None, "judge-1", "0") is other  # p1 is judge-0's: judge-1 takes p2's, though p1's is older
+    assert _still_waiting(ready, "p2", "judge-1", "0")  # one p1 answer left: judge-0's to take
+
+
+def test_judges_that_share_no_gpu_take_the_oldest_answer_whoever_holds_its_problem():
+    """Only the judges of one GPU share its memory: a judge of another GPU, or a CPU judge, takes the oldest answer
+    (two CPU judges given two hanging answers of one problem judge both at once)."""
+    first, second = _built("p1", "a"), _built("p1", "b")
+    ready = _queue([first, second], ahead=[])
+    assert ready.take(None, "cpu:0") is first
+    taken: list[object] = []
+    other = threading.Thread(target=lambda: taken.append(ready.take(None, "cpu:1")))
+    other.start()
+    other.join(5)
+    if other.is_alive():
+        ready.stop()
+    assert taken[:1] == [second], "a judge sharing no GPU waited for another judge's problem"
 
 
 def test_a_free_judge_shares_a_held_problem_when_two_of_its_answers_wait():
     """No judge idles while a held problem's answers queue: from two waiting, a free judge takes one."""
     items = [_built("p1", "a"), _built("p1", "b"), _built("p1", "c")]
     ready = _queue(items, ahead=[])
-    assert ready.take(None, "judge-0") is items[0]
+    assert ready.take(None, "judge-0", "0") is items[0]
     taken: list[object] = []
-    free = threading.Thread(target=lambda: taken.append(ready.take(None, "judge-1")))
+    free = threading.Thread(target=lambda: taken.append(ready.take(None, "judge-1", "0")))
     free.start()
     free.join(5)
     if free.is_alive():
         ready.stop()
     assert taken[:1] == [items[1]], "a free judge waited while two answers of a held problem were queued"
-    assert ready.take("p1", "judge-0") is items[2]
+    assert ready.take("p1", "judge-0", "0") is items[2]
