@@ -17,6 +17,9 @@ Re-entrant: uses nest; a use inside ``exclusive`` is the timing's own work and w
 requests, so nothing of its work runs meanwhile), so a judge never waits for its own use, nor holds one while it
 queues for the turn. A process that dies holds nothing (the registry's tokens die with it). One gate serves one
 judge, from one thread.
+
+The judges of a GPU share its memory too: ``GpuGate.memory`` holds one answer's working set against theirs
+(``HostTiming.reserve_memory``), waiting, outside any use, until it fits.
 """
 
 from __future__ import annotations
@@ -36,6 +39,10 @@ logger = logging.getLogger(__name__)
 # timing at most this long, and the first call of an answer that compiles longer (Triton, torch.compile) is timed
 # beside.
 USE_WAIT_S = 10.0
+# How long a judge waits for the other judges of its GPU to leave it memory enough for its answer before it judges it
+# anyway (and may run out of memory, then judged again: ``device_judge``): a few answers' time, so that one judge
+# stopped while holding its share never stops the others.
+MEMORY_WAIT_S = 120.0
 
 
 class GpuGate:
@@ -86,6 +93,18 @@ class GpuGate:
             self._exclusive -= 1
             if self._depth and not self._exclusive:
                 self._token = self.registry.take_use(self.device)
+
+    @contextmanager
+    def memory(self, nbytes: int, budget_bytes: int) -> Iterator[None]:
+        """One answer's share of the GPU's memory, ``nbytes``, held for the duration: waits (at most
+        ``MEMORY_WAIT_S``) until it fits in ``budget_bytes`` beside the other judges' (``HostTiming.reserve_memory``).
+        Entered outside any use: a timing never waits for a judge that waits for memory."""
+        token = self.registry.reserve_memory(self.device, nbytes, budget_bytes, MEMORY_WAIT_S)
+        try:
+            yield
+        finally:
+            if token is not None:
+                token.release()
 
     def _drop(self) -> None:
         token, self._token = self._token, None

@@ -16,6 +16,8 @@ dead process's token is dead at once, whatever is left on disk (old dead tokens 
   before it queues for the turn: no new *use* of the GPU starts while one is live (writer preference).
 - ``use.<gpu>.<id>``: that judge has non-timed work on GPU ``<gpu>`` (``take_use``; ``gpu_gate.GpuGate``): a judge
   about to time waits for every other use to end, at most ``gpu_gate.USE_WAIT_S``.
+- ``memory.<gpu>.<state>.<ticket>.<MiB>.<id>``: that judge waits for (``wait``), or holds (``held``), that much of
+  GPU ``<gpu>``'s memory for one answer (``reserve_memory``): the judges of one GPU share its memory this way.
 
 A token counts only if it is a regular file owned by root or by this process's user, and is write-locked: a write
 lock needs the file open for writing, which a sandbox's Landlock rules deny outside its own folders, so a sandbox
@@ -101,6 +103,15 @@ def _unsafe(folder: Path) -> str:
 def _safe(device: str) -> str:
     """A GPU's name (a ``CUDA_VISIBLE_DEVICES`` entry) as a part of a token's name."""
     return "".join(c if c in _NAME_SAFE else "_" for c in device)
+
+
+def _ticket(name: str) -> str:
+    """A memory token's ticket: when it was asked for, then how much (``reserve_memory``)."""
+    return ".".join(name.split(".")[3:5])
+
+
+def _reserved_mib(name: str) -> int:
+    return int(name.split(".")[4])
 
 
 class Token:
@@ -209,6 +220,31 @@ class HostTiming:
         finally:
             if token is not None:
                 token.release()
+
+    def reserve_memory(self, device: str, nbytes: int, budget_bytes: int, limit_s: float) -> Token | None:
+        """A live token holding ``nbytes`` of GPU ``device``'s memory, taken once the reservations held by the other
+        judges, those waiting since before this one and ``nbytes`` fit in ``budget_bytes`` (or none is held), or
+        after ``limit_s`` anyway, warned. First come, first served: a large reservation is not starved by small
+        ones; and two that both fit may both go."""
+        prefix, mib = f"memory.{_safe(device)}.", -(-nbytes // 2**20)
+        ticket = f"{time.time_ns():020d}.{mib}"
+        waiting = self._publish(f"{prefix}wait.{ticket}.{self.id}")
+        deadline = time.monotonic() + limit_s
+        try:
+            while True:
+                held = [_reserved_mib(name) for name in self._live(f"{prefix}held.")]
+                ahead = [_reserved_mib(name) for name in self._live(f"{prefix}wait.") if _ticket(name) < ticket]
+                if not held or sum(held) + sum(ahead) + mib <= budget_bytes // 2**20:
+                    break
+                if time.monotonic() >= deadline:
+                    logger.warning("GPU %s: other judges held %d MiB of its memory for %.0f s; judging beside them",
+                                   device, sum(held), limit_s)
+                    break
+                time.sleep(POLL_S)
+            return self._publish(f"{prefix}held.{ticket}.{self.id}")
+        finally:
+            if waiting is not None:
+                waiting.release()
 
     def _live(self, prefix: str) -> list[str]:
         """The names of the other freezers' live tokens starting with ``prefix``; removes old dead ones of its user.

@@ -44,7 +44,7 @@ from evalkit.sandbox.launcher import Limits, UntrustedProcess
 from evalkit.sandbox.programs import REFERENCE_WORKER
 from evalkit.sandbox.protocol import PRELOAD_CUDA_VARIABLE, PRELOAD_PROFILER_VARIABLE
 from evalkit.sandbox.spare import SpareWorker, at_once, discard
-from evalkit.schedule.gpu_memory import (FREE_MEMORY_FLOOR_SHARE, free_garbage, free_share, held_share,
+from evalkit.schedule.gpu_memory import (FREE_MEMORY_FLOOR_SHARE, answer_memory, free_garbage, free_share, held_share,
                                           kept_memory_share, out_of_memory, release_cached_memory)
 from evalkit.schedule.judge_messages import StationSpec
 from evalkit.sources.problems import Problem
@@ -179,7 +179,9 @@ class DeviceJudge:
             release_cached_memory(self.device)  # what this judge no longer uses, the next worker may need
 
     def _judged(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
-        return self._judge_one(submission, early, outcome, self._switch_to(submission.problem))
+        context = self._switch_to(submission.problem)
+        with answer_memory(self._gate, self._judge_of(context), self.device):  # the problem loaded first: its size
+            return self._judge_one(submission, early, outcome, context)
 
     def cancel(self, key: str) -> None:
         """The answer ``key`` (``Submission.key``) is no longer wanted: if it is in hand, kill its workers now (its
@@ -363,8 +365,6 @@ class DeviceJudge:
                                    self.kinds)
 
 
-
-
 def _cancel_workers(workers: list[UntrustedProcess]) -> None:
     for worker in list(workers):
         worker.cancel("cancelled: its caller no longer waits for its row")
@@ -391,8 +391,6 @@ def _with_code(worker: UntrustedProcess, code: str) -> Path:
     path = worker.workdir / "submission.py"
     path.write_text(code)
     return path
-
-
 
 
 def _pinned(limits: Limits) -> dict[str, str]:

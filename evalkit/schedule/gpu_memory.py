@@ -1,11 +1,18 @@
-"""Trusted side: a device judge's GPU memory: what its kept problems may hold, what the GPU has free, and handing
-cached memory back, so that the answers' workers (other processes) find it."""
+"""Trusted side: a device judge's GPU memory: what its kept problems may hold, what the GPU has free, each answer's
+share among the judges of its GPU, and handing cached memory back, so that the answers' workers (other processes)
+find it."""
 
 from __future__ import annotations
 
 import gc
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
 import torch
+
+from evalkit.judge.reference import values_bytes
+from evalkit.judge.submission_judge import Judge
+from evalkit.sandbox.gpu_gate import GpuGate
 
 # Kept problems hold GPU memory the answers' workers may need: a share of the device's memory (split among the
 # judges of one GPU), which a problem larger than it never shares with another.
@@ -15,6 +22,33 @@ KEPT_PROBLEMS_MEMORY_SHARE = 0.25
 # GPU has less than this share free, whoever holds it: five kept problems of the shipped set (their references
 # sandboxed) ran the H200 out of memory (docs/gpu-runs/2026-11-29-rl-throughput-h200).
 FREE_MEMORY_FLOOR_SHARE = 0.35
+# The answers the judges of one GPU judge at once hold their working sets (``answer_bytes``) within this share of its
+# memory, the rest left to kept problems, workers and caches: a judge waits for its share (``gpu_gate.GpuGate.memory``).
+# Two judges, each judging conv2d_square's answers, ran an H200 out of memory (docs/gpu-runs/2026-11-29-rl-steps-h200).
+ANSWERS_MEMORY_SHARE = 0.6
+
+
+def answer_bytes(judge: Judge) -> int:
+    """About what judging one answer of ``judge``'s problem allocates on its GPU: the inputs and outputs lent to the
+    answer's worker and to its live baseline's (a request's calls each), what each worker computes its outputs in,
+    and one call's float64 reference. conv2d_square's: 50 GiB of an H200's 140."""
+    inputs, outputs = values_bytes(judge.input_templates), values_bytes(judge.specs)
+    return 2 * judge.batch * (inputs + outputs) + 2 * outputs + 2 * outputs
+
+
+def answers_budget_bytes(device: str) -> int:
+    """The GPU memory the answers judged at once on it may hold together (``ANSWERS_MEMORY_SHARE``)."""
+    if device != "cuda" or not torch.cuda.is_initialized():
+        return 0
+    return int(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory * ANSWERS_MEMORY_SHARE)
+
+
+def answer_memory(gate: GpuGate | None, judge: Judge | None, device: str) -> AbstractContextManager[Any]:
+    """Hold ``judge``'s next answer's share of its GPU's memory against the other judges of that GPU, through
+    ``gate`` (nothing to hold without a gate, or without a problem loaded)."""
+    if gate is None or judge is None:
+        return nullcontext()
+    return gate.memory(answer_bytes(judge), answers_budget_bytes(device))
 
 
 def kept_memory_share(gpu_judges: int) -> float:

@@ -116,3 +116,34 @@ def test_an_out_of_memory_with_nothing_else_kept_is_not_judged_again(monkeypatch
     monkeypatch.setattr(judge, "_judged", judged)
     submission = type("Submission", (), {"problem": "current", "sample": "s"})()
     assert "OutOfMemoryError" in judge._row(submission, None, None) and calls == [1]
+
+
+def test_a_judge_holds_its_answers_share_of_the_gpus_memory_while_it_judges_it(monkeypatch):
+    """The judges of one GPU share its memory: each answer is judged inside its share (``GpuGate.memory``), sized once
+    its problem is loaded (``gpu_memory.answer_bytes``)."""
+    from contextlib import contextmanager
+    from types import SimpleNamespace
+
+    import torch
+
+    from evalkit.judge.reference import OutputSpec
+
+    events: list[object] = []
+
+    class Gate:
+        @contextmanager
+        def memory(self, nbytes, budget_bytes):
+            events.append(("hold", nbytes))
+            yield
+            events.append("give back")
+
+    problem = SimpleNamespace(input_templates=[torch.empty(256, device="meta")],
+                              specs=[OutputSpec((128,), torch.float32)], batch=1)
+    judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
+    judge.device, judge._gate = "cuda", Gate()
+    monkeypatch.setattr(judge, "_switch_to", lambda problem_id: "context")
+    monkeypatch.setattr(judge, "_judge_of", lambda context: problem)
+    monkeypatch.setattr(judge, "_judge_one", lambda *args: events.append("judged") or "row")
+    submission = SimpleNamespace(problem="p", sample="s")
+    assert judge._judged(submission, None, None) == "row"  # type: ignore[arg-type]
+    assert events == [("hold", gpu_memory.answer_bytes(problem)), "judged", "give back"]  # type: ignore[arg-type]

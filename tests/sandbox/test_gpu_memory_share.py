@@ -1,0 +1,104 @@
+"""The judges of one GPU share its memory (``HostTiming.reserve_memory``, ``GpuGate.memory``): an answer's working set
+is held against the others' before it is judged, so that two judges' large answers do not run the GPU out of memory
+together (two judges on one H200 did: docs/gpu-runs/2026-11-29-rl-steps-h200), while small ones go side by side;
+first come, first served; and a judge that holds its share too long never stops the others."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from evalkit.judge.reference import OutputSpec
+from evalkit.sandbox.host_timing import HostTiming
+from evalkit.schedule import gpu_memory
+
+MIB = 2**20
+BUDGET = 100 * MIB
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Path:
+    folder = tmp_path / "registry"
+    folder.mkdir()
+    return folder
+
+
+def _reserving(host: HostTiming, mib: int, limit_s: float = 30.0) -> tuple[threading.Thread, list[object]]:
+    """A judge asking for ``mib`` MiB in a thread of its own: the token it got lands in the list."""
+    got: list[object] = []
+    thread = threading.Thread(target=lambda: got.append(host.reserve_memory("0", mib * MIB, BUDGET, limit_s)))
+    thread.start()
+    return thread, got
+
+
+def _until(condition, within_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_answers_that_fit_together_are_judged_side_by_side(registry):
+    first = HostTiming(registry).reserve_memory("0", 40 * MIB, BUDGET, 30.0)
+    thread, got = _reserving(HostTiming(registry), 40)
+    thread.join(5)
+    assert got and got[0] is not None, "a second answer waited though both fit the budget"
+    for token in (first, got[0]):
+        token.release()  # type: ignore[union-attr]
+
+
+def test_an_answer_that_does_not_fit_waits_until_the_other_judges_share_is_given_back(registry):
+    first = HostTiming(registry).reserve_memory("0", 60 * MIB, BUDGET, 30.0)
+    assert first is not None
+    thread, got = _reserving(HostTiming(registry), 60)
+    thread.join(0.5)
+    assert thread.is_alive(), "two answers held more than the budget at once"
+    first.release()
+    thread.join(5)
+    assert got and got[0] is not None, "the waiting answer never got its share"
+    got[0].release()  # type: ignore[union-attr]
+    assert not list(registry.iterdir()), "a reservation left its token behind"
+
+
+def test_a_small_answer_does_not_jump_ahead_of_a_large_one_already_waiting(registry):
+    held = HostTiming(registry).reserve_memory("0", 60 * MIB, BUDGET, 30.0)
+    large, large_got = _reserving(HostTiming(registry), 60)
+    assert _until(lambda: any(".wait." in path.name for path in registry.iterdir())), "the large one never asked"
+    small, small_got = _reserving(HostTiming(registry), 30)
+    small.join(0.5)
+    assert small.is_alive(), "a small answer went ahead of a large one waiting since before it"
+    held.release()  # type: ignore[union-attr]
+    large.join(5)
+    assert large_got and large_got[0] is not None
+    large_got[0].release()  # type: ignore[union-attr]
+    small.join(5)
+    assert small_got and small_got[0] is not None
+    small_got[0].release()  # type: ignore[union-attr]
+
+
+def test_an_answer_larger_than_the_budget_is_judged_alone_and_one_held_too_long_stops_nobody(registry, caplog):
+    alone = HostTiming(registry).reserve_memory("0", 500 * MIB, BUDGET, 30.0)
+    assert alone is not None, "an answer larger than the budget, with nothing else held, must still be judged"
+    with caplog.at_level(logging.WARNING):
+        late = HostTiming(registry).reserve_memory("0", 10 * MIB, BUDGET, 0.3)
+    assert late is not None
+    assert "judging beside them" in caplog.text
+    for token in (alone, late):
+        token.release()
+
+
+def test_an_answers_share_counts_what_its_workers_and_its_float64_reference_hold():
+    judge = SimpleNamespace(input_templates=[torch.empty(256, device="meta")], specs=[OutputSpec((128,), torch.float32)],
+                            batch=2)
+    inputs, outputs = 256 * 4, 128 * 4
+    assert gpu_memory.answer_bytes(judge) == 2 * 2 * (inputs + outputs) + 4 * outputs  # type: ignore[arg-type]
+    assert gpu_memory.answers_budget_bytes("cpu") == 0
+    assert isinstance(gpu_memory.answer_memory(None, judge, "cuda"), type(gpu_memory.nullcontext()))  # type: ignore[arg-type]
