@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,6 +14,7 @@ import pytest
 import torch
 
 from evalkit.judge.reference import OutputSpec
+from process_helpers import wait_for
 from evalkit.sandbox.host_timing import HostTiming
 from evalkit.schedule import gpu_memory
 
@@ -35,15 +35,6 @@ def _reserving(host: HostTiming, mib: int, limit_s: float = 30.0) -> tuple[threa
     thread = threading.Thread(target=lambda: got.append(host.reserve_memory("0", mib * MIB, BUDGET, limit_s)))
     thread.start()
     return thread, got
-
-
-def _until(condition, within_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def test_answers_that_fit_together_are_judged_side_by_side(registry):
@@ -71,7 +62,7 @@ def test_an_answer_that_does_not_fit_waits_until_the_other_judges_share_is_given
 def test_a_small_answer_does_not_jump_ahead_of_a_large_one_already_waiting(registry):
     held = HostTiming(registry).reserve_memory("0", 60 * MIB, BUDGET, 30.0)
     large, large_got = _reserving(HostTiming(registry), 60)
-    assert _until(lambda: any(".wait." in path.name for path in registry.iterdir())), "the large one never asked"
+    wait_for(lambda: any(".wait." in path.name for path in registry.iterdir()), 30, "the large answer to ask")
     small, small_got = _reserving(HostTiming(registry), 30)
     small.join(0.5)
     assert small.is_alive(), "a small answer went ahead of a large one waiting since before it"
