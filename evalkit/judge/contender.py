@@ -229,7 +229,8 @@ class Contender:
         start = time.monotonic()
         k = self.rng.randrange(self.batch)
         taken = [take_sample(out, secrets.randbits(62)) for out in self.session.outputs(k)]
-        self._pending.append(_PendingCheck(request, k, input_seed(self.timing_secret, self.calls_drawn - self.batch + k), taken))
+        seed = input_seed(self.timing_secret, self.calls_drawn - self.batch + k)  # the last request's call k
+        self._pending.append(_PendingCheck(request, k, seed, taken))
         self.checks_s += time.monotonic() - start
         return True
 

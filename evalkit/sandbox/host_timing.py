@@ -105,13 +105,13 @@ def _safe(device: str) -> str:
     return "".join(c if c in _NAME_SAFE else "_" for c in device)
 
 
-def _ticket(name: str) -> str:
-    """A memory token's ticket: when it was asked for, then how much (``reserve_memory``)."""
-    return ".".join(name.split(".")[3:5])
-
-
-def _reserved_mib(name: str) -> int:
-    return int(name.split(".")[4])
+def _memory_ticket(name: str) -> tuple[str, int]:
+    """A memory token's ticket (when it was asked for, then how much) and its MiB (``reserve_memory``); a name of
+    another form (another version's) reserves nothing."""
+    parts = name.split(".")
+    if len(parts) != 6 or not parts[3].isdigit() or not parts[4].isdigit():
+        return "", 0
+    return f"{parts[3]}.{parts[4]}", int(parts[4])
 
 
 class Token:
@@ -232,8 +232,8 @@ class HostTiming:
         deadline = time.monotonic() + limit_s
         try:
             while True:
-                held = [_reserved_mib(name) for name in self._live(f"{prefix}held.")]
-                ahead = [_reserved_mib(name) for name in self._live(f"{prefix}wait.") if _ticket(name) < ticket]
+                held = [_memory_ticket(name)[1] for name in self._live(f"{prefix}held.")]
+                ahead = [mib for other, mib in map(_memory_ticket, self._live(f"{prefix}wait.")) if other < ticket]
                 if not held or sum(held) + sum(ahead) + mib <= budget_bytes // 2**20:
                     break
                 if time.monotonic() >= deadline:

@@ -160,24 +160,27 @@ class ReadyQueue:
             while not self._stopped:
                 if self._preparations:
                     return self._preparations.pop(0)
-                pick = self._pick_built(problem, station, gpu)
-                if pick is not None:
-                    self._items.remove(pick)
-                    self._holding[station] = (gpu, pick.submission.problem)
-                    return pick
-                waiting = {item.submission.problem for item in self._items}  # builds still running
-                for rank in sorted(self._ahead):
-                    entries = self._ahead[rank]
-                    while entries:
-                        ahead = entries.pop(0)
-                        if ahead[0] in waiting:
-                            self._holding[station] = (gpu, ahead[0])
-                            return ahead
-                if self._idle:
-                    self._holding[station] = (gpu, self._idle[0][0])
-                    return self._idle.pop(0)
+                work = self._next_work(problem, station, gpu)
+                if work is not None:
+                    self._holding[station] = (gpu, work.submission.problem if isinstance(work, Item) else work[0])
+                    return work
                 self._changed.wait()
             return None
+
+    def _next_work(self, problem: str | None, station: str, gpu: str) -> Item | tuple[str, str] | None:
+        """A built answer (``_pick_built``), else a baseline to time ahead, else None: taken off the queue."""
+        pick = self._pick_built(problem, station, gpu)
+        if pick is not None:
+            self._items.remove(pick)
+            return pick
+        waiting = {item.submission.problem for item in self._items}  # builds still running
+        for rank in sorted(self._ahead):
+            entries = self._ahead[rank]
+            while entries:
+                ahead = entries.pop(0)
+                if ahead[0] in waiting:
+                    return ahead
+        return self._idle.pop(0) if self._idle else None
 
     def _pick_built(self, problem: str | None, station: str, gpu: str) -> Item | None:
         """The built answer ``station`` judges next: one of ``problem``'s (the one it holds), else one of a problem

@@ -40,7 +40,11 @@ def answers_budget_bytes(device: str) -> int:
     """The GPU memory the answers judged at once on it may hold together (``ANSWERS_MEMORY_SHARE``)."""
     if device != "cuda" or not torch.cuda.is_initialized():
         return 0
-    return int(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory * ANSWERS_MEMORY_SHARE)
+    return int(_total_bytes() * ANSWERS_MEMORY_SHARE)
+
+
+def _total_bytes() -> int:
+    return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
 
 
 def answer_memory(gate: GpuGate | None, judge: Judge | None, device: str) -> AbstractContextManager[Any]:
@@ -61,8 +65,7 @@ def held_share(device: str, lent_bytes: int) -> float:
     allocator (0 on CPU)."""
     if device != "cuda" or not torch.cuda.is_initialized():
         return 0.0
-    total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
-    return (torch.cuda.memory_allocated() + lent_bytes) / total
+    return (torch.cuda.memory_allocated() + lent_bytes) / _total_bytes()
 
 
 def free_share(device: str) -> float:

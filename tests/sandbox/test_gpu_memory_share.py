@@ -39,8 +39,8 @@ def _reserving(host: HostTiming, mib: int, limit_s: float = 30.0) -> tuple[threa
 
 def test_answers_that_fit_together_are_judged_side_by_side(registry):
     first = HostTiming(registry).reserve_memory("0", 40 * MIB, BUDGET, 30.0)
-    thread, got = _reserving(HostTiming(registry), 40)
-    thread.join(5)
+    thread, got = _reserving(HostTiming(registry), 40, limit_s=60)
+    thread.join(30)  # at once, unless it waits (then until its 60 s limit)
     assert got and got[0] is not None, "a second answer waited though both fit the budget"
     for token in (first, got[0]):
         token.release()  # type: ignore[union-attr]
@@ -53,7 +53,7 @@ def test_an_answer_that_does_not_fit_waits_until_the_other_judges_share_is_given
     thread.join(0.5)
     assert thread.is_alive(), "two answers held more than the budget at once"
     first.release()
-    thread.join(5)
+    thread.join(30)
     assert got and got[0] is not None, "the waiting answer never got its share"
     got[0].release()  # type: ignore[union-attr]
     assert not list(registry.iterdir()), "a reservation left its token behind"
@@ -67,10 +67,10 @@ def test_a_small_answer_does_not_jump_ahead_of_a_large_one_already_waiting(regis
     small.join(0.5)
     assert small.is_alive(), "a small answer went ahead of a large one waiting since before it"
     held.release()  # type: ignore[union-attr]
-    large.join(5)
+    large.join(30)
     assert large_got and large_got[0] is not None
     large_got[0].release()  # type: ignore[union-attr]
-    small.join(5)
+    small.join(30)
     assert small_got and small_got[0] is not None
     small_got[0].release()  # type: ignore[union-attr]
 
@@ -84,6 +84,15 @@ def test_an_answer_larger_than_the_budget_is_judged_alone_and_one_held_too_long_
     assert "judging beside them" in caplog.text
     for token in (alone, late):
         token.release()
+
+
+def test_a_memory_token_of_another_form_reserves_nothing(registry):
+    other_version = HostTiming(registry)._publish(f"memory.0.held.{'9' * 20}.x.someone")
+    assert other_version is not None
+    token = HostTiming(registry).reserve_memory("0", 90 * MIB, BUDGET, 30.0)
+    assert token is not None
+    for held in (other_version, token):
+        held.release()
 
 
 def test_an_answers_share_counts_what_its_workers_and_its_float64_reference_hold():

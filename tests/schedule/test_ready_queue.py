@@ -136,7 +136,7 @@ def test_judges_that_share_no_gpu_take_the_oldest_answer_whoever_holds_its_probl
     taken: list[object] = []
     other = threading.Thread(target=lambda: taken.append(ready.take(None, "cpu:1")))
     other.start()
-    other.join(5)
+    other.join(30)  # at once, unless it waits for the stop below
     if other.is_alive():
         ready.stop()
     assert taken[:1] == [second], "a judge sharing no GPU waited for another judge's problem"
@@ -150,7 +150,7 @@ def test_a_free_judge_shares_a_held_problem_when_two_of_its_answers_wait():
     taken: list[object] = []
     free = threading.Thread(target=lambda: taken.append(ready.take(None, "judge-1", "0")))
     free.start()
-    free.join(5)
+    free.join(30)  # at once, unless it waits for the stop below
     if free.is_alive():
         ready.stop()
     assert taken[:1] == [items[1]], "a free judge waited while two answers of a held problem were queued"
