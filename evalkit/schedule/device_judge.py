@@ -139,8 +139,9 @@ class DeviceJudge:
         if found is None:
             self._progress(f"{problem_id}: timing PyTorch baselines ({', '.join(wanted)})")
             judge = self._judge_of(context)
-            found = self._cache.get_or_measure(judge.ref, wanted, self._baseline_of(context), key) \
-                if judge is not None else {}
+            with answer_memory(self._gate, judge, self.device):  # timing a baseline holds what judging an answer does
+                found = self._cache.get_or_measure(judge.ref, wanted, self._baseline_of(context), key) \
+                    if judge is not None else {}
         context.baselines = {**known, **found}
         return context.baselines
 

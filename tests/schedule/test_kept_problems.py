@@ -118,17 +118,15 @@ def test_an_out_of_memory_with_nothing_else_kept_is_not_judged_again(monkeypatch
     assert "OutOfMemoryError" in judge._row(submission, None, None) and calls == [1]
 
 
-def test_a_judge_holds_its_answers_share_of_the_gpus_memory_while_it_judges_it(monkeypatch):
-    """The judges of one GPU share its memory: each answer is judged inside its share (``GpuGate.memory``), sized once
-    its problem is loaded (``gpu_memory.answer_bytes``)."""
+def _judge_sharing_memory(events: list[object]):
+    """A device judge on a GPU shared with other judges, its share of the memory recorded in ``events``; and the
+    loaded problem that share is sized by."""
     from contextlib import contextmanager
     from types import SimpleNamespace
 
     import torch
 
     from evalkit.judge.reference import OutputSpec
-
-    events: list[object] = []
 
     class Gate:
         @contextmanager
@@ -138,12 +136,53 @@ def test_a_judge_holds_its_answers_share_of_the_gpus_memory_while_it_judges_it(m
             events.append("give back")
 
     problem = SimpleNamespace(input_templates=[torch.empty(256, device="meta")],
-                              specs=[OutputSpec((128,), torch.float32)], batch=1)
+                              specs=[OutputSpec((128,), torch.float32)], batch=1, ref="ref")
     judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
     judge.device, judge._gate = "cuda", Gate()
+    return judge, problem
+
+
+def test_a_judge_holds_its_answers_share_of_the_gpus_memory_while_it_judges_it(monkeypatch):
+    """The judges of one GPU share its memory: each answer is judged inside its share (``GpuGate.memory``), sized once
+    its problem is loaded (``gpu_memory.answer_bytes``)."""
+    from types import SimpleNamespace
+
+    events: list[object] = []
+    judge, problem = _judge_sharing_memory(events)
     monkeypatch.setattr(judge, "_switch_to", lambda problem_id: "context")
     monkeypatch.setattr(judge, "_judge_of", lambda context: problem)
     monkeypatch.setattr(judge, "_judge_one", lambda *args: events.append("judged") or "row")
     submission = SimpleNamespace(problem="p", sample="s")
     assert judge._judged(submission, None, None) == "row"  # type: ignore[arg-type]
     assert events == [("hold", gpu_memory.answer_bytes(problem)), "judged", "give back"]  # type: ignore[arg-type]
+
+
+def test_a_judge_holds_an_answers_share_of_the_gpus_memory_while_it_times_baselines_ahead(monkeypatch):
+    """Timing a problem's baselines before its first answer holds the same working set (the live baseline and the
+    kind timed beside it), so it is held within the same share: two judges out of memory on the H200 in a baseline
+    timed ahead (docs/gpu-runs/2026-11-29-judges-share-h200)."""
+    from types import SimpleNamespace
+
+    events: list[object] = []
+    judge, problem = _judge_sharing_memory(events)
+    context = SimpleNamespace(baselines=None)
+    plan = SimpleNamespace(problem_sha256="0" * 64)
+
+    class Cache:
+        def lookup(self, key, wanted):
+            return None
+
+        def get_or_measure(self, ref, wanted, measure, key):
+            events.append(("timed", ref, wanted))
+            return {"eager": {"median_ms": 1.0}}
+
+    judge.kinds, judge.plans, judge.seed, judge.driver, judge._cache = ("eager",), {"p": plan}, 0, "", Cache()
+    monkeypatch.setattr(judge, "_progress", lambda message: None, raising=False)
+    monkeypatch.setattr(judge, "_switch_to", lambda problem_id: context)
+    monkeypatch.setattr(judge, "_judge_of", lambda context: problem)
+    monkeypatch.setattr(judge, "_baseline_of", lambda context: None)
+    monkeypatch.setattr(device_judge.JudgeSettings, "of", lambda plan, seed: SimpleNamespace(timing_key=lambda: "t"))
+    monkeypatch.setattr(device_judge, "baseline_key", lambda *parts: "key")
+    assert judge.prepare("p") == {"eager": {"median_ms": 1.0}}
+    assert events == [("hold", gpu_memory.answer_bytes(problem)), ("timed", "ref", ("eager",)),  # type: ignore[arg-type]
+                      "give back"]
