@@ -53,6 +53,7 @@ class GpuGate:
         self.registry, self.device = registry, device
         self._depth = 0  # uses entered and not yet left
         self._exclusive = 0  # timings entered and not yet left
+        self._memory_depth = 0  # memory shares entered and not yet left
         self._token: Token | None = None
 
     @classmethod
@@ -98,11 +99,16 @@ class GpuGate:
     def memory(self, nbytes: int, budget_bytes: int) -> Iterator[None]:
         """One answer's share of the GPU's memory, ``nbytes``, held for the duration: waits (at most
         ``MEMORY_WAIT_S``) until it fits in ``budget_bytes`` beside the other judges' (``HostTiming.reserve_memory``).
-        Entered outside any use: a timing never waits for a judge that waits for memory."""
-        token = self.registry.reserve_memory(self.device, nbytes, budget_bytes, MEMORY_WAIT_S)
+        Entered outside any use: a timing never waits for a judge that waits for memory. A hold inside one of this
+        judge's own takes nothing more: a judge judges one answer at a time, and the share it holds is for all of that
+        answer's work (a baseline timed for it too): a second token would count it twice in the other judges' sums."""
+        token = None if self._memory_depth else self.registry.reserve_memory(self.device, nbytes, budget_bytes,
+                                                                             MEMORY_WAIT_S)
+        self._memory_depth += 1
         try:
             yield
         finally:
+            self._memory_depth -= 1
             if token is not None:
                 token.release()
 

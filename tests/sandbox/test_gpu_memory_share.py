@@ -86,6 +86,21 @@ def test_an_answer_larger_than_the_budget_is_judged_alone_and_one_held_too_long_
         token.release()
 
 
+def test_a_judges_hold_inside_its_own_takes_no_second_share(registry):
+    """A judge holds one share at a time: a baseline timed for the answer in hand (``DeviceJudge.prepare`` inside
+    ``DeviceJudge._judged``) is within that answer's share. A second token would count the judge twice in what the
+    other judges of the GPU wait for."""
+    from evalkit.sandbox import gpu_gate
+
+    other = HostTiming(registry).reserve_memory("0", 40 * MIB, BUDGET, 30.0)
+    gate = gpu_gate.GpuGate(HostTiming(registry), "0")
+    with gate.memory(30 * MIB, BUDGET), gate.memory(30 * MIB, BUDGET):
+        held = [path.name for path in registry.iterdir() if path.name.startswith("memory.0.held.")]
+    assert len(held) == 2, f"a judge's hold inside its own took a second share: {held}"
+    other.release()  # type: ignore[union-attr]
+    assert not list(registry.iterdir()), "a share was not given back"
+
+
 def test_a_memory_token_of_another_form_reserves_nothing(registry):
     other_version = HostTiming(registry)._publish(f"memory.0.held.{'9' * 20}.x.someone")
     assert other_version is not None
