@@ -159,8 +159,7 @@ def test_a_judge_holds_its_answers_share_of_the_gpus_memory_while_it_judges_it(m
 
 def test_a_judge_holds_an_answers_share_of_the_gpus_memory_while_it_times_baselines_ahead(monkeypatch):
     """Timing a problem's baselines before its first answer holds the same working set (the live baseline and the
-    kind timed beside it), so it is held within the same share: two judges out of memory on the H200 in a baseline
-    timed ahead (docs/gpu-runs/2026-11-29-judges-share-h200)."""
+    kind timed beside it), so it is held within the same share."""
     from types import SimpleNamespace
 
     events: list[object] = []
