@@ -11,7 +11,7 @@
 # FIDELITY_EXTRA more options, e.g. "--baselines eager,compile --compile").
 # judges (issue 43: two judges per GPU): the fidelity benchmark with one judge and with --judges 2 (does the overlap
 # move a speedup?), then benchmarks/rl_step.py (the curated solutions and seeds as answers) with one judge and with
-# --judges 2 (rewards a minute), on the first GPU.
+# --judges 2 (rewards a minute), on the first GPU; a step cut short after RL_STEP_LIMIT_S (default 300) seconds.
 # Everything worth keeping is written under $OUT (default /tmp/out).
 set -uo pipefail
 # .whl/ is optional (ignored by git): a GPU machine with no package registry may carry the wheels it lacks
@@ -133,6 +133,7 @@ if [ "$stage" = judges ]; then
   done
   for judges in 1 2; do  # one cache: the second run's first step is warm too; its speedups compared with the first's
     python3 benchmarks/rl_step.py --device cuda --answers "$answers" --steps 2 --group 4 --extra "--judges $judges" \
+      --step-limit "${RL_STEP_LIMIT_S:-300}" \
       --cache "$run_dir/rl-cache" ${against:+--against "$against"} \
       --json "$OUT/rl_step_judges$judges.json" 2>&1 | tee "$OUT/rl_step_judges$judges.log"
     against=$OUT/rl_step_judges$judges.json

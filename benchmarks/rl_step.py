@@ -12,12 +12,15 @@ PROBLEMS that have any; `--group G` takes G answers a problem (cycling through t
 
     python3 benchmarks/rl_step.py [--problems problems/] [--answers BENCH_ANSWERS] [--steps 3] [--group 8]
         [--device cuda|cpu] [--extra='--timing-trials 20'] [--cache DIR] [--json FILE] [--against FILE]
+        [--step-limit SECONDS]
 
 `--cache DIR` keeps the server's cache (builds, baselines) in DIR, so a later run with other options starts warm;
 without it every run starts from an empty one. Each step's figures include the sum of its rows' stage seconds
 (where a reward's time went) and its correct rows' speedups; `--against FILE` (another run's `--json`) prints, per
 answer judged correct in both, how far this run's speedup over eager lies from that run's: whether an option moved
-a speedup.
+a speedup. `--step-limit S` cuts a step short after S seconds: its figures are those of the rewards back, with the
+answers still out (`outstanding`, per problem), and no later step runs. So a run with a time limit records where it
+stood, instead of being killed with nothing written.
 
 On a CPU machine: `--device cpu --problems tests/fixtures/judge_problems --answers
 tests/fixtures/judge_submissions/fixtures`. Run from the repository root.
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import signal
 import socket
@@ -112,29 +116,47 @@ def start_server(args: argparse.Namespace, cache: Path, log: Path) -> tuple[subp
     sys.exit("rl_step: evalkit serve did not answer /v1/health within 300 s")
 
 
-def step(base: str, work: dict[str, tuple[str, list[str]]]) -> dict[str, Any]:
+def step(base: str, work: dict[str, tuple[str, list[str]]], limit_s: float = math.inf) -> dict[str, Any]:
+    """One step: every problem's group sent at once, polled until every reward is back, or until ``limit_s`` has
+    passed; then the step is cut short, its figures those of the rewards back, with the answers still out."""
     start = time.monotonic()
     ids = {call(f"{base}/v1/batch", {"items": [{"reference_code": reference, "answer": text} for text in texts]})["id"]:
            name for name, (reference, texts) in work.items()}
-    first_s, rows = None, {}
-    while len(rows) < len(ids):
-        for batch_id in ids:
-            if batch_id in rows:
-                continue
+    first_s, rows, done = None, {batch_id: [] for batch_id in ids}, set()
+    while True:
+        for batch_id in set(ids) - done:
             state = call(f"{base}/v1/batch/{batch_id}")
+            rows[batch_id] = state["rows"]
             if state["rows"] and first_s is None:
                 first_s = time.monotonic() - start
             if state["done"]:
-                rows[batch_id] = state["rows"]
+                done.add(batch_id)
+        if len(done) == len(ids) or time.monotonic() - start >= limit_s:
+            break
         time.sleep(POLL_S)
     wall_s = time.monotonic() - start
-    decided = [{**row, "problem": ids[batch_id]} for batch_id, batch in rows.items() for row in batch]
+    figures = step_figures([{**row, "problem": ids[batch_id]} for batch_id, batch in rows.items() for row in batch],
+                           wall_s, first_s)
+    if len(done) < len(ids):
+        figures["last_reward_s"] = None
+        figures["outstanding"] = {ids[batch_id]: outstanding(len(work[ids[batch_id]][1]), rows[batch_id])
+                                  for batch_id in ids if batch_id not in done}
+    return figures
+
+
+def outstanding(size: int, rows: list[dict[str, Any]]) -> list[int]:
+    """The items of a batch of ``size`` answers whose rewards are not back among ``rows``."""
+    return sorted(set(range(size)) - {row["item"] for row in rows})
+
+
+def step_figures(decided: list[dict[str, Any]], wall_s: float, first_s: float | None) -> dict[str, Any]:
+    """A step's figures from the rows back (``decided``) after ``wall_s`` seconds."""
     stages: Counter[str] = Counter()
     for row in decided:
         stages.update({name: seconds for name, seconds in (row.get("stage_seconds") or {}).items()})
     return {"wall_s": wall_s, "last_reward_s": wall_s, "first_reward_s": first_s, "rewards": len(decided),
             "rewards_per_minute": len(decided) / wall_s * 60, "verdicts": dict(Counter(r["verdict"] for r in decided)),
-            "feedback_chars_median": statistics.median(len(r.get("feedback") or "") for r in decided),
+            "feedback_chars_median": statistics.median(len(r.get("feedback") or "") for r in decided) if decided else None,
             "stage_seconds": {name: round(seconds, 2) for name, seconds in stages.most_common()},
             "flags": dict(Counter(flag for r in decided for flag in r.get("flags") or [])),
             "reasons": dict(Counter(f"{r['verdict']}: {r.get('reason', '')[:200]}" for r in decided
@@ -186,6 +208,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--cache", type=Path, default=None, help="the server's cache folder, kept (default: a new one)")
     parser.add_argument("--against", type=Path, default=None, help="another run's --json: compare the speedups")
+    parser.add_argument("--step-limit", type=float, default=math.inf,
+                        help="seconds a step may take: then it is cut short, its answers still out recorded, and no "
+                             "later step runs (default: none)")
     args = parser.parse_args()
     work = groups(args.problems, args.answers, args.group)
     other = json.loads(args.against.read_text()) if args.against and args.against.is_file() else None
@@ -198,15 +223,20 @@ def main() -> None:
         try:
             steps = []
             for number in range(1, args.steps + 1):
-                figures = step(base, work)
+                figures = step(base, work, args.step_limit)
                 figures["server_rss_mib"] = resident_mib(server.pid)
                 steps.append(figures)
+                first = f"{figures['first_reward_s']:.2f} s" if figures["first_reward_s"] is not None else "none"
                 print(f"step {number}: {figures['rewards']} rewards in {figures['wall_s']:.1f} s "
-                      f"({figures['rewards_per_minute']:.1f}/min), first after {figures['first_reward_s']:.2f} s, "
+                      f"({figures['rewards_per_minute']:.1f}/min), first after {first}, "
                       f"server {figures['server_rss_mib']:.0f} MiB; {figures['verdicts']}; flags {figures['flags']}\n"
                       f"  stage seconds {figures['stage_seconds']}", flush=True)
                 if args.json:  # after every step: a run cut short keeps the steps it finished
                     write_json(args, len(work), steps)
+                if "outstanding" in figures:
+                    print(f"step {number} cut short after {args.step_limit:g} s; answers still out: "
+                          f"{figures['outstanding']}", flush=True)
+                    break
         finally:
             server.terminate()
             try:
@@ -214,7 +244,7 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 server.kill()
     growth = steps[-1]["server_rss_mib"] - steps[0]["server_rss_mib"] if len(steps) > 1 else 0.0
-    print(f"rl_step: {len(work)} problems x {args.group} answers x {args.steps} steps; server memory from the first "
+    print(f"rl_step: {len(work)} problems x {args.group} answers x {len(steps)} steps; server memory from the first "
           f"step to the last: {growth:+.0f} MiB")
     if other is not None:
         compare(steps, other)
