@@ -166,10 +166,12 @@ def step_figures(decided: list[dict[str, Any]], wall_s: float, first_s: float | 
 
 
 def answer_figures(row: dict[str, Any]) -> dict[str, Any]:
-    """Where one answer's time went: its stages, its judge, and what ended its timing after how many requests."""
+    """Where one answer's time went: its stages, its judge, and what ended its timing after how many requests, in how
+    many windows (a noisy one is timed again), with the part of a request subtracted per call and its spread."""
     timing = row.get("timing") or {}
     return {"verdict": row["verdict"], "judge": row.get("judge"), "stage_seconds": row.get("stage_seconds"),
-            **{key: timing.get(key) for key in ("requests", "calls_per_request", "stopped_by", "median_ms")}}
+            **{key: timing.get(key) for key in ("requests", "calls_per_request", "stopped_by", "median_ms", "attempts",
+                                                "overhead_ms", "jitter_ms")}}
 
 
 def answer_key(row: dict[str, Any]) -> str:

@@ -62,5 +62,6 @@ def test_two_steps_bring_back_every_reward_and_print_the_figures(tmp_path: Path)
     assert figures["steps"][0]["verdicts"] == figures["steps"][1]["verdicts"], "the same answers, the same verdicts"
     answers = figures["steps"][-1]["answers"]
     assert len(answers) == 6 and all(a["stage_seconds"] for a in answers.values() if a["verdict"] != "no_code")
-    assert all(a["requests"] and a["stopped_by"] for a in answers.values() if a["verdict"] == "correct")
+    assert all(a["requests"] and a["stopped_by"] and a["attempts"] and a["overhead_ms"] is not None
+               for a in answers.values() if a["verdict"] == "correct")
     assert "step 2:" in done.stdout and "server memory from the first step to the last" in done.stdout
