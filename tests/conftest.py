@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import json
 import os
 import threading
@@ -13,6 +14,15 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 SEEDS = ROOT / "submissions" / "seeds"
+
+
+def benchmark_module(name: str) -> Any:
+    """``benchmarks/<name>.py`` loaded as a module (benchmarks/ is no package), for its tests."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None, f"benchmarks/{name}.py cannot be loaded"
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 SLOW_TIER_SKIPPED = "the slow tier: add --slow to run it (docs/testing.md)"

@@ -3,7 +3,6 @@ end to end on a CPU, where both methods run."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,11 +10,9 @@ import sys
 
 import pytest
 
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, benchmark_module
 
-spec = importlib.util.spec_from_file_location("fidelity", ROOT / "benchmarks" / "fidelity.py")
-fidelity = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(fidelity)
+fidelity = benchmark_module("fidelity")
 
 
 def _row(speedup: float, ci: list[float], median: float = 1.0) -> dict:

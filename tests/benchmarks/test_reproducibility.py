@@ -3,17 +3,14 @@ speedups over runs, the gap between GPUs, the judge against the worker's claim, 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import benchmark_module
 
-spec = importlib.util.spec_from_file_location("reproducibility", ROOT / "benchmarks" / "reproducibility.py")
-repro = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(repro)
+repro = benchmark_module("reproducibility")
 
 
 def _report(where: Path, speedup: float, median: float, claim: float, ci: list[float] | None = None) -> Path:

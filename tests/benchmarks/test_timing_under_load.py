@@ -3,23 +3,19 @@ run is compared with the quiet runs on either side of it, so the GPU's own drift
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, benchmark_module
 
 SCRIPT = ROOT / "benchmarks" / "timing_under_load.py"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("timing_under_load", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("timing_under_load")
 
 
 def _run(kind: str, answer: float, eager: float) -> dict:
