@@ -214,6 +214,8 @@ def main() -> None:
                         help="seconds a step may take: then it is cut short, its answers still out recorded, and no "
                              "later step runs (default: none)")
     args = parser.parse_args()
+    if not args.step_limit > 0:  # a NaN too
+        parser.error(f"--step-limit must be a number of seconds > 0, got {args.step_limit}")
     work = groups(args.problems, args.answers, args.group)
     other = json.loads(args.against.read_text()) if args.against and args.against.is_file() else None
     if args.against and other is None:

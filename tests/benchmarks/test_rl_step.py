@@ -11,25 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, benchmark_module
 
-
-
-def _rl_step():
-    """benchmarks/rl_step.py as a module (benchmarks/ is no package)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("rl_step", ROOT / "benchmarks" / "rl_step.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
 
 
 def test_a_step_past_its_limit_is_cut_short_with_the_rewards_back_and_the_answers_still_out(monkeypatch) -> None:
     """A step that does not end within ``--step-limit`` records what came back and which answers did not, rather than
     polling on until a time limit around the run kills it with nothing written (two judges' warm steps on one H200
     did not end: docs/gpu-runs/2026-11-29-judges-share-h200)."""
-    rl_step = _rl_step()
+    rl_step = benchmark_module("rl_step")
     row = {"item": 1, "verdict": "correct", "stage_seconds": {"timing_s": 2.0}, "feedback": "ok", "timing": {}}
     replies = {"/v1/batch": [{"id": "a"}, {"id": "b"}], "/v1/batch/a": {"done": True, "rows": [dict(row, item=0)]},
                "/v1/batch/b": {"done": False, "rows": [row]}}
@@ -42,6 +32,13 @@ def test_a_step_past_its_limit_is_cut_short_with_the_rewards_back_and_the_answer
     figures = rl_step.step("http://judge", work, limit_s=0.0)
     assert figures["rewards"] == 2 and figures["outstanding"] == {"q": [0, 2]}
     assert figures["last_reward_s"] is None and set(figures["answers"]) == {"p#0", "q#1"}
+
+
+@pytest.mark.parametrize("limit", ["0", "-5", "nan"])
+def test_a_step_limit_that_is_no_positive_number_of_seconds_is_refused_before_anything_starts(limit: str) -> None:
+    done = subprocess.run([sys.executable, "benchmarks/rl_step.py", "--answers", "nowhere", "--step-limit", limit],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--step-limit must be a number of seconds > 0" in done.stderr
 
 
 # `evalkit serve` in a subprocess judging two GRPO steps, with cold builds in its own cache.
