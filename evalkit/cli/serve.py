@@ -56,6 +56,7 @@ def serve_command(host: str, port: int, problems_dir: Path | None, token: str | 
         raise click.ClickException(f"evalkit serve needs the serve extra ({err.name} is missing): "
                                    f"pip install 'evalkit[serve]'") from None
     from evalkit.schedule.evaluator import Evaluator
+    from evalkit.schedule.judge_process import dump_stacks_on_signal
 
     if token is not None and not token.strip():
         raise click.BadParameter("an empty token would let anyone in; give one, or leave --token out",
@@ -67,6 +68,7 @@ def serve_command(host: str, port: int, problems_dir: Path | None, token: str | 
         raise click.ClickException(f"{problems_dir}: no such problems folder; give --problems DIR, or leave it out to "
                                    f"serve problems given as text only")
     _log_requests(not is_quiet())
+    dump_stacks_on_signal()
     with Evaluator(problems=problems_dir, device=device, **options) as evaluator:
         config = uvicorn.Config(create_app(evaluator, token), host=host, port=port, log_level="warning",
                                 http=read_timeout_protocol(read_timeout_s), timeout_graceful_shutdown=600)

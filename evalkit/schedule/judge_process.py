@@ -12,6 +12,7 @@ A judge process that dies turns the answer it was judging into a ``judge_failed`
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import pickle  # noqa: S403 - both ends are evalkit's trusted processes
@@ -39,6 +40,9 @@ EXIT_WAIT_S = 10.0
 # The scheduler's word to end the answer in hand (a ``Cancel`` in the process's cancel file): a signal, since the judge
 # process reads its socket only between answers and at a measurement's edges, and a hanging answer reaches neither.
 CANCEL_SIGNAL = signal.SIGUSR1
+# At this signal a judge process, or ``evalkit serve``, writes every thread's stack to its stderr (the run's log) and
+# goes on: what a run that seems stuck is doing, seen without stopping it (``kill -USR2 PID``; docs/rl.md).
+STACKS_SIGNAL = signal.SIGUSR2
 # torch warns at import that NumPy (no dependency of evalkit) is missing; the judge process imports torch before
 # any code of its own runs, so the filter goes on its command line.
 NUMPY_WARNING_IGNORED = "ignore:Failed to initialize NumPy:UserWarning"
@@ -190,6 +194,11 @@ class _Channel:
             m.expect(self.receive(), m.Released)
 
 
+def dump_stacks_on_signal() -> None:
+    """From now on, ``STACKS_SIGNAL`` writes every thread's stack of this process to its stderr."""
+    faulthandler.register(STACKS_SIGNAL, all_threads=True)
+
+
 def serve(fd: int, cancel_file: str) -> int:
     """The judge process: a ``JudgeServer`` answering the scheduler's messages until Exit (or a refused Start);
     on ``CANCEL_SIGNAL``, the answer named in ``cancel_file`` is ended if it is in hand."""
@@ -202,6 +211,7 @@ def serve(fd: int, cancel_file: str) -> int:
             with suppress(OSError, m.WrongMessage):
                 server.device_judge.cancel(m.Cancel.from_text(Path(cancel_file).read_text()).key)
     signal.signal(CANCEL_SIGNAL, cancel)
+    dump_stacks_on_signal()
     while True:
         try:
             message = channel.receive()

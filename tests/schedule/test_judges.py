@@ -8,7 +8,10 @@ import os
 import pickle
 import shutil
 import signal
+import subprocess
+from functools import partial
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 from click.testing import CliRunner
@@ -16,7 +19,7 @@ from click.testing import CliRunner
 from conftest import FIXTURES
 from evalkit.cli.main import main
 from evalkit.schedule.judge_messages import BaselineFiles, StationSpec
-from evalkit.schedule.judge_process import JudgeProcessDied, ProcessStation
+from evalkit.schedule.judge_process import STACKS_SIGNAL, JudgeProcessDied, ProcessStation
 from evalkit.schedule.options import JudgeOptions, default_limits
 from evalkit.schedule.placement import JudgeSlot
 from evalkit.sources.problems import discover_problems
@@ -355,3 +358,20 @@ def test_a_build_task_builds_the_build_it_is_sent(warm_cache: Path):
     # The session's build of correct_cpp, found in the cache: the task answers its outcome as a local build does.
     outcome = _outcome_of(build_task(_build_request(warm_cache, triage((ANSWERS / "correct_cpp.py").read_text()).code)))
     assert outcome.status == "ok" and outcome.cached, outcome
+
+
+def test_a_judge_process_writes_its_stacks_at_the_stacks_signal_and_goes_on_judging(tmp_path: Path):
+    # A run that seems stuck is read without stopping it: the stacks go to the judge's stderr (the run's log).
+    station = ProcessStation(JudgeSlot("cpu:0", "cpu", None, ()), cpu_station_spec(tmp_path), freezer=None)
+    err = tmp_path / "judge.err"
+    with err.open("wb") as sink, patch("subprocess.Popen", partial(subprocess.Popen, stderr=sink)):
+        station._ensure_started()
+    try:
+        assert station.prepare("linear_relu")["eager"]["median_ms"] > 0  # its handlers are set by now
+        os.kill(station._proc.pid, STACKS_SIGNAL)
+        wait_for(lambda: "serve" in err.read_text(), 30, "the judge process's stacks")
+        assert "most recent call first" in err.read_text()
+        assert "median_ms" in station.prepare("scale_rows")["eager"]  # the same process still answers
+        assert station._proc.poll() is None
+    finally:
+        station.close()
