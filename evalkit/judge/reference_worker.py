@@ -13,6 +13,7 @@ rewrite all of it: what it can change is its own problem's reference, which is i
 
 from __future__ import annotations
 
+import importlib
 import os
 import traceback
 from multiprocessing.connection import Connection
@@ -193,7 +194,11 @@ def _message(exc: BaseException, code_path: str) -> str:
 
 
 def _preload() -> None:
-    import torch  # noqa: F401 - before the setup comes: a worker started ahead is ready when a problem is
+    """Before the setup comes: a worker started ahead (``evalkit.sandbox.spare``) is ready when a problem is."""
+    from evalkit.sandbox.untrusted.worker import preload_cuda
+
+    importlib.import_module("torch")
+    preload_cuda()
 
 
 def main() -> None:

@@ -97,6 +97,11 @@ class Judge:
                                  rel_l2_err=result.rel_l2_err)
         return specs, templates, error
 
+    @property
+    def expected_bytes(self) -> int:
+        """What the float64 outputs this judge keeps (``expected``) hold."""
+        return EXPECTED_CACHE_BYTES.get(self.ref.device, EXPECTED_CACHE_BYTES["cpu"]) - self._expected_room
+
     def correctness_inputs(self, call: int) -> list[Any]:
         """The inputs of correctness call ``call`` (trial * batch + k), the same for every answer."""
         return self.ref.make_inputs(input_seed(self.correctness_inputs_seed, call))

@@ -63,6 +63,11 @@ class SpareWorker:
         while len(self._spares) < self._count and not self._stopped:
             self._spares.append(self._start())
 
+    def keep(self, count: int) -> None:
+        """From now on keep at least ``count`` started ahead (a kind of worker a judge needs only once it has
+        needed one)."""
+        self._count = max(self._count, count)
+
     @contextmanager
     def parked(self) -> Iterator[None]:
         """Every spare stopped for the duration (wrap every measurement of the judge in it)."""

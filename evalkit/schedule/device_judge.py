@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -47,6 +46,7 @@ from evalkit.sandbox.spare import SpareWorker, at_once, discard
 from evalkit.schedule.gpu_memory import (FREE_MEMORY_FLOOR_SHARE, answer_memory, free_garbage, free_share, held_share,
                                           kept_memory_share, out_of_memory, release_cached_memory)
 from evalkit.schedule.judge_messages import StationSpec
+from evalkit.schedule.problem_context import ProblemContext, close_judge, close_partner, held_bytes
 from evalkit.sources.problems import Problem
 
 logger = logging.getLogger(__name__)
@@ -59,24 +59,17 @@ SPARE_WORKERS = {"cuda": 2}
 # waited 2.3-2.6 s for it on the H200.
 PROFILING_WORKERS = 2
 
+# Workers started ahead for the references of problems given as text, once one came: an RL step's problems all come
+# as text, and a problem's load started its reference's worker on the judge's critical path (on the H200, loading a
+# problem again was a fifth of a warm step's judging: benchmarks/judge_samples.py).
+REFERENCE_SPARES = 1
+
 # Loading a problem again costs its judge 1-2 s on the H200 (the reference timed, its float64 outputs computed),
 # paid at every switch between problems, most of them at a corpus's end where answers of every problem queue
 # up. Kept problems hold GPU memory the answers' workers may need, hence the bounds of ``gpu_memory``.
 KEPT_PROBLEMS = 8
 
 Quiet = Callable[[], AbstractContextManager[Any]]
-
-
-@dataclass
-class _ProblemContext:
-    """One problem: its baselines (None until known), its judge once an answer needs it (or why not), and, while
-    it is the current problem, the live baseline its answers are timed beside (``partner``)."""
-
-    problem: Problem
-    baselines: dict[str, Any] | None = None
-    judge: Judge | None = None
-    setup_error: str = ""
-    partner: Contender | None = None
 
 
 class DeviceJudge:
@@ -104,11 +97,14 @@ class DeviceJudge:
                                       count=PROFILING_WORKERS) if device == "cuda" else None
         if self._profilers is not None:
             self._profilers.fill()
-        # The workers of untrusted references (problems given as text: ``sandboxed_reference``), started when one is
-        # loaded, by a thread of their own (they die with the thread that started them).
-        self._references = SpareWorker(limits, _pinned(limits), count=0, program=REFERENCE_WORKER)
+        # The workers of untrusted references (problems given as text: ``sandboxed_reference``), by a thread of their
+        # own (they die with the thread that started them): none ahead until a problem comes as text, then
+        # ``REFERENCE_SPARES``, CUDA started in them as in the answers' (``_reference``).
+        self._references = SpareWorker(limits, {**_pinned(limits), **{k: v for k, v in env.items()
+                                                                       if k == PRELOAD_CUDA_VARIABLE}},
+                                       count=0, program=REFERENCE_WORKER)
         self._progress = progress or (lambda text: None)
-        self._kept: OrderedDict[str, _ProblemContext] = OrderedDict()  # the current problem last
+        self._kept: OrderedDict[str, ProblemContext] = OrderedDict()  # the current problem last
         # The answer being judged (its resume key) and its workers: one tuple, replaced whole, so that ``cancel``
         # (another thread, or a signal handler in a judge process) reads it without a lock.
         self._in_hand: tuple[str, list[UntrustedProcess]] | None = None
@@ -171,7 +167,7 @@ class DeviceJudge:
                 return self._judged(submission, early, outcome)
         except ReferenceFailed as err:  # an untrusted reference's worker failed: its fault, not the answer's
             logger.warning("%s: %s", submission.problem, err)
-            _close_judge(self._kept.get(submission.problem))  # loaded anew for the problem's next answer
+            close_judge(self._kept.get(submission.problem))  # loaded anew for the problem's next answer
             return verdicts.unavailable_row(submission, early, outcome, self.device, str(err))
         except Exception as err:  # noqa: BLE001 - a hostile answer may find a way to upset the judge itself
             logger.exception("%s/%s: the judge failed on this answer", submission.problem, submission.sample)
@@ -202,12 +198,12 @@ class DeviceJudge:
 
     def close(self) -> None:
         spares = [self._spare, self._references] + ([self._profilers] if self._profilers is not None else [])
-        at_once(lambda end: end(), [*(partial(_close_judge, context) for context in self._kept.values()),
+        at_once(lambda end: end(), [*(partial(close_judge, context) for context in self._kept.values()),
                                      *(spare.close for spare in spares)])
         self._kept.clear()
         free_garbage(self.device)
 
-    def _baseline_of(self, context: _ProblemContext) -> Callable[[str], dict[str, Any]]:
+    def _baseline_of(self, context: ProblemContext) -> Callable[[str], dict[str, Any]]:
         """Time one baseline kind: the live baseline itself, alone, when it is of that kind; else that kind in a
         worker started ahead, beside the live baseline (so their ratio comes from one window), then closed."""
         judge = context.judge
@@ -230,7 +226,7 @@ class DeviceJudge:
                 return {"error": str(failure)}
         return judged
 
-    def _partner(self, context: _ProblemContext) -> tuple[str, Contender] | None:
+    def _partner(self, context: ProblemContext) -> tuple[str, Contender] | None:
         """The live baseline of the run's first kind that the current problem's answers are timed beside: kept
         while the problem is current, started anew when it failed. None when no baseline is asked for, or it
         cannot be started (its answers then get no speedup, and their rows say why)."""
@@ -238,7 +234,7 @@ class DeviceJudge:
         if not kinds or judge is None:
             return None
         if context.partner is not None and context.partner.failed:
-            _close_partner(context)
+            close_partner(context)
         if context.partner is None:
             worker = self._spare.take(None)
             try:
@@ -260,24 +256,29 @@ class DeviceJudge:
     def _use(self) -> AbstractContextManager[Any]:  # around this judge's non-timed GPU work (``gpu_gate``)
         return self._gate.use() if self._gate is not None else nullcontext()
 
-    def _switch_to(self, problem_id: str) -> _ProblemContext:
+    def _switch_to(self, problem_id: str) -> ProblemContext:
         """Make ``problem_id`` the current problem: the one kept, else a new one, once room is made for it."""
         current = self.current_problem
         if current is not None and current != problem_id:
-            _close_partner(self._kept[current])  # only the current problem keeps a live baseline (GPU memory)
+            close_partner(self._kept[current])  # only the current problem keeps a live baseline (GPU memory)
         context = self._kept.pop(problem_id, None)
         if context is None:
             self._make_room()
-            context = _ProblemContext(self.problems[problem_id])
+            context = ProblemContext(self.problems[problem_id])
         self._kept[problem_id] = context
         return context
 
     def _make_room(self) -> None:
-        """Drop the least recently used problems (their tensors freed) until one more fits the bounds."""
+        """Drop kept problems (their tensors freed) until one more fits the bounds: past the number, the least
+        recently used; past a memory bound, the one holding the most GPU memory. A step of an RL trainer goes
+        through all its problems in turn: dropping the least recently used there dropped every problem before
+        it was judged again, where dropping the largest keeps the rest loaded."""
         while self._kept and (len(self._kept) >= KEPT_PROBLEMS or self._memory_share() > self._memory_bound
                               or self._free_share() < FREE_MEMORY_FLOOR_SHARE):
-            dropped, context = self._kept.popitem(last=False)
-            _close_judge(context)
+            dropped = next(iter(self._kept)) if len(self._kept) >= KEPT_PROBLEMS else \
+                max(self._kept, key=lambda key: held_bytes(self._kept[key]))  # the first such: least recent
+            context = self._kept.pop(dropped)
+            close_judge(context)
             logger.debug("%s: unloaded to make room for another problem", dropped)
             free_garbage(self.device)
 
@@ -293,14 +294,14 @@ class DeviceJudge:
         again may fit."""
         others = any(key != problem_id for key in self._kept)
         while self._kept:
-            _close_judge(self._kept.popitem()[1])
+            close_judge(self._kept.popitem()[1])
         free_garbage(self.device)
         return others
 
     def _free_share(self) -> float:
         return free_share(self.device)
 
-    def _judge_of(self, context: _ProblemContext) -> Judge | None:
+    def _judge_of(self, context: ProblemContext) -> Judge | None:
         """The problem's judge, loaded on first need; None (and ``setup_error`` set) when the reference fails."""
         if context.problem.broken and not context.setup_error:
             context.setup_error = f"problem '{context.problem.id}' cannot be used: {context.problem.broken}"
@@ -327,11 +328,12 @@ class DeviceJudge:
         worker of its own for a problem given as text (``sandboxed_reference``)."""
         if problem.trusted:
             return ReferenceProblem(problem, self.device, init_seed=self.seed, precision=precision)
+        self._references.keep(REFERENCE_SPARES)
         return SandboxedReference(problem, self.device, self.seed, precision, self._references.take(None),
                                   self.limits.memory_bytes)
 
     def _judge_one(self, submission: Submission, early: Triage, outcome: BuildOutcome,
-                   context: _ProblemContext) -> ResultRow:
+                   context: ProblemContext) -> ResultRow:
         judge = self._judge_of(context)
         if judge is None:
             return verdicts.unavailable_row(submission, early, outcome, self.device, context.setup_error)
@@ -369,22 +371,6 @@ class DeviceJudge:
 def _cancel_workers(workers: list[UntrustedProcess]) -> None:
     for worker in list(workers):
         worker.cancel("cancelled: its caller no longer waits for its row")
-
-
-def _close_judge(context: _ProblemContext | None) -> None:
-    """End the problem's live baseline and its reference (a sandboxed one's worker): it is loaded anew if needed."""
-    _close_partner(context)
-    if context is not None and context.judge is not None:
-        context.judge.ref.close()
-        context.judge = None
-
-
-def _close_partner(context: _ProblemContext | None) -> None:
-    """End the problem's live baseline, if it has one."""
-    if context is not None and context.partner is not None:
-        close_contender(context.partner)
-        discard(context.partner.session.worker)
-        context.partner = None
 
 
 def _with_code(worker: UntrustedProcess, code: str) -> Path:

@@ -1,15 +1,22 @@
 """A judge keeps the problems it loaded lately: going back to one loads nothing again (its reference, its
-timed facts, its float64 outputs), within the bounds that drop the least recently used."""
+timed facts, its float64 outputs), within bounds: past their number the least recently used goes, past a memory
+bound the one holding the most."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from conftest import FIXTURES
 from evalkit import Evaluator
 from evalkit.schedule import device_judge, gpu_memory
+from evalkit.sandbox.launcher import Limits
+from evalkit.sandbox.programs import REFERENCE_WORKER
+from evalkit.sandbox.spare import SpareWorker, discard
+from evalkit.schedule.problem_context import ProblemContext
 
 PROBLEMS = FIXTURES / "judge_problems"
 ANSWERS = FIXTURES / "judge_submissions" / "fixtures"
@@ -48,9 +55,21 @@ def test_the_least_recently_used_problem_goes_once_the_judge_keeps_its_most(monk
     assert _loads_of_each_problem(monkeypatch, tmp_path) == ["linear_relu", "scale_rows", "linear_relu"]
 
 
+def _kept(**held_bytes: int) -> device_judge.OrderedDict:
+    """Kept problems, the least recently used first, each holding that many bytes of the GPU (``held_bytes``)."""
+    return device_judge.OrderedDict((name, _Held(size)) for name, size in held_bytes.items())
+
+
+class _Held(ProblemContext):
+    def __init__(self, size: int) -> None:
+        super().__init__(problem=None)  # type: ignore[arg-type] - only its size is read
+        self.judge = SimpleNamespace(ref=SimpleNamespace(lent_device_bytes=lambda: size, close=lambda: None),
+                                     expected_bytes=0)
+
+
 def test_a_judge_over_its_share_of_the_gpus_memory_unloads_the_least_recently_used_until_under_it(monkeypatch):
     judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)  # no worker, no problem: only its bounds
-    judge.device, judge._kept = "cuda", device_judge.OrderedDict(old=None, recent=None, current=None)
+    judge.device, judge._kept = "cuda", _kept(old=1, recent=1, current=1)
     judge._memory_bound = device_judge.kept_memory_share(1)
     shares = iter([0.4, 0.2])  # measured before each drop
     monkeypatch.setattr(judge, "_memory_share", lambda: next(shares))
@@ -63,7 +82,7 @@ def test_a_gpu_short_of_free_memory_unloads_the_least_recently_used_whoever_hold
     """A problem given as text holds memory the judge's allocations do not show (its reference's worker, the
     buffers lent to it): the GPU's free memory bounds the kept problems too."""
     judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
-    judge.device, judge._kept = "cuda", device_judge.OrderedDict(old=None, recent=None, current=None)
+    judge.device, judge._kept = "cuda", _kept(old=1, recent=1, current=1)
     judge._memory_bound = device_judge.kept_memory_share(1)
     monkeypatch.setattr(judge, "_memory_share", lambda: 0.0)  # the judge's own tensors: nothing
     floor = device_judge.FREE_MEMORY_FLOOR_SHARE
@@ -72,6 +91,32 @@ def test_a_gpu_short_of_free_memory_unloads_the_least_recently_used_whoever_hold
     monkeypatch.setattr(device_judge, "free_garbage", lambda device: None)
     judge._make_room()
     assert judge.kept_problems == ["current"]
+
+
+def test_past_a_memory_bound_the_problem_holding_the_most_goes_first_so_a_trainers_round_keeps_the_rest(monkeypatch):
+    # An RL step goes through its problems in turn: dropping the least recently used there dropped each one
+    # before it came round again, where dropping the largest keeps the others loaded from step to step.
+    judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
+    judge.device, judge._kept = "cuda", _kept(small=2**20, large=2**34, medium=2**30, other=2**34)
+    judge._memory_bound = device_judge.kept_memory_share(1)
+    shares = iter([0.4, 0.4, 0.2])  # measured before each drop
+    monkeypatch.setattr(judge, "_memory_share", lambda: next(shares))
+    monkeypatch.setattr(judge, "_free_share", lambda: 1.0)
+    monkeypatch.setattr(device_judge, "free_garbage", lambda device: None)
+    judge._make_room()
+    assert judge.kept_problems == ["small", "medium"], "the two largest go, the least recent of them first"
+
+
+def test_past_the_number_of_kept_problems_the_least_recently_used_goes_whatever_it_holds(monkeypatch):
+    monkeypatch.setattr(device_judge, "KEPT_PROBLEMS", 2)
+    judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
+    judge.device, judge._kept = "cuda", _kept(small=2**20, large=2**34)
+    judge._memory_bound = device_judge.kept_memory_share(1)
+    monkeypatch.setattr(judge, "_memory_share", lambda: 0.0)
+    monkeypatch.setattr(judge, "_free_share", lambda: 1.0)
+    monkeypatch.setattr(device_judge, "free_garbage", lambda device: None)
+    judge._make_room()
+    assert judge.kept_problems == ["large"]
 
 
 def test_the_judges_of_one_gpu_split_its_memory_share_for_kept_problems():
@@ -185,3 +230,26 @@ def test_a_judge_holds_an_answers_share_of_the_gpus_memory_while_it_times_baseli
     assert judge.prepare("p") == {"eager": {"median_ms": 1.0}}
     assert events == [("hold", gpu_memory.answer_bytes(problem)), ("timed", "ref", ("eager",)),  # type: ignore[arg-type]
                       "give back"]
+
+
+def test_once_a_problem_comes_as_text_its_next_reference_worker_is_started_ahead(monkeypatch):
+    # An RL step's problems all come as text: each load started its reference's worker on the judge's critical path.
+    judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)  # only its reference workers
+    judge.device, judge.seed, judge.limits = "cpu", 3, Limits()
+    judge._references = SpareWorker(Limits(group=f"test-kept-{uuid.uuid4().hex[:8]}"), {}, count=0,
+                                    program=REFERENCE_WORKER)
+    monkeypatch.setattr(device_judge, "SandboxedReference", lambda problem, device, seed, precision, worker, memory: worker)
+    monkeypatch.setattr(device_judge, "ReferenceProblem", lambda *args, **kwargs: "the judge's own")
+    taken = []
+    try:
+        judge._reference(SimpleNamespace(trusted=True), "fp32")
+        assert not judge._references._spares, "no problem came as text: no reference worker is started"
+        taken.append(judge._reference(SimpleNamespace(trusted=False), "fp32"))
+        assert len(judge._references._spares) == device_judge.REFERENCE_SPARES
+        ahead = judge._references._spares[0]
+        taken.append(judge._reference(SimpleNamespace(trusted=False), "fp32"))
+        assert taken[-1] is ahead, "the next problem's reference gets the worker started ahead"
+    finally:
+        for worker in taken:
+            discard(worker)
+        judge._references.close()

@@ -319,6 +319,12 @@ def _preload() -> None:
     submission code has run."""
     for name in PRELOADED:
         importlib.import_module(name)
+    preload_cuda()
+
+
+def preload_cuda() -> None:
+    """Where the judge asks it (``PRELOAD_CUDA_VARIABLE``), start CUDA, cuDNN and cuBLAS now (and the profiler, where
+    asked too), before any code of the answer's or the reference's has run."""
     if os.environ.get(protocol.PRELOAD_CUDA_VARIABLE) == "1":
         import torch
 
@@ -329,7 +335,7 @@ def _preload() -> None:
             torch.cuda.synchronize()
             if os.environ.get(protocol.PRELOAD_PROFILER_VARIABLE) == "1":
                 _start_profiler(lambda: torch.mm(small[0, 0], small[0, 0]))
-        except Exception:  # noqa: BLE001 - a head start only: the answer's own load meets and reports the failure
+        except Exception:  # noqa: BLE001 - a head start only: the worker's own load meets and reports the failure
             pass
 
 
