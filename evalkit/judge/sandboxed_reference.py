@@ -216,7 +216,12 @@ class SandboxedReference(ReferenceProblem):
         return claim
 
     def _ask(self, request: rp.ReferenceRequest) -> rp.Done:
-        """One request, the worker running only for its duration: woken, asked, then stopped again."""
+        """One request, the worker running only for its duration: woken, asked, then stopped again. On a GPU, the
+        judge's queued work finishes first: the request may rewrite buffers that the judge's copies of a former
+        reply (``make_inputs`` clones its inputs without waiting) still read, and the worker reads what the judge
+        copied into them (``_computed``)."""
+        if self.device == "cuda":
+            torch.cuda.synchronize()
         self._worker.thaw()
         try:
             self._send(request)
@@ -260,8 +265,6 @@ class SandboxedReference(ReferenceProblem):
             if view is not None:
                 view.copy_(value)
             values.append(None if view is not None else encode(value))
-        if self.device == "cuda":
-            torch.cuda.synchronize()  # the worker reads them from another process
         return self._ask(rp.ReferenceRequest(op, values=values))
 
     def pick_float64_backend(self, inputs: list[Any]) -> None:

@@ -8,6 +8,7 @@ import builtins
 import tempfile
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -16,6 +17,7 @@ from conftest import FIXTURES
 from evalkit.judge.reference import ReferenceProblem
 from evalkit.judge.sandboxed_reference import (CHECKED_FILE, ReferenceFailed, SandboxedReference, check_untrusted,
                                                checked_init_inputs)
+from evalkit.sandbox import reference_protocol as rp
 from evalkit.sandbox.launcher import Limits, UntrustedProcess
 from evalkit.sandbox.programs import REFERENCE_WORKER
 from evalkit.sources.problems import ProblemError, load_problem, problem_from_source
@@ -175,3 +177,16 @@ def test_a_judge_keeps_copies_of_the_float64_outputs_it_reuses_and_reads_the_res
             ref.expected_read_at_once(second)[0].data_ptr()
     finally:
         ref.close()
+
+
+def test_on_a_gpu_every_request_waits_for_the_judges_queued_copies_first(monkeypatch):
+    # make_inputs clones the inputs' buffers without waiting; the next request may rewrite them meanwhile.
+    events: list[str] = []
+    reference = SandboxedReference.__new__(SandboxedReference)
+    reference.device = "cuda"
+    reference._worker = SimpleNamespace(thaw=lambda: events.append("thaw"), freeze=lambda: events.append("freeze"))
+    monkeypatch.setattr(reference, "_send", lambda request: events.append(f"send {request.op}"), raising=False)
+    monkeypatch.setattr(reference, "_reply", lambda *args: rp.Done(request="inputs", values=[]), raising=False)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *args: events.append("synchronize"))
+    reference._ask(rp.ReferenceRequest("inputs", seed=1))
+    assert events == ["synchronize", "thaw", "send inputs", "freeze"]
