@@ -84,8 +84,9 @@ class DeviceJudge:
         self._memory_bound = kept_memory_share(spec.gpu_judges)
         limits, device = spec.limits, spec.device
         self._builds_frozen = quiet or nullcontext
+        cuda_started = {PRELOAD_CUDA_VARIABLE: "1"} if device == "cuda" else {}  # in every worker started ahead
         env = {**extension_env(device), **header_env(builds_root(spec.cache_dir), device), **_pinned(limits),
-               **({PRELOAD_CUDA_VARIABLE: "1"} if device == "cuda" else {})}
+               **cuda_started}
         self._spare = SpareWorker(limits, env, count=SPARE_WORKERS.get(device, 1))
         self._spare.fill()  # a judge starts for an answer on its way (or ahead of one): its worker starts now
         # On CUDA a passing answer's kernels are profiled in a worker of their own (``evalkit.judge.kernel_profile``).
@@ -100,9 +101,7 @@ class DeviceJudge:
         # The workers of untrusted references (problems given as text: ``sandboxed_reference``), by a thread of their
         # own (they die with the thread that started them): none ahead until a problem comes as text, then
         # ``REFERENCE_SPARES``, CUDA started in them as in the answers' (``_reference``).
-        self._references = SpareWorker(limits, {**_pinned(limits), **{k: v for k, v in env.items()
-                                                                       if k == PRELOAD_CUDA_VARIABLE}},
-                                       count=0, program=REFERENCE_WORKER)
+        self._references = SpareWorker(limits, {**_pinned(limits), **cuda_started}, count=0, program=REFERENCE_WORKER)
         self._progress = progress or (lambda text: None)
         self._kept: OrderedDict[str, ProblemContext] = OrderedDict()  # the current problem last
         # The answer being judged (its resume key) and its workers: one tuple, replaced whole, so that ``cancel``
