@@ -12,6 +12,11 @@ GPU over, the builds frozen). Through the host's registry (``host_timing``), wha
   after it looked sees it): at most ``USE_WAIT_S``, then it times anyway and says which uses were still live, so
   the row is flagged (``contended_gpu``).
 
+A use is held for a stage, but entering a nested one is a point where the stage may pause: when another judge's
+timing wants the GPU there, this judge drops its use until that timing is over (``GpuGate.use``). A judge enters
+one around each request of a stage's loop (a correctness trial, a timed output's check), so a timing waits for one
+request of another judge's, not for its whole stage (a warm answer's correctness ran for seconds on the H200).
+
 Re-entrant: uses nest; a use inside ``exclusive`` is the timing's own work and waits for nothing; a use held when
 ``exclusive`` is entered is dropped for the timing and taken again after it (a judge's worker is frozen between its
 requests, so nothing of its work runs meanwhile), so a judge never waits for its own use, nor holds one while it
@@ -65,8 +70,12 @@ class GpuGate:
 
     @contextmanager
     def use(self) -> Iterator[None]:
-        """Non-timed work on the GPU: waits while any timing wants it (a timing of this judge excepted)."""
+        """Non-timed work on the GPU: waits while any timing wants it (a timing of this judge excepted). Nested in a
+        use this judge holds, it first stands aside for another judge's timing that wants the GPU, if any."""
         if self._depth == 0 and not self._exclusive:
+            self._token = self.registry.take_use(self.device)
+        elif self._token is not None and self.registry.timing_wanted(self.device):
+            self._drop()  # between two requests of a stage: its worker is frozen, its work done
             self._token = self.registry.take_use(self.device)
         self._depth += 1
         try:

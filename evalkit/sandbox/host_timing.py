@@ -169,18 +169,21 @@ class HostTiming:
             if token is not None:
                 token.release()
 
+    def timing_wanted(self, device: str) -> bool:
+        """Whether another freezer has a timing that wants, or holds, GPU ``device`` (``wanting``)."""
+        return bool(self._live(f"want.{_safe(device)}."))
+
     def take_use(self, device: str) -> Token | None:
         """A live ``use`` token of GPU ``device``, taken once no other freezer or judge wants the GPU for a timing.
         Announce, then look: a timing that announced first is seen here, and stood aside for (the token dropped until
         no timing wants the GPU); one that announces after sees this use and waits for it (``wait_for_uses``).
         None (warned by ``_publish``) where no token can be made: the use goes on unseen."""
-        wants = f"want.{_safe(device)}."
         while True:
             token = self._publish(f"use.{_safe(device)}.{self.id}")
-            if token is None or not self._live(wants):
+            if token is None or not self.timing_wanted(device):
                 return token
             token.release()
-            while self._live(wants):
+            while self.timing_wanted(device):
                 time.sleep(POLL_S)
 
     def wait_for_uses(self, device: str, limit_s: float) -> list[str]:

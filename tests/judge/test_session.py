@@ -493,14 +493,11 @@ def test_a_request_runs_enough_calls_to_outweigh_the_overhead_within_memory():
     assert batch_size(0.01, 2 * 2**30, "cuda") == 1  # 3 copies of 2 GiB per call: no room for a second
 
 
-def test_the_overhead_probe_and_every_timed_request_run_while_builds_are_frozen_the_rest_in_a_use_of_the_gpu(judge):
-    """Each request in the judge's exclusive turn (``quiet``: builds frozen, the GPU its alone) or in a shared use of
-    the GPU (``use``), never in neither: on a GPU another judge's timing waits for the use, and no use starts while
-    one times (evalkit/sandbox/gpu_gate.py)."""
-    from contextlib import contextmanager
-
-    state = {"quiet": False, "use": 0}
-    seen: list[tuple[str, bool, bool]] = []
+def _recorded(judge: Judge) -> tuple[Any, Any, list[tuple[str, bool, int, int]]]:
+    """The verdict of an honest answer judged by ``judge`` with a ``quiet`` and a ``use`` that record, at each
+    request: its op, whether it was in the exclusive turn, how deep in uses, and how many uses were entered so far."""
+    state = {"quiet": False, "use": 0, "entered": 0}
+    seen: list[tuple[str, bool, int, int]] = []
 
     @contextmanager
     def quiet():
@@ -513,27 +510,46 @@ def test_the_overhead_probe_and_every_timed_request_run_while_builds_are_frozen_
     @contextmanager
     def use():
         state["use"] += 1
+        state["entered"] += 1
         try:
             yield
         finally:
             state["use"] -= 1
 
     def recording(worker: FakeWorker, request: protocol.Request) -> Any:
-        seen.append((request.op, state["quiet"], state["use"] > 0))
+        seen.append((request.op, state["quiet"], state["use"], state["entered"]))
         return honest(worker, request)
 
-    quiet_judge = Judge(judge.ref, judge.settings, Limits(), quiet=quiet, use=use)
-    verdict, judgement, _ = _verdict(quiet_judge, recording)
+    verdict, judgement, _ = _verdict(Judge(judge.ref, judge.settings, Limits(), quiet=quiet, use=use), recording)
+    return verdict, judgement, seen
+
+
+def test_the_overhead_probe_and_every_timed_request_run_while_builds_are_frozen_the_rest_in_a_use_of_the_gpu(judge):
+    """Each request in the judge's exclusive turn (``quiet``: builds frozen, the GPU its alone) or in a shared use of
+    the GPU (``use``), never in neither: on a GPU another judge's timing waits for the use, and no use starts while
+    one times (evalkit/sandbox/gpu_gate.py)."""
+    verdict, judgement, seen = _recorded(judge)
     assert verdict is Verdict.CORRECT, judgement.reason
-    pings = [frozen for op, frozen, _ in seen if op == Op.PING]
+    pings = [frozen for op, frozen, _, _ in seen if op == Op.PING]
     assert not pings[0] and all(pings[1:]), "the first ping only waits for the setup (its time unused): out of the turn"
-    calls = [frozen for op, frozen, _ in seen if op == Op.CALL]
+    calls = [frozen for op, frozen, _, _ in seen if op == Op.CALL]
     timed = judgement.timing["attempts"] * (judge.settings.warmup_trials + judge.settings.timing_trials)
     assert calls[-timed:] == [True] * timed  # warm-up and timed requests
     assert not any(calls[:judge.settings.correctness_trials])  # correctness needs no quiet machine
-    assert all(frozen or used for _, frozen, used in seen), [entry for entry in seen if not any(entry[1:])]
-    assert any(op == Op.LOAD and used for op, _, used in seen), "the load is in a use"
+    assert all(frozen or used for _, frozen, used, _ in seen), [entry for entry in seen if not any(entry[1:3])]
+    assert any(op == Op.LOAD and used for op, _, used, _ in seen), "the load is in a use"
     assert contended_gpu_flag() not in judgement.flags
+
+
+def test_each_correctness_request_enters_a_use_of_its_own_where_another_judges_timing_may_go_first(judge):
+    """A stage's use is entered again around each of its requests (evalkit/sandbox/gpu_gate.py): there, another
+    judge's timing that wants the GPU goes first, so it waits for one request rather than the whole stage."""
+    verdict, judgement, seen = _recorded(judge)
+    assert verdict is Verdict.CORRECT, judgement.reason
+    correctness = [(depth, entered) for op, frozen, depth, entered in seen if op == Op.CALL and not frozen]
+    assert len(correctness) == judge.settings.correctness_trials + 1  # trial 1's first call alone, then the trials
+    assert all(depth >= 2 for depth, _ in correctness), "a correctness request ran in its stage's use alone"
+    assert len({entered for _, entered in correctness}) == len(correctness), "two requests shared one nested use"
 
 
 def contended_gpu_flag() -> str:

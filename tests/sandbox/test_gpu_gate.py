@@ -150,6 +150,24 @@ def test_once_a_timing_wants_the_gpu_no_new_use_starts_and_it_waits_for_those_in
     assert order == ["use in progress ends", "timing beside []", "new use"]
 
 
+def test_a_stage_stands_aside_for_a_timing_between_its_requests_and_goes_on_after_it(registry, monkeypatch):
+    monkeypatch.setattr(gpu_gate, "USE_WAIT_S", BOUND_S * 10)  # the timing goes only when the stage stands aside
+    stage_gate, timer, scheduler = _gate(), _gate(), HostTiming(registry)
+    order: list[str] = []
+    with stage_gate.use():  # a stage of another judge, a request of it done
+        def time_it() -> None:
+            with timer.exclusive(lambda: _turn(scheduler)) as contended:
+                order.append(f"timing beside {contended}")
+        timing, timed = _in_thread(time_it)
+        wait_for(lambda: _tokens(registry, "want"), BOUND_S, "the timing to say it wants the GPU")
+        assert not timed.wait(QUIET_S), "the timing did not wait for the request in progress"
+        with stage_gate.use():  # its next request
+            order.append("next request")
+        assert len(_tokens(registry, "use")) == 1, "the stage's use was not taken back after the timing"
+    assert timed.wait(BOUND_S)
+    assert order == ["timing beside []", "next request"], "the stage's next request ran before the timing"
+
+
 def test_a_dead_holder_holds_nothing(registry, monkeypatch):
     env = {**os.environ, FOLDER_ENV: str(registry), "PYTHONPATH": str(ROOT)}
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, GPU], env=env, stdout=subprocess.PIPE, text=True)
