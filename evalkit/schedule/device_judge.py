@@ -43,8 +43,9 @@ from evalkit.sandbox.launcher import Limits, UntrustedProcess
 from evalkit.sandbox.programs import REFERENCE_WORKER
 from evalkit.sandbox.protocol import PRELOAD_CUDA_VARIABLE, PRELOAD_PROFILER_VARIABLE
 from evalkit.sandbox.spare import SpareWorker, at_once, discard
-from evalkit.schedule.gpu_memory import (FREE_MEMORY_FLOOR_SHARE, answer_memory, free_garbage, free_share, held_share,
-                                          kept_memory_share, out_of_memory, release_cached_memory)
+from evalkit.schedule.gpu_memory import (FREE_MEMORY_FLOOR_SHARE, answer_memory, answers_memory_alone, free_garbage,
+                                          free_share, held_share, kept_memory_share, out_of_memory,
+                                          release_cached_memory)
 from evalkit.schedule.judge_messages import StationSpec
 from evalkit.schedule.problem_context import ProblemContext, close_judge, close_partner, held_bytes
 from evalkit.sources.problems import Problem
@@ -159,11 +160,12 @@ class DeviceJudge:
             try:
                 return self._judged(submission, early, outcome)
             except (torch.OutOfMemoryError, ReferenceFailed) as err:
-                if not (out_of_memory(err) and self._unload_all(submission.problem)):
+                if not out_of_memory(err) or not (self._unload_all(submission.problem) or self._gate is not None):
                     raise
-                logger.warning("%s/%s: the GPU ran out of memory with other problems kept: judged again with them "
-                               "unloaded", submission.problem, submission.sample)
-                return self._judged(submission, early, outcome)
+                logger.warning("%s/%s: the GPU ran out of memory: judged again with no other problem kept, and no "
+                               "other judge's answer beside it", submission.problem, submission.sample)
+                with answers_memory_alone(self._gate, self.device):
+                    return self._judged(submission, early, outcome)
         except ReferenceFailed as err:  # an untrusted reference's worker failed: its fault, not the answer's
             logger.warning("%s: %s", submission.problem, err)
             close_judge(self._kept.get(submission.problem))  # loaded anew for the problem's next answer

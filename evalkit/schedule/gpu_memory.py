@@ -55,6 +55,15 @@ def answer_memory(gate: GpuGate | None, judge: Judge | None, device: str) -> Abs
     return gate.memory(answer_bytes(judge), answers_budget_bytes(device))
 
 
+def answers_memory_alone(gate: GpuGate | None, device: str) -> AbstractContextManager[Any]:
+    """Hold the whole of the answers' share of the GPU's memory: once no other judge's answer holds any of it, and
+    none starts meanwhile (nothing to hold without a gate)."""
+    if gate is None:
+        return nullcontext()
+    budget = answers_budget_bytes(device)
+    return gate.memory(budget, budget)
+
+
 def kept_memory_share(gpu_judges: int) -> float:
     """The share of its GPU's memory a judge's kept problems may hold, with ``gpu_judges`` judges on that GPU."""
     return KEPT_PROBLEMS_MEMORY_SHARE / max(1, gpu_judges)

@@ -128,7 +128,7 @@ def test_an_answer_that_ran_the_gpu_out_of_memory_beside_kept_problems_is_judged
     """Kept problems are a cache: when the GPU runs out of memory (in the judge, or in a sandboxed reference's
     worker) with other problems kept, they go and the answer is judged once more, never charged for the cache."""
     judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
-    judge.device, judge._kept = "cuda", device_judge.OrderedDict(old=None, other=None, current=None)
+    judge.device, judge._kept, judge._gate = "cuda", device_judge.OrderedDict(old=None, other=None, current=None), None
     monkeypatch.setattr(device_judge, "free_garbage", lambda device: None)
     monkeypatch.setattr(device_judge.verdicts, "build_failed_row", lambda *args: None)
     attempts: list[list[str]] = []
@@ -146,9 +146,9 @@ def test_an_answer_that_ran_the_gpu_out_of_memory_beside_kept_problems_is_judged
     assert attempts == [["old", "other", "current"], []]
 
 
-def test_an_out_of_memory_with_nothing_else_kept_is_not_judged_again(monkeypatch):
+def test_an_out_of_memory_with_nothing_else_kept_and_no_other_judge_is_not_judged_again(monkeypatch):
     judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
-    judge.device, judge._kept = "cuda", device_judge.OrderedDict(current=None)
+    judge.device, judge._kept, judge._gate = "cuda", device_judge.OrderedDict(current=None), None
     monkeypatch.setattr(device_judge, "free_garbage", lambda device: None)
     monkeypatch.setattr(device_judge.verdicts, "build_failed_row", lambda *args: None)
     monkeypatch.setattr(device_judge.verdicts, "judge_failed_row", lambda submission, early, device, err: repr(err))
@@ -161,6 +161,40 @@ def test_an_out_of_memory_with_nothing_else_kept_is_not_judged_again(monkeypatch
     monkeypatch.setattr(judge, "_judged", judged)
     submission = type("Submission", (), {"problem": "current", "sample": "s"})()
     assert "OutOfMemoryError" in judge._row(submission, None, None) and calls == [1]
+
+
+def test_an_out_of_memory_beside_other_judges_is_judged_again_once_no_other_judges_answer_holds_memory(monkeypatch):
+    """With other judges on its GPU, what ran it out of memory may be theirs (two judges' answers and kept problems
+    ran an H200 short, and a sandboxed reference's float64 outputs failed twice: its answers were skipped): the answer
+    is judged once more holding the whole of the answers' memory, after the other judges' answers and before new ones."""
+    from contextlib import contextmanager
+
+    judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
+    held: list[tuple[int, int]] = []
+
+    class Gate:
+        @contextmanager
+        def memory(self, nbytes: int, budget_bytes: int):
+            held.append((nbytes, budget_bytes))
+            yield
+            held.remove((nbytes, budget_bytes))
+
+    judge.device, judge._kept, judge._gate = "cuda", device_judge.OrderedDict(current=None), Gate()
+    monkeypatch.setattr(device_judge, "free_garbage", lambda device: None)
+    monkeypatch.setattr(device_judge.verdicts, "build_failed_row", lambda *args: None)
+    monkeypatch.setattr(gpu_memory, "answers_budget_bytes", lambda device: 2**36)
+    attempts: list[list[tuple[int, int]]] = []
+
+    def judged(submission, early, outcome):
+        attempts.append(list(held))
+        if len(attempts) == 1:
+            raise device_judge.ReferenceFailed("the reference failed (expected): OutOfMemoryError: CUDA out of memory")
+        return "row"
+
+    monkeypatch.setattr(judge, "_judged", judged)
+    submission = type("Submission", (), {"problem": "current", "sample": "s"})()
+    assert judge._row(submission, None, None) == "row"
+    assert attempts == [[], [(2**36, 2**36)]]
 
 
 def _judge_sharing_memory(events: list[object]):
