@@ -114,10 +114,6 @@ class Session:
         if device == "cpu":
             self.memory = WorkerMemory(device, self.worker.receive_fds(1, self.limits.load_s)[0])
 
-    def lent_device_bytes(self) -> int:
-        """The device buffers lent to the worker, allocated through the driver: no allocator of torch's counts them."""
-        return shared_buffers.device_bytes(self._lent)
-
     def release(self) -> None:
         """Free the buffers lent to the worker and unmap what was mapped of its memory, once the worker is closed
         and no process of it is left. While one is (it escaped the sandbox's kill), the lent buffers are kept, a

@@ -6,9 +6,9 @@ runs the sandboxed worker through ``evalkit.judge``, and maps the judgement to a
 (``evalkit.judge.verdicts``). A problem's PyTorch baselines are timed once (through ``BaselineCache``): a
 kind at a time while the judge would otherwise wait for builds, and what is still missing when an answer
 of the problem is timed, since only a speedup needs them. It keeps the problems it loaded lately (their
-float64 references, timed facts, cached expected outputs and live baselines), the largest going first once they
-hold their share of the GPU's memory (``gpu_memory``), the least recently used past their number
-``KEPT_PROBLEMS``: a judge that goes back to a problem loads and starts nothing again. Each answer's worker was started while the answer before it was judged
+float64 references, timed facts and cached expected outputs), the least recently used going first once they
+hold their share of the GPU's memory (``gpu_memory``) or number ``KEPT_PROBLEMS``: a judge that goes back
+to a problem loads nothing again. Each answer's worker was started while the answer before it was judged
 (``evalkit.sandbox.spare``), and is stopped whenever this judge measures; so is, on CUDA, the worker that
 started the profiler ahead, where a passing answer's kernels are profiled (``evalkit.judge.kernel_profile``).
 
@@ -47,7 +47,7 @@ from evalkit.schedule.gpu_memory import (FREE_MEMORY_FLOOR_SHARE, answer_memory,
                                           free_share, held_share, kept_memory_share, out_of_memory,
                                           release_cached_memory)
 from evalkit.schedule.judge_messages import StationSpec
-from evalkit.schedule.problem_context import ProblemContext, close_judge, close_partner, held_bytes, lent_bytes
+from evalkit.schedule.problem_context import ProblemContext, close_judge, close_partner, held_bytes
 from evalkit.sources.problems import Problem
 
 logger = logging.getLogger(__name__)
@@ -120,7 +120,7 @@ class DeviceJudge:
         return list(self._kept)
 
     def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
-        """Make ``problem_id`` the current problem (loaded, or kept) and return its baselines, with every
+        """Make ``problem_id`` the current problem (freeing the one before) and return its baselines, with every
         one of ``kinds`` (default: the run's) known: from the cache when it holds them (nothing is loaded), else
         timed now."""
         context = self._switch_to(problem_id)
@@ -229,7 +229,7 @@ class DeviceJudge:
 
     def _partner(self, context: ProblemContext) -> tuple[str, Contender] | None:
         """The live baseline of the run's first kind that the current problem's answers are timed beside: kept
-        while the problem is (``ProblemContext``), started anew when it failed. None when no baseline is asked for, or it
+        while the problem is current, started anew when it failed. None when no baseline is asked for, or it
         cannot be started (its answers then get no speedup, and their rows say why)."""
         kinds, judge = self.kinds, context.judge
         if not kinds or judge is None:
@@ -259,6 +259,9 @@ class DeviceJudge:
 
     def _switch_to(self, problem_id: str) -> ProblemContext:
         """Make ``problem_id`` the current problem: the one kept, else a new one, once room is made for it."""
+        current = self.current_problem
+        if current is not None and current != problem_id:
+            close_partner(self._kept[current])  # only the current problem keeps a live baseline (GPU memory)
         context = self._kept.pop(problem_id, None)
         if context is None:
             self._make_room()
@@ -282,8 +285,9 @@ class DeviceJudge:
 
     def _memory_share(self) -> float:
         """The share of the GPU's memory this judge's own tensors hold, the buffers it lent its problems' sandboxed
-        references and live baselines included (0 on CPU: there only the count bounds)."""
-        return held_share(self.device, sum(lent_bytes(context) for context in self._kept.values()))
+        references included (0 on CPU: there only the count bounds)."""
+        lent = sum(context.judge.ref.lent_device_bytes() for context in self._kept.values() if context.judge)
+        return held_share(self.device, lent)
 
     def _unload_all(self, problem_id: str) -> bool:
         """Unload every kept problem after the GPU ran out of memory, ``problem_id``'s too (a sandboxed reference's

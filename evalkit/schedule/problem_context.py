@@ -13,10 +13,8 @@ from evalkit.sources.problems import Problem
 
 @dataclass
 class ProblemContext:
-    """One problem: its baselines (None until known), its judge once an answer needs it (or why not), and the live
-    baseline its answers are timed beside (``partner``), kept while the problem is: an RL step goes through its
-    problems in turn, and starting a problem's live baseline again cost an eighth of a warm step's judging on the
-    H200 (``benchmarks/judge_samples.py``)."""
+    """One problem: its baselines (None until known), its judge once an answer needs it (or why not), and, while
+    it is the current problem, the live baseline its answers are timed beside (``partner``)."""
 
     problem: Problem
     baselines: dict[str, Any] | None = None
@@ -33,17 +31,10 @@ def close_judge(context: ProblemContext | None) -> None:
         context.judge = None
 
 
-def lent_bytes(context: ProblemContext) -> int:
-    """The device buffers a kept problem lent to workers (through the driver, counted by no allocator of torch's):
-    its sandboxed reference's and its live baseline's."""
-    partner = context.partner.session.lent_device_bytes() if context.partner is not None else 0
-    return partner + (context.judge.ref.lent_device_bytes() if context.judge else 0)
-
-
 def held_bytes(context: ProblemContext) -> int:
-    """About what a kept problem holds on the GPU: what it lent (``lent_bytes``), and the float64 outputs its judge
-    keeps (0 before it is loaded)."""
-    return lent_bytes(context) + (context.judge.expected_bytes if context.judge else 0)
+    """About what a kept problem holds on the GPU: what its judge lent its sandboxed reference, and the float64
+    outputs it keeps (0 before it is loaded)."""
+    return context.judge.ref.lent_device_bytes() + context.judge.expected_bytes if context.judge else 0
 
 
 def close_partner(context: ProblemContext | None) -> None:
