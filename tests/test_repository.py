@@ -1,6 +1,8 @@
 """The repository holds code, not archives: no tracked file is over ``LIMIT_BYTES`` unless ``.ci/large-files.txt``
 lists it (each entry with the reason it must be in git), and that list names only files still tracked and large.
-Run with the rest of the suite by ``.ci/run``, so CI refuses a large file that slips in."""
+And it speaks only of itself: no tracked file names the folder of the checkout it is tracked in (a log or a record
+copied from a run quotes it easily). Run with the rest of the suite by ``.ci/run``, so CI refuses a large file that
+slips in, and every checkout's own test run a path of its machine."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from tracked_files import git, is_git_checkout, tracked_sizes
+from tracked_files import files_naming, git, is_git_checkout, tracked_sizes
 
 LIMIT_BYTES = 512 * 1024
 ALLOW_LIST = ROOT / ".ci" / "large-files.txt"
@@ -56,3 +58,20 @@ def test_the_check_finds_a_large_staged_file_and_the_allow_list_admits_it(tmp_pa
     allow_list.write_text("# path  # why\nrows.tar.gz  # a fixture no test can make\nsmall.txt\n")
     assert oversized(sizes, allowed(allow_list)) == ([], ["small.txt"])
 
+
+
+@pytest.mark.skipif(not is_git_checkout(ROOT), reason="not a git checkout: no tracked files to check")
+def test_no_tracked_file_names_the_folder_of_this_checkout() -> None:
+    naming = files_naming(ROOT, f"{ROOT.resolve()}/")
+    assert not naming, (f"tracked files name this checkout's folder, a path of this machine: {naming}; name the "
+                        f"file as the project does (relative to the repository's root), or drop the line")
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_the_check_finds_a_staged_file_naming_the_checkouts_folder(tmp_path: Path) -> None:
+    git(tmp_path, "init", "-q")
+    (tmp_path / "log.txt").write_text(f"problems: 5 from {tmp_path.resolve()}/problems\n")
+    (tmp_path / "notes.txt").write_text("problems: 5 from problems/\n")
+    git(tmp_path, "add", "log.txt", "notes.txt")
+    (tmp_path / "log.txt").unlink()  # the index is what gets committed, whatever the work tree holds now
+    assert files_naming(tmp_path, f"{tmp_path.resolve()}/") == ["log.txt"]

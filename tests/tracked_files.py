@@ -32,3 +32,12 @@ def tracked_sizes(root: Path) -> dict[str, int]:
 def git(root: Path, *args: str) -> str:
     """``git -C root ARGS``'s output; a failure fails the test, with git's message."""
     return _git(root, *args)
+
+
+def files_naming(root: Path, text: str) -> list[str]:
+    """The files git tracks in ``root`` (its index: what a commit would hold) whose text holds ``text``; binary
+    files are not read."""
+    done = subprocess.run(["git", "-C", str(root), "grep", "--cached", "-l", "-I", "-F", "-e", text],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode in (0, 1), f"git grep in {root}: {done.stderr.strip()}"  # 1: no file holds it
+    return sorted(done.stdout.splitlines())
