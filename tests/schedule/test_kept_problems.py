@@ -124,24 +124,32 @@ def test_the_judges_of_one_gpu_split_its_memory_share_for_kept_problems():
     assert device_judge.kept_memory_share(2) == gpu_memory.KEPT_PROBLEMS_MEMORY_SHARE / 2
 
 
-def test_an_answer_that_ran_the_gpu_out_of_memory_beside_kept_problems_is_judged_again_with_them_unloaded(monkeypatch):
-    """Kept problems are a cache: when the GPU runs out of memory (in the judge, or in a sandboxed reference's
-    worker) with other problems kept, they go and the answer is judged once more, never charged for the cache."""
+def _attempts_after_one_out_of_memory(monkeypatch, kept: list[str], gate: object, seen) -> list[object]:
+    """What ``seen(judge)`` read at each attempt of a device judge keeping ``kept`` (the current problem last), its
+    GPU's gate ``gate``, at an answer of "current" whose first attempt ran the GPU out of memory in its sandboxed
+    reference."""
     judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
-    judge.device, judge._kept, judge._gate = "cuda", device_judge.OrderedDict(old=None, other=None, current=None), None
+    judge.device, judge._kept, judge._gate = "cuda", device_judge.OrderedDict.fromkeys(kept), gate
     monkeypatch.setattr(device_judge, "free_garbage", lambda device: None)
     monkeypatch.setattr(device_judge.verdicts, "build_failed_row", lambda *args: None)
-    attempts: list[list[str]] = []
+    attempts: list[object] = []
 
     def judged(submission, early, outcome):
-        attempts.append(list(judge._kept))
+        attempts.append(seen(judge))
         if len(attempts) == 1:
             raise device_judge.ReferenceFailed("the reference failed (expected): OutOfMemoryError: CUDA out of memory")
         return "row"
 
     monkeypatch.setattr(judge, "_judged", judged)
-    submission = type("Submission", (), {"problem": "current", "sample": "s"})()
-    assert judge._row(submission, None, None) == "row"
+    assert judge._row(SimpleNamespace(problem="current", sample="s"), None, None) == "row"
+    return attempts
+
+
+def test_an_answer_that_ran_the_gpu_out_of_memory_beside_kept_problems_is_judged_again_with_them_unloaded(monkeypatch):
+    """Kept problems are a cache: when the GPU runs out of memory (in the judge, or in a sandboxed reference's
+    worker) with other problems kept, they go and the answer is judged once more, never charged for the cache."""
+    attempts = _attempts_after_one_out_of_memory(monkeypatch, ["old", "other", "current"], None,
+                                                 lambda judge: list(judge._kept))
     # the second attempt with nothing kept: the problem's own reference is loaded anew (its worker ended with the error)
     assert attempts == [["old", "other", "current"], []]
 
@@ -169,7 +177,6 @@ def test_an_out_of_memory_beside_other_judges_is_judged_again_once_no_other_judg
     is judged once more holding the whole of the answers' memory, after the other judges' answers and before new ones."""
     from contextlib import contextmanager
 
-    judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
     held: list[tuple[int, int]] = []
 
     class Gate:
@@ -179,21 +186,8 @@ def test_an_out_of_memory_beside_other_judges_is_judged_again_once_no_other_judg
             yield
             held.remove((nbytes, budget_bytes))
 
-    judge.device, judge._kept, judge._gate = "cuda", device_judge.OrderedDict(current=None), Gate()
-    monkeypatch.setattr(device_judge, "free_garbage", lambda device: None)
-    monkeypatch.setattr(device_judge.verdicts, "build_failed_row", lambda *args: None)
     monkeypatch.setattr(gpu_memory, "answers_budget_bytes", lambda device: 2**36)
-    attempts: list[list[tuple[int, int]]] = []
-
-    def judged(submission, early, outcome):
-        attempts.append(list(held))
-        if len(attempts) == 1:
-            raise device_judge.ReferenceFailed("the reference failed (expected): OutOfMemoryError: CUDA out of memory")
-        return "row"
-
-    monkeypatch.setattr(judge, "_judged", judged)
-    submission = type("Submission", (), {"problem": "current", "sample": "s"})()
-    assert judge._row(submission, None, None) == "row"
+    attempts = _attempts_after_one_out_of_memory(monkeypatch, ["current"], Gate(), lambda judge: list(held))
     assert attempts == [[], [(2**36, 2**36)]]
 
 
