@@ -20,6 +20,7 @@ that answer's row.
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import partial
@@ -177,9 +178,17 @@ class DeviceJudge:
             release_cached_memory(self.device)  # what this judge no longer uses, the next worker may need
 
     def _judged(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
+        """The answer's row; when its problem was loaded for it (not kept), the load's seconds in its stages
+        (``problem_load_s``): what a judge spends going back to problems it let go shows in the rows."""
         context = self._switch_to(submission.problem)
-        with answer_memory(self._gate, self._judge_of(context), self.device):  # the problem loaded first: its size
-            return self._judge_one(submission, early, outcome, context)
+        start, kept = time.monotonic(), context.judge is not None
+        judge = self._judge_of(context)
+        load_s = time.monotonic() - start
+        with answer_memory(self._gate, judge, self.device):  # the problem loaded first: its size
+            row = self._judge_one(submission, early, outcome, context)
+        if not kept and judge is not None:
+            row.stage_seconds["problem_load_s"] = load_s
+        return row
 
     def cancel(self, key: str) -> None:
         """The answer ``key`` (``Submission.key``) is no longer wanted: if it is in hand, kill its workers now (its

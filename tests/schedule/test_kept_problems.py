@@ -41,6 +41,8 @@ def _loads_of_each_problem(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> l
         rows = [ev.judge(problem, _answer(problem, name)) for problem, name in
                 [("linear_relu", "correct_python"), ("scale_rows", "correct"), ("linear_relu", "correct_python")]]
     assert [row["verdict"] for row in rows] == ["correct"] * 3, [row["reason"] for row in rows]
+    assert [row["problem"] for row in rows if "problem_load_s" in row["stage_seconds"]] == loaded, \
+        "the rows of the answers their problem was loaded for say so, and no other row"
     return loaded
 
 
