@@ -20,7 +20,8 @@ without it every run starts from an empty one. Each step's figures include the s
 answer judged correct in both, how far this run's speedup over eager lies from that run's: whether an option moved
 a speedup. `--step-limit S` cuts a step short after S seconds: its figures are those of the rewards back, with the
 answers still out (`outstanding`, per problem), and no later step runs. So a run with a time limit records where it
-stood, instead of being killed with nothing written.
+stood, instead of being killed with nothing written. The server's log is kept beside `--json` (else in a file of
+the system's temporary folder); a step whose verdicts differ from the first step's is named at the end, with it.
 
 On a CPU machine: `--device cpu --problems tests/fixtures/judge_problems --answers
 tests/fixtures/judge_submissions/fixtures`. Run from the repository root.
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shlex
 import signal
 import socket
@@ -222,7 +224,7 @@ def main() -> None:
         print(f"rl_step: {args.against} does not exist (that run did not finish): no comparison", file=sys.stderr)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a `timeout` still stops the server (``finally``)
     with tempfile.TemporaryDirectory(prefix="evalkit-rl-step-") as scratch:
-        log = args.json.with_suffix(".serve.log") if args.json else Path(scratch) / "serve.log"  # kept beside it
+        log = args.json.with_suffix(".serve.log") if args.json else kept_file(".serve.log")
         server, base = start_server(args, args.cache or Path(scratch) / "cache", log)
         try:
             steps = []
@@ -250,10 +252,29 @@ def main() -> None:
     growth = steps[-1]["server_rss_mib"] - steps[0]["server_rss_mib"] if len(steps) > 1 else 0.0
     print(f"rl_step: {len(work)} problems x {args.group} answers x {len(steps)} steps; server memory from the first "
           f"step to the last: {growth:+.0f} MiB")
+    moved = moved_verdicts(steps)
+    if moved:
+        print(f"rl_step: the verdicts of step(s) {', '.join(map(str, moved))} differ from step 1's, for the same "
+              f"answers; the server's log says why: {log}")
     if other is not None:
         compare(steps, other)
     if args.json:
         write_json(args, len(work), steps)
+
+
+def kept_file(suffix: str) -> Path:
+    """A new file that outlasts the run (the server's log, without ``--json``): a step gone wrong is read there."""
+    handle, name = tempfile.mkstemp(prefix="evalkit-rl-step-", suffix=suffix)
+    os.close(handle)
+    return Path(name)
+
+
+def moved_verdicts(steps: list[dict[str, Any]]) -> list[int]:
+    """The numbers of the steps whose verdicts' counts differ from the first step's: each step judges the same
+    answers, so a step's verdicts should never move (a step cut short is not compared)."""
+    first = steps[0]["verdicts"] if steps else {}
+    return [number for number, figures in enumerate(steps, 1)
+            if "outstanding" not in figures and figures["verdicts"] != first]
 
 
 def write_json(args: argparse.Namespace, problems: int, steps: list[dict[str, Any]]) -> None:
