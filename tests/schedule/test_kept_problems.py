@@ -224,7 +224,7 @@ def test_a_judge_holds_its_answers_share_of_the_gpus_memory_while_it_judges_it(m
 
     events: list[object] = []
     judge, problem = _judge_sharing_memory(events)
-    monkeypatch.setattr(judge, "_switch_to", lambda problem_id: "context")
+    monkeypatch.setattr(judge, "_switch_to", lambda problem_id: SimpleNamespace(judge=problem))  # kept: no load
     monkeypatch.setattr(judge, "_judge_of", lambda context: problem)
     monkeypatch.setattr(judge, "_judge_one", lambda *args: events.append("judged") or "row")
     submission = SimpleNamespace(problem="p", sample="s")
