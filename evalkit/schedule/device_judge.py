@@ -161,7 +161,10 @@ class DeviceJudge:
             try:
                 return self._judged(submission, early, outcome)
             except (torch.OutOfMemoryError, ReferenceFailed) as err:
-                if not out_of_memory(err) or not (self._unload_all(submission.problem) or self._gate is not None):
+                if not out_of_memory(err):
+                    raise
+                others_unloaded = self._unload_all(submission.problem)
+                if not (others_unloaded or self._gate is not None):  # nothing freed, no other judge to wait out
                     raise
                 logger.warning("%s/%s: the GPU ran out of memory: judged again with no other problem kept, and no "
                                "other judge's answer beside it", submission.problem, submission.sample)
