@@ -39,6 +39,7 @@ class Station(Protocol):
     (``ray_backend.RayStation``); each speaks the judge protocol (``judge_messages``) to it."""
 
     current_problem: str | None
+    kept_problems: list[str]  # every problem the judge holds loaded, the least recently used first
 
     def start(self) -> None: ...  # start the judge now (its process, its spare workers), ahead of its first request
     def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]: ...

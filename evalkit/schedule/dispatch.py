@@ -94,8 +94,9 @@ Work = Item | Preparation | tuple[str, str]  # what a station is handed: an answ
 
 
 class ReadyQueue:
-    """Built answers waiting for a judge; a station takes one of its own problem's first, else the oldest of a problem
-    no other station holds, else one another station's problem has to spare (``_pick_built``).
+    """Built answers waiting for a judge; a station takes one of its own problem's first, else one of a problem it
+    keeps loaded, else the oldest of a problem no other station holds, else one another station's problem has to
+    spare (``_pick_built``).
     A caller's ``Preparation`` goes before them (it waits, as an answer's caller does). While nothing is built, an
     idle station is handed one baseline to time ahead (a problem and a kind, every problem's first kind before any
     second kind), for a problem with an answer still building. Before the first answer comes, one of the baselines
@@ -111,6 +112,7 @@ class ReadyQueue:
         self._changed = threading.Condition()
         self._stopped = False
         self._holding: dict[str, tuple[str, str]] = {}  # station -> (its GPU, the problem it took its last work of)
+        self._keeping: dict[str, tuple[str, frozenset[str]]] = {}  # station -> (its GPU, the problems it holds loaded)
 
     def add(self, item: Item) -> None:
         item.batch._ready = self
@@ -152,11 +154,13 @@ class ReadyQueue:
             return {"items": len(self._items), "preparations": len(self._preparations), "idle": len(self._idle),
                     "ahead": sum(len(entries) for entries in self._ahead.values())}
 
-    def take(self, problem: str | None, station: str = "", gpu: str = "") -> Work | None:
+    def take(self, problem: str | None, station: str = "", gpu: str = "",
+             kept: list[str] | tuple[str, ...] = ()) -> Work | None:
         """A caller's preparation, else a built answer, else a (problem, baseline kind) to time ahead, else waits;
-        None once stopped. ``station`` names the taker, ``problem`` the problem it holds, ``gpu`` the GPU it shares
-        with other stations ("" for none: ``_pick_built``)."""
+        None once stopped. ``station`` names the taker, ``problem`` the problem it holds, ``kept`` every problem it
+        holds loaded, ``gpu`` the GPU it shares with other stations ("" for none: ``_pick_built``)."""
         with self._changed:
+            self._keeping[station] = (gpu, frozenset(kept))
             while not self._stopped:
                 if self._preparations:
                     return self._preparations.pop(0)
@@ -183,15 +187,22 @@ class ReadyQueue:
         return self._idle.pop(0) if self._idle else None
 
     def _pick_built(self, problem: str | None, station: str, gpu: str) -> Item | None:
-        """The built answer ``station`` judges next: one of ``problem``'s (the one it holds), else one of a problem
-        no other station of its ``gpu`` holds, else one of a problem with answers enough waiting for two stations.
-        So the judges of one GPU hold different problems, not each of them all of them (each problem keeps GPU
-        memory while held: docs/judge.md, A judge's GPU memory), yet none idles while answers wait. Stations that
-        share no GPU take the oldest."""
+        """The built answer ``station`` judges next: one of ``problem``'s (the one it holds), else one of a problem it
+        keeps loaded that no other station of its ``gpu`` holds, else one of a problem no other station of its
+        ``gpu`` holds or keeps, else one no other holds, else one of a problem with answers enough waiting for two
+        stations. So a judge goes back to the problems it loaded before loading another (an RL step's problems come
+        again each step), and the judges of one GPU hold different problems, not each of them all of them (each
+        problem keeps GPU memory while held: docs/judge.md, A judge's GPU memory), yet none idles while answers
+        wait. Stations that share no GPU take their kept problems' answers first, else the oldest."""
         built = [item for item in self._items if item.build.done()]
         held = {held for name, (on, held) in self._holding.items() if name != station and gpu and on == gpu}
+        mine = self._keeping.get(station, ("", frozenset()))[1] - held
+        theirs = {kept for name, (on, problems) in self._keeping.items() if name != station and gpu and on == gpu
+                  for kept in problems}
         waiting = Counter(item.submission.problem for item in built)
         return next((i for i in built if i.submission.problem == problem), None) \
+            or next((i for i in built if i.submission.problem in mine), None) \
+            or next((i for i in built if i.submission.problem not in held | theirs), None) \
             or next((i for i in built if i.submission.problem not in held), None) \
             or next((i for i in built if waiting[i.submission.problem] >= STEAL_FROM), None)
 

@@ -242,7 +242,7 @@ class Engine:
             station.start()  # ahead of its first request: a judge process, the spare workers, start meanwhile
         except Exception:  # noqa: BLE001 - its first request starts it again, and its row says what failed
             logger.exception("judge %s could not start ahead of its first answer", name)
-        while (item := self._ready.take(station.current_problem, name, gpu)) is not None:
+        while (item := self._ready.take(station.current_problem, name, gpu, station.kept_problems)) is not None:
             self._busy.add(name)
             try:
                 if isinstance(item, tuple):

@@ -36,6 +36,7 @@ class MessageStation:
     def __init__(self, name: str, spec: StationSpec, report: ReportFolder | None = None) -> None:
         self.name, self.spec, self.report = name, spec, report  # report: the folder the run writes (None: none)
         self.current_problem: str | None = None
+        self.kept_problems: list[str] = []  # the problems the judge holds loaded, the least recently used first
         self._known: set[str] = set()  # the problems the running judge has
         self._abandoned = False
         self._judging: str | None = None  # the key of the answer the judge holds, while a JudgeAnswer is out
@@ -50,6 +51,7 @@ class MessageStation:
         baselines = self._request(m.Prepare(problem_id, kinds, self._report_entries(problem_id)), m.Done).value
         self._baselines_seen(baselines)
         self.current_problem = problem_id
+        self.kept_problems = [*(kept for kept in self.kept_problems if kept != problem_id), problem_id]
         return baselines
 
     def judge_answer(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
@@ -62,7 +64,7 @@ class MessageStation:
         finally:
             self._judging = self._cancel_pending = None
         self._baselines_seen(judged.baselines)
-        self.current_problem = judged.problem
+        self.current_problem, self.kept_problems = judged.problem, judged.kept
         return judged.row
 
     def cancel(self, key: str) -> None:
@@ -118,7 +120,7 @@ class MessageStation:
         if self._running():
             return
         self._open()
-        self.current_problem = None
+        self.current_problem, self.kept_problems = None, []
         self._known = set(self.spec.problems)
         reply = m.expect(self._exchange(m.Start(self.spec, m.PROTOCOL_VERSION)), m.Started, m.Refused, m.Failed)
         if isinstance(reply, m.Refused):

@@ -45,7 +45,7 @@ from evalkit.sandbox.typed_fields import wrong_field
 from evalkit.sources.problems import Problem
 from evalkit.sources.settings import JudgingPlan
 
-PROTOCOL_VERSION = 10  # bump when a message changes; a judge refuses a Start (a Ray task its request) of another version
+PROTOCOL_VERSION = 11  # bump when a message changes; a judge refuses a Start (a Ray task its request) of another version
 # 2: AddProblem. 3: Started, Judged, Prepare.report_entries (one vocabulary for judge processes and Ray actors).
 # 4: Cancel. 5: Build (a Ray build task's request, which took positional arguments before). 6: Probe, NodeFacts,
 # Sweep, ActorStart (the Ray probe and sweep tasks and the judge actor took positional arguments before).
@@ -55,6 +55,7 @@ PROTOCOL_VERSION = 10  # bump when a message changes; a judge refuses a Start (a
 # options (StationSpec.plans, AddProblem.plan: each problem's settings resolved once, at the run's start), and a row
 # comes back stamped with its problem's sha256; the report's baselines reach every judge by Prepare.report_entries
 # (BaselineFiles.in_report), as they reached a Ray actor's, and the judge writes no file of the report folder.
+# 11: Judged.kept (the problems the judge holds loaded, for the dispatcher to hand it their answers first).
 
 
 @dataclass(frozen=True)
@@ -242,11 +243,13 @@ class Done:
 @dataclass(frozen=True)
 class Judged:
     """A JudgeAnswer's reply: the row, the problem the judge now has loaded (a build that failed loads none),
-    and that problem's baselines known so far (a timed answer may have timed them)."""
+    that problem's baselines known so far (a timed answer may have timed them), and every problem the judge holds
+    loaded, the least recently used first."""
 
     row: ResultRow
     problem: str | None
     baselines: dict[str, Any]
+    kept: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

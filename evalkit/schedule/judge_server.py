@@ -86,4 +86,4 @@ class JudgeServer:
                 merge_entry(self._copy, key, entry)
             return m.Done(judge.prepare(message.problem_id, message.kinds))
         row = judge.judge_answer(message.submission, message.triage, message.outcome)
-        return m.Judged(row, judge.current_problem, judge.current_baselines)
+        return m.Judged(row, judge.current_problem, judge.current_baselines, judge.kept_problems)

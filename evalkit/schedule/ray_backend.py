@@ -239,7 +239,7 @@ class RayStation(MessageStation):
             self._busy = False
 
     def _lost(self, why: str) -> JudgeActorDied:
-        actor, self._actor, self.current_problem = self._actor, None, None
+        actor, self._actor, self.current_problem, self.kept_problems = self._actor, None, None, []
         if actor is not None:
             with contextlib.suppress(Exception):  # already gone, or the cluster is
                 _ray().kill(actor)

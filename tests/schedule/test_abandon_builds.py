@@ -61,6 +61,7 @@ def test_closing_waits_for_a_busy_judge_thread_before_closing_its_station(tmp_pa
 
     class Station:
         current_problem = None
+        kept_problems: list[str] = []
 
         def abandon(self) -> None:  # told at once that the run stops (a judge process would be killed here)
             abandoned_while_busy.append(not finished.is_set())

@@ -127,6 +127,28 @@ def test_a_judge_leaves_a_problem_another_judge_holds_and_takes_one_nobody_holds
     assert _still_waiting(ready, "p2", "judge-1", "0")  # one p1 answer left: judge-0's to take
 
 
+def test_a_judge_goes_back_to_a_problem_it_keeps_before_loading_another():
+    """An RL step's problems come again each step: a judge takes an answer of a problem it still holds loaded before
+    an older one of a problem it would have to load (each load costs a judge 1-2 s on the H200)."""
+    older, kept = _built("p1", "a"), _built("p2", "b")
+    ready = _queue([older, kept], ahead=[])
+    assert ready.take(None, "judge-0", "", kept=["p3", "p2"]) is kept
+    assert ready.take(None, "judge-0", "", kept=["p3", "p2"]) is older
+
+
+def test_judges_of_one_gpu_leave_each_other_the_problems_they_keep():
+    """A judge of one GPU leaves a problem another judge keeps loaded (though it is not judging it now) to that judge,
+    and takes one nobody keeps; it takes the other's kept problem only when nothing else is there."""
+    judging = _built("p3", "a")
+    ready = _queue([judging], ahead=[])
+    assert ready.take(None, "judge-0", "0", kept=["p1"]) is judging  # judge-0 keeps p1 loaded, and judges p3
+    theirs, nobodys = _built("p1", "b"), _built("p2", "c")
+    ready.add(theirs)
+    ready.add(nobodys)
+    assert ready.take(None, "judge-1", "0") is nobodys  # p1 is judge-0's to go back to
+    assert ready.take("p2", "judge-1", "0") is theirs  # nothing else waits: no judge idles
+
+
 def test_judges_that_share_no_gpu_take_the_oldest_answer_whoever_holds_its_problem():
     """Only the judges of one GPU share its memory: a judge of another GPU, or a CPU judge, takes the oldest answer
     (two CPU judges given two hanging answers of one problem judge both at once)."""

@@ -140,7 +140,7 @@ def test_prepare_gives_baselines_and_answers_get_their_verdicts(station: Message
     assert correct.speedup_vs_eager is not None
     incorrect = station.judge_answer(*_answer(warm_cache, "incorrect.py"))
     assert incorrect.verdict == "incorrect", incorrect.error
-    assert station.current_problem == "linear_relu"
+    assert station.current_problem == "linear_relu" and station.kept_problems == ["linear_relu"]
 
 
 def test_the_reports_baselines_go_through_the_scheduler_and_the_judge_writes_no_file_of_the_report(
