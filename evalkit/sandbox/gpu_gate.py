@@ -12,6 +12,9 @@ GPU over, the builds frozen). Through the host's registry (``host_timing``), wha
   after it looked sees it): at most ``USE_WAIT_S``, then it times anyway and says which uses were still live, so
   the row is flagged (``contended_gpu``).
 
+A judge that waits for another judge's worker to let go of a build's cache entry waits outside its use
+(``GpuGate.aside``): that worker holds the entry through its own judge's timing.
+
 A use is held for a stage, but entering a nested one is a point where the stage may pause: when another judge's
 timing wants the GPU there, this judge drops its use until that timing is over (``GpuGate.use``). A judge enters
 one around each request of a stage's loop (a correctness trial, a timed output's check), so a timing waits for one
@@ -84,6 +87,21 @@ class GpuGate:
             self._depth -= 1
             if self._depth == 0:
                 self._drop()
+
+    @contextmanager
+    def aside(self) -> Iterator[None]:
+        """While this judge waits for something another judge may hold through its timing (a build's cache entry,
+        which a judged worker holds for its life: ``remains.entry_lock``): its use dropped, and taken back after
+        (once no timing wants the GPU). Holding it there would make that timing wait for this judge, which waits
+        for that judge: each timing then waits out ``USE_WAIT_S`` and is flagged. Only between requests: nothing of
+        this judge's runs on the GPU while it waits."""
+        held = self._token is not None
+        self._drop()
+        try:
+            yield
+        finally:
+            if held and self._depth and not self._exclusive:
+                self._token = self.registry.take_use(self.device)
 
     @contextmanager
     def exclusive(self, turn: Callable[[], AbstractContextManager[Any]]) -> Iterator[list[str]]:

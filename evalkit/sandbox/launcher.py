@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import uuid
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -120,6 +121,7 @@ class UntrustedProcess:
         self._reclaim = False  # a build's folder goes back to evalkit's user when its worker is gone
         self._built: set[str] | None = None  # a judged worker's extension folder as its build left it
         self._entry: int | None = None  # the lock on that folder held while the worker lives (``entry_lock``)
+        self.waiting_for_entry: Callable[[], AbstractContextManager[Any]] = nullcontext  # its judge's, around a wait
 
     def _folders(self) -> list[Path]:  # the worker's own, and its extension folder
         return [self.workdir] + ([self.extensions_dir] if self.extensions_dir else [])
@@ -160,7 +162,7 @@ class UntrustedProcess:
         the worker holds it alone (``entry_lock``) until it is gone, and what it adds there goes with it."""
         self._compiled_at = time.monotonic() - self._paused_s()
         if message.mode == "judge" and self.extensions_dir:
-            self._entry = entry_lock(self.extensions_dir)
+            self._entry = entry_lock(self.extensions_dir, self.waiting_for_entry)
             self._built = files_under(self.extensions_dir)
         self._reclaim = message.mode == "build" and self.run_as is not None and self.extensions_dir is not None
         for folder in self._folders():  # under a folder closed to its uid, the worker opens the way (``mounts``)

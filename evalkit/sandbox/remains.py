@@ -9,7 +9,9 @@ import fcntl
 import os
 import shutil
 import signal
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
+from typing import Any, Callable
 
 from evalkit.sandbox.cgroup import remove_run_cgroups
 from evalkit.sandbox.processes import MARKER_VARIABLE, sandbox_members
@@ -82,10 +84,15 @@ def remove_added(folder: Path, before: set[str]) -> None:
                 os.unlink(path)
 
 
-def entry_lock(folder: Path) -> int:
+def entry_lock(folder: Path, waiting: Callable[[], AbstractContextManager[Any]] = nullcontext) -> int:
     """A descriptor holding ``folder`` (a build-cache entry) for one judged worker, across every process on this
-    host: blocks while another holds it. The lock file lies beside the folder, out of any worker's reach; the
-    entry is free again once the descriptor is closed (or its process ends)."""
+    host: blocks while another holds it, inside ``waiting()`` (entered only then). The lock file lies beside the
+    folder, out of any worker's reach; the entry is free again once the descriptor is closed (or its process
+    ends)."""
     fd = os.open(folder.parent / f".{folder.name}.judging", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        with waiting():
+            fcntl.flock(fd, fcntl.LOCK_EX)
     return fd

@@ -269,6 +269,10 @@ class DeviceJudge:
     def _use(self) -> AbstractContextManager[Any]:  # around this judge's non-timed GPU work (``gpu_gate``)
         return self._gate.use() if self._gate is not None else nullcontext()
 
+    def _entry_aside(self, worker: UntrustedProcess) -> UntrustedProcess:  # waits for its build's entry outside a use
+        worker.waiting_for_entry = self._gate.aside if self._gate is not None else nullcontext
+        return worker
+
     def _switch_to(self, problem_id: str) -> ProblemContext:
         """Make ``problem_id`` the current problem: the one kept, else a new one, once room is made for it."""
         current = self.current_problem
@@ -351,13 +355,13 @@ class DeviceJudge:
         if judge is None:
             return verdicts.unavailable_row(submission, early, outcome, self.device, context.setup_error)
         extensions = Path(outcome.extension_dir).parent / "extensions"  # the build stage already chose it
-        workers = [self._spare.take(extensions)]
+        workers = [self._entry_aside(self._spare.take(extensions))]
         self._in_hand = (submission.key, workers)
         if self._cancel_pending == submission.key:  # cancelled while its message was on the way
             _cancel_workers(workers)
 
         def profiler() -> tuple[UntrustedProcess, Path]:
-            workers.append(self._profilers.take(extensions))
+            workers.append(self._entry_aside(self._profilers.take(extensions)))
             return workers[-1], _with_code(workers[-1], early.code)
         try:
             judgement = judge.examine(workers[0], _with_code(workers[0], early.code),

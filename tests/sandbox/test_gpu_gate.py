@@ -24,6 +24,7 @@ from evalkit.sandbox import gpu_gate
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.gpu_gate import GpuGate
 from evalkit.sandbox.host_timing import FOLDER_ENV, HostTiming
+from evalkit.sandbox.remains import entry_lock
 from process_helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -166,6 +167,53 @@ def test_a_stage_stands_aside_for_a_timing_between_its_requests_and_goes_on_afte
         assert len(_tokens(registry, "use")) == 1, "the stage's use was not taken back after the timing"
     assert timed.wait(BOUND_S)
     assert order == ["timing beside []", "next request"], "the stage's next request ran before the timing"
+
+
+def test_a_judge_waiting_for_a_build_entry_another_judge_holds_stands_aside_for_that_judges_timing(
+        registry, monkeypatch, tmp_path):
+    """Judge X's worker holds the build-cache entry of an answer through X's timing (``remains.entry_lock``); judge
+    Y, in a stage's use, waits for that entry to judge the same answer. Were Y's use kept while it waited, X's timing
+    would wait for Y, which waits for X (on the H200 each such timing waited out ``USE_WAIT_S`` and was flagged
+    ``contended_gpu``). Y waits aside: X's timing runs beside no use, and Y's use is back once it has the entry."""
+    monkeypatch.setattr(gpu_gate, "USE_WAIT_S", BOUND_S * 10)  # the timing goes only when Y's use is dropped
+    entry = tmp_path / "extensions"
+    entry.mkdir()
+    x_gate, y_gate, scheduler = _gate(), _gate(), HostTiming(registry)
+    x_worker_holds = entry_lock(entry)
+    y_has_entry: list[int] = []
+
+    def y_stage() -> None:
+        with y_gate.use():
+            y_has_entry.append(entry_lock(entry, y_gate.aside))
+            assert len(_tokens(registry, "use")) == 1, "Y's use was not taken back once it had the entry"
+    y_thread, y_done = _in_thread(y_stage)
+    wait_for(lambda: not _tokens(registry, "use"), BOUND_S, "Y to drop its use while it waits for the entry")
+    contended: list[list[str]] = []
+
+    def x_timing() -> None:
+        with x_gate.exclusive(lambda: _turn(scheduler)) as beside:
+            contended.append(beside)
+    try:
+        timing, timed = _in_thread(x_timing)
+        assert timed.wait(BOUND_S), "X's timing waited for the use of a judge that waits for X"
+        assert contended == [[]]
+    finally:
+        os.close(x_worker_holds)  # X's worker is gone once X has timed it
+    assert y_done.wait(BOUND_S) and y_has_entry, "Y never got the entry"
+    os.close(y_has_entry[0])
+
+
+def test_an_entry_nobody_holds_is_taken_without_waiting_aside(tmp_path):
+    entry = tmp_path / "extensions"
+    entry.mkdir()
+    asides: list[str] = []
+
+    @contextmanager
+    def aside() -> Iterator[None]:
+        asides.append("aside")
+        yield
+    os.close(entry_lock(entry, aside))
+    assert asides == [], "a judge stood aside for an entry nobody held"
 
 
 def test_a_dead_holder_holds_nothing(registry, monkeypatch):
