@@ -113,10 +113,13 @@ def test_a_reply_sent_ahead_of_its_call_is_a_protocol_violation(rows):
 
 def test_a_build_spinning_every_core_does_not_bend_the_timings(rows):
     # aab_spins_while_building burns every core while later answers and the eager baseline are timed:
-    # builds are frozen while the judge times, so an honest answer still reads about 1x eager.
+    # builds are frozen while the judge times, so an honest answer (the reference's own computation) still reads
+    # about 1x eager. Its median over 5 requests of 0.1 ms is the machine's to move (it read 3.06x once on a loaded
+    # CI box), so the judge's own 95% interval is what must not exclude 1x by more than a factor of 2.
     assert rows["aab_spins_while_building"]["verdict"] == "correct"
     honest = rows["zz_correct_after_all"]
-    assert 0.33 < honest["speedup_vs_eager"] < 3, honest["timing"]
+    low, high = honest["speedup_vs_eager_ci"]
+    assert low < 2 and high > 0.5, (honest["speedup_vs_eager"], honest["timing"])
 
 
 def test_fork_bomb_and_memory_hog_are_stopped(rows):
