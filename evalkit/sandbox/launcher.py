@@ -4,9 +4,8 @@ The process runs ``python -m evalkit.sandbox.untrusted.worker`` in its own tempo
 group, with a scrubbed environment, bounded captured output, resource limits (set by the worker on itself before it
 imports any submission code) and a watchdog that kills the whole sandbox on timeout, memory or process-count excess.
 
-Requests go to the worker pickled (trusted -> untrusted); replies come back as JSON only and are read through
-``evalkit.sandbox.protocol``, so nothing the submission sends can execute code in the judge, and a reply that breaks
-the protocol gets the worker killed at once.
+Requests go to the worker pickled (trusted -> untrusted); replies come back as JSON only, read through
+``evalkit.sandbox.protocol``: nothing a submission sends runs code in the judge; a reply off the protocol kills it.
 """
 
 from __future__ import annotations
@@ -113,8 +112,7 @@ class UntrustedProcess:
         pin(self._proc.pid, limits.cpus)
         self._stdout = BoundedCapture(self._proc.stdout, limits.output_bytes)
         self._stderr = BoundedCapture(self._proc.stderr, limits.output_bytes)
-        self.killed_because = ""
-        self._last_watch = 0.0
+        self.killed_because, self._last_watch = "", 0.0
         self._seen = {self._proc.pid}  # every process of the sandbox seen alive, for cleaning up after them
         self._stopped: set[int] = set()  # what a freeze by signals stopped, for its thaw
         self._none_left = False  # set once ``kill`` finds no process of the sandbox alive

@@ -1,15 +1,14 @@
 """Trusted side: a device judge, the judge of one device (a GPU, or the CPU) and the problems it has loaded.
 
-It turns a built answer into its row: it loads the problem (the float64 reference and the judge; a problem
-given as text's reference in a sandboxed worker of its own, ``judge.sandboxed_reference``),
-runs the sandboxed worker through ``evalkit.judge``, and maps the judgement to a ``ResultRow``
-(``evalkit.judge.verdicts``). A problem's PyTorch baselines are timed once (through ``BaselineCache``): a
-kind at a time while the judge would otherwise wait for builds, and what is still missing when an answer
-of the problem is timed, since only a speedup needs them. It keeps the problems it loaded lately (their
-float64 references, timed facts and cached expected outputs), the least recently used going first once they
-hold their share of the GPU's memory (``gpu_memory``) or number ``KEPT_PROBLEMS``: a judge that goes back
-to a problem loads nothing again. Each answer's worker was started while the answer before it was judged
-(``evalkit.sandbox.spare``), and is stopped whenever this judge measures; so is, on CUDA, the worker that
+It turns a built answer into its row: it loads the problem (the float64 reference and the judge; a problem given as
+text's reference in a sandboxed worker of its own, ``judge.sandboxed_reference``), runs the sandboxed worker through
+``evalkit.judge``, and maps the judgement to a ``ResultRow`` (``evalkit.judge.verdicts``). A problem's PyTorch
+baselines are timed once (through ``BaselineCache``): a kind at a time while the judge would otherwise wait for
+builds, and what is still missing when an answer of the problem is timed, since only a speedup needs them. It keeps
+the problems it loaded lately (their float64 references, timed facts and cached expected outputs), the least recently
+used going first once they hold their share of the GPU's memory (``gpu_memory``) or number ``KEPT_PROBLEMS``: a judge
+that goes back to a problem loads nothing again. Each answer's worker was started while the answer before it was
+judged (``evalkit.sandbox.spare``), and is stopped whenever this judge measures; so is, on CUDA, the worker that
 started the profiler ahead, where a passing answer's kernels are profiled (``evalkit.judge.kernel_profile``).
 
 It runs in the scheduler's own process (one judge) or in a judge process of its own (``judge_process``,
@@ -83,9 +82,8 @@ class DeviceJudge:
         self.device, self.seed, self.limits, self.driver = spec.device, spec.seed, spec.limits, spec.driver
         self._cache = spec.baselines.open()
         self._gate = GpuGate.open(spec.gpu) if spec.device == "cuda" else None  # its GPU's, host-wide (``gpu_gate``)
-        self._memory_bound = kept_memory_share(spec.gpu_judges)
+        self._memory_bound, self._builds_frozen = kept_memory_share(spec.gpu_judges), quiet or nullcontext
         limits, device = spec.limits, spec.device
-        self._builds_frozen = quiet or nullcontext
         cuda_started = {PRELOAD_CUDA_VARIABLE: "1"} if device == "cuda" else {}  # in every worker started ahead
         env = {**extension_env(device), **header_env(builds_root(spec.cache_dir), device), **_pinned(limits),
                **cuda_started}
