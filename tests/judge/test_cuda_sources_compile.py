@@ -17,7 +17,9 @@ import importlib.util
 import os
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -35,6 +37,8 @@ REQUIRE_NVCC = "EVALKIT_REQUIRE_NVCC"
 COMPILE_ERRORS = {"tests/fixtures/cuda_submissions/cuda/matmul/fallback.py"}
 # Copies of one fixture with its number changed (builds beside a judge): compiled once, the copies checked equal.
 NUMBERED = FIXTURES / "timing_build_load" / "load" / "tiny_relu"
+# Builds at once: one a core this process may run on, at most 4 (a .cu's host front end alone peaks at about 2.2 GiB).
+PARALLEL_BUILDS = min(len(os.sched_getaffinity(0)), 4)
 
 
 def cuda_sources() -> list[Path]:
@@ -86,11 +90,40 @@ def test_the_numbered_copies_differ_only_in_their_number():
         assert copy.read_text() == expected, f"{copy} is no longer a copy: compile it too"
 
 
-@pytest.mark.parametrize("answer", SOURCES, ids=_name)
-def test_the_cuda_extension_compiles_and_links(answer: Path, toolchain, tmp_path: Path):
+@pytest.fixture(scope="module")
+def builds(toolchain, request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[Path, Future]]:
+    """Every source's build folder and steps, compiled a core each, all started at once: xdist gives a file's tests
+    to one process, and pytest-xdist's ``loadfile`` sends the files of fewest tests last, so this file runs at the
+    suite's tail beside idle cores (one after another, its compiles were CI's last half hour on 2 cores)."""
     home, env = toolchain
-    folder = cuda_build.write_build(answer, tmp_path, ARCH, home)
-    steps = cuda_build.build_steps(folder, env)
+    scratch = tmp_path_factory.mktemp("cuda-builds")
+
+    def build(number: int, answer: Path) -> tuple[Path, list]:
+        folder = cuda_build.write_build(answer, _fresh(scratch / str(number)), ARCH, home)
+        return folder, cuda_build.build_steps(folder, env)
+    with ThreadPoolExecutor(max_workers=PARALLEL_BUILDS) as pool:
+        futures = {answer: pool.submit(build, number, answer) for number, answer in enumerate(SOURCES)
+                   if answer in _selected(request.session)}
+        yield futures
+        for future in futures.values():
+            future.cancel()
+
+
+def _selected(session: pytest.Session) -> set[Path]:
+    """The sources whose compile test this run holds (``pytest file::test[...]`` compiles that one alone)."""
+    return {item.callspec.params["answer"] for item in session.items
+            if getattr(item, "originalname", "") == test_the_cuda_extension_compiles_and_links.__name__}
+
+
+def _fresh(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    return folder
+
+
+@pytest.mark.parametrize("answer", SOURCES, ids=_name)
+def test_the_cuda_extension_compiles_and_links(answer: Path, builds: dict[Path, Future], toolchain):
+    folder, steps = builds[answer].result()
     failed = [step for step in steps if step.exit_code != 0]
     if _name(answer) in COMPILE_ERRORS:
         assert failed and failed[0].kind == "cuda", [(step.kind, step.exit_code) for step in steps]
@@ -99,7 +132,7 @@ def test_the_cuda_extension_compiles_and_links(answer: Path, toolchain, tmp_path
     assert not failed, f"{failed[0].kind} step failed:\n{failed[0].command}\n{failed[0].output}"
     assert [step.kind for step in steps].count("cuda") == 1 and steps[-1].kind == "link"
     library = next(folder.glob("*.so"))
-    assert cuda_build.unresolved_symbols(library, env) == []
+    assert cuda_build.unresolved_symbols(library, toolchain[1]) == []
 
 
 def test_a_function_declared_and_never_defined_is_reported(tmp_path: Path):
