@@ -199,10 +199,11 @@ class ReadyQueue:
         mine = self._keeping.get(station, ("", frozenset()))[1] - held
         theirs = {kept for name, (on, problems) in self._keeping.items() if name != station and gpu and on == gpu
                   for kept in problems}
+        taken_by_others = held | theirs
         waiting = Counter(item.submission.problem for item in built)
         return next((i for i in built if i.submission.problem == problem), None) \
             or next((i for i in built if i.submission.problem in mine), None) \
-            or next((i for i in built if i.submission.problem not in held | theirs), None) \
+            or next((i for i in built if i.submission.problem not in taken_by_others), None) \
             or next((i for i in built if i.submission.problem not in held), None) \
             or next((i for i in built if waiting[i.submission.problem] >= STEAL_FROM), None)
 
