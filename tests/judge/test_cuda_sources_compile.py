@@ -97,14 +97,14 @@ def builds(toolchain, request: pytest.FixtureRequest,
     to one process, and pytest-xdist's ``loadfile`` sends the files of fewest tests last, so this file runs at the
     suite's tail beside idle cores (one after another, its compiles were CI's last half hour on 2 cores)."""
     home, env = toolchain
-    scratch = tmp_path_factory.mktemp("cuda-builds")
 
-    def build(number: int, answer: Path) -> tuple[Path, list]:
-        folder = cuda_build.write_build(answer, _fresh(scratch / str(number)), ARCH, home)
+    def build(answer: Path, scratch: Path) -> tuple[Path, list]:
+        folder = cuda_build.write_build(answer, scratch, ARCH, home)
         return folder, cuda_build.build_steps(folder, env)
+    selected = _selected(request.session)
     with ThreadPoolExecutor(max_workers=PARALLEL_BUILDS) as pool:
-        futures = {answer: pool.submit(build, number, answer) for number, answer in enumerate(SOURCES)
-                   if answer in _selected(request.session)}
+        futures = {answer: pool.submit(build, answer, tmp_path_factory.mktemp("cuda-build"))
+                   for answer in SOURCES if answer in selected}
         yield futures
         for future in futures.values():
             future.cancel()
@@ -114,11 +114,6 @@ def _selected(session: pytest.Session) -> set[Path]:
     """The sources whose compile test this run holds (``pytest file::test[...]`` compiles that one alone)."""
     return {item.callspec.params["answer"] for item in session.items
             if getattr(item, "originalname", "") == test_the_cuda_extension_compiles_and_links.__name__}
-
-
-def _fresh(folder: Path) -> Path:
-    folder.mkdir(parents=True)
-    return folder
 
 
 @pytest.mark.parametrize("answer", SOURCES, ids=_name)
