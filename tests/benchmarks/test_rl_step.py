@@ -73,3 +73,23 @@ def test_two_steps_bring_back_every_reward_and_print_the_figures(tmp_path: Path)
     assert all(a["requests"] and a["stopped_by"] and a["attempts"] and a["overhead_ms"] is not None
                for a in answers.values() if a["verdict"] == "correct")
     assert "step 2:" in done.stdout and "server memory from the first step to the last" in done.stdout
+
+
+def test_a_steps_gpu_figures_come_from_its_own_whole_samples_and_skip_what_is_no_number(tmp_path: Path) -> None:
+    """Each step records the GPU's busy fraction and memory over that step alone: whether overlapped judges keep the
+    GPU busier or only take turns on it (docs/gpu-runs/2026-11-30-two-judges-groups-h200). A line still being written
+    waits for the next step; a sample that is no number is skipped."""
+    rl_step = benchmark_module("rl_step")
+    samples = tmp_path / "gpu.csv"
+    sampler = rl_step.GpuSampler("cpu", samples)
+    assert sampler.process is None and sampler.step_figures() is None  # no CUDA device: nothing sampled
+    sampler.process = object()  # as if nvidia-smi wrote the file
+    samples.write_text("40, 1000\n[N/A], 1200\n60, 3000\n8")
+    first = sampler.step_figures()
+    assert first == {"samples": 2, "busy_pct_median": 50.0, "busy_pct_mean": 50.0, "memory_mib_median": 2000.0,
+                     "memory_mib_max": 3000.0}
+    with samples.open("a") as more:
+        more.write("0, 500\n")
+    assert sampler.step_figures() == {"samples": 1, "busy_pct_median": 80.0, "busy_pct_mean": 80.0,
+                                      "memory_mib_median": 500.0, "memory_mib_max": 500.0}
+    assert sampler.step_figures() == {"samples": 0}
