@@ -26,7 +26,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import torch
 from evalkit.intake.triage import Triage
 from evalkit.judge import verdicts
 from evalkit.judge.baselines import baseline_key
@@ -158,7 +157,7 @@ class DeviceJudge:
                 return failed  # needs neither the reference nor the baselines
             try:
                 return self._judged(submission, early, outcome)
-            except (torch.OutOfMemoryError, ReferenceFailed) as err:
+            except Exception as err:  # noqa: BLE001 - the GPU's memory running out is tried again, nothing else
                 if not out_of_memory(err):
                     raise
                 others_unloaded = self._unload_all(submission.problem)
@@ -168,7 +167,7 @@ class DeviceJudge:
                                "other judge's answer beside it", submission.problem, submission.sample)
                 with answers_memory_alone(self._gate, self.device):
                     return self._judged(submission, early, outcome)
-        except ReferenceFailed as err:  # an untrusted reference's worker failed: its fault, not the answer's
+        except ReferenceFailed as err:  # an untrusted reference's worker, or the GPU's memory: not the answer's fault
             logger.warning("%s: %s", submission.problem, err)
             close_judge(self._kept.get(submission.problem))  # loaded anew for the problem's next answer
             return verdicts.unavailable_row(submission, early, outcome, self.device, str(err))
@@ -202,10 +201,9 @@ class DeviceJudge:
     def abandon(self) -> None:
         """The run or evaluator is stopping (called from another thread): start no more workers (the group kill
         that follows ends those running), so what is in hand ends at once, a baseline timed ahead too."""
-        self._spare.stop()
-        self._references.stop()
-        if self._profilers is not None:
-            self._profilers.stop()
+        for spare in (self._spare, self._references, self._profilers):
+            if spare is not None:
+                spare.stop()
 
     def close(self) -> None:
         spares = [self._spare, self._references] + ([self._profilers] if self._profilers is not None else [])
@@ -298,8 +296,7 @@ class DeviceJudge:
             free_garbage(self.device)
 
     def _memory_share(self) -> float:
-        """The share of the GPU's memory this judge's own tensors hold, the buffers it lent its problems' sandboxed
-        references included (0 on CPU: there only the count bounds)."""
+        """This judge's share of the GPU's memory: its tensors, its loans to sandboxed references (0 on CPU)."""
         lent = sum(context.judge.ref.lent_device_bytes() for context in self._kept.values() if context.judge)
         return held_share(self.device, lent)
 
@@ -317,7 +314,8 @@ class DeviceJudge:
         return free_share(self.device)
 
     def _judge_of(self, context: ProblemContext) -> Judge | None:
-        """The problem's judge, loaded on first need; None (and ``setup_error`` set) when the reference fails."""
+        """The problem's judge, loaded on first need; None (and ``setup_error`` set) when the reference fails;
+        ``ReferenceFailed`` when loading it ran the GPU out of memory (``_row`` tries again)."""
         if context.problem.broken and not context.setup_error:
             context.setup_error = f"problem '{context.problem.id}' cannot be used: {context.problem.broken}"
         if context.judge is None and not context.setup_error:
@@ -330,9 +328,11 @@ class DeviceJudge:
                     ref = self._reference(problem, settings.precision)
                     context.judge = Judge(ref, settings, self.limits, quiet=self._quiet, use=self._use)
             except Exception as err:  # noqa: BLE001 - a broken problem is reported on every row, the run goes on
-                logger.error("%s: the reference cannot be run: %s", problem.id, err)
                 if ref is not None:
                     ref.close()
+                if out_of_memory(err):  # the GPU was full, the reference no worse: loaded again, never kept as broken
+                    raise ReferenceFailed(f"the reference ran out of GPU memory: {type(err).__name__}: {err}") from err
+                logger.error("%s: the reference cannot be run: %s", problem.id, err)
                 where = f" ({problem.reference_path})" if problem.trusted else ""  # no folder of the host for clients
                 context.setup_error = (f"the reference of problem '{problem.id}'{where} failed on this device: "
                                        f"{type(err).__name__}: {err}")

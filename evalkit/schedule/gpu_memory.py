@@ -85,9 +85,14 @@ def free_share(device: str) -> float:
     return free / total
 
 
+# What running out of GPU memory says, whoever reports it: torch's error, the driver's (``cuda_buffers``: the buffers a
+# judge lends a sandboxed reference), or a sandboxed reference's worker (in the message it sent).
+OUT_OF_MEMORY_MARKS = ("OutOfMemoryError", "CUDA_ERROR_OUT_OF_MEMORY")
+
+
 def out_of_memory(err: BaseException) -> bool:
     """The GPU ran out of memory, in the judge's process or in its sandboxed reference's."""
-    return isinstance(err, torch.OutOfMemoryError) or "OutOfMemoryError" in str(err)
+    return isinstance(err, torch.OutOfMemoryError) or any(mark in str(err) for mark in OUT_OF_MEMORY_MARKS)
 
 
 def release_cached_memory(device: str) -> None:

@@ -9,10 +9,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from conftest import FIXTURES
 from evalkit import Evaluator
 from evalkit.schedule import device_judge, gpu_memory
+from evalkit.sandbox.cuda_buffers import CudaDriverError
 from evalkit.sandbox.launcher import Limits
 from evalkit.sandbox.programs import REFERENCE_WORKER
 from evalkit.sandbox.spare import SpareWorker, discard
@@ -126,10 +128,25 @@ def test_the_judges_of_one_gpu_split_its_memory_share_for_kept_problems():
     assert device_judge.kept_memory_share(2) == gpu_memory.KEPT_PROBLEMS_MEMORY_SHARE / 2
 
 
-def _attempts_after_one_out_of_memory(monkeypatch, kept: list[str], gate: object, seen) -> list[object]:
+# How running out of GPU memory reaches a judge: a sandboxed reference's worker's message, the driver refusing a
+# buffer the judge lends one (two judges on an H200: docs/gpu-runs/2026-11-30-gpu-busy-cold-builds-h200), and the
+# judge's own load of a reference failing either way.
+OUT_OF_MEMORY = [device_judge.ReferenceFailed("the reference failed (expected): OutOfMemoryError: CUDA out of memory"),
+                 CudaDriverError("cuMemAlloc_v2 failed: CUDA_ERROR_OUT_OF_MEMORY"),
+                 device_judge.ReferenceFailed("the reference ran out of GPU memory: CudaDriverError: cuMemAlloc_v2 "
+                                              "failed: CUDA_ERROR_OUT_OF_MEMORY")]
+
+
+def test_out_of_memory_is_told_from_other_failures_of_the_gpu():
+    assert all(gpu_memory.out_of_memory(err) for err in [*OUT_OF_MEMORY, torch.OutOfMemoryError("CUDA out of memory")])
+    assert not gpu_memory.out_of_memory(CudaDriverError("cuMemFree_v2 failed: CUDA_ERROR_INVALID_VALUE"))
+    assert not gpu_memory.out_of_memory(device_judge.ReferenceFailed("the reference's sandbox ended: killed"))
+
+
+def _attempts_after_one_out_of_memory(monkeypatch, kept: list[str], gate: object, seen,
+                                      error: Exception = OUT_OF_MEMORY[0]) -> list[object]:
     """What ``seen(judge)`` read at each attempt of a device judge keeping ``kept`` (the current problem last), its
-    GPU's gate ``gate``, at an answer of "current" whose first attempt ran the GPU out of memory in its sandboxed
-    reference."""
+    GPU's gate ``gate``, at an answer of "current" whose first attempt ran the GPU out of memory (``error``)."""
     judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
     judge.device, judge._kept, judge._gate = "cuda", device_judge.OrderedDict.fromkeys(kept), gate
     monkeypatch.setattr(device_judge, "free_garbage", lambda device: None)
@@ -139,7 +156,7 @@ def _attempts_after_one_out_of_memory(monkeypatch, kept: list[str], gate: object
     def judged(submission, early, outcome):
         attempts.append(seen(judge))
         if len(attempts) == 1:
-            raise device_judge.ReferenceFailed("the reference failed (expected): OutOfMemoryError: CUDA out of memory")
+            raise error
         return "row"
 
     monkeypatch.setattr(judge, "_judged", judged)
@@ -147,11 +164,13 @@ def _attempts_after_one_out_of_memory(monkeypatch, kept: list[str], gate: object
     return attempts
 
 
-def test_an_answer_that_ran_the_gpu_out_of_memory_beside_kept_problems_is_judged_again_with_them_unloaded(monkeypatch):
+@pytest.mark.parametrize("error", OUT_OF_MEMORY, ids=["reference worker", "driver", "reference load"])
+def test_an_answer_that_ran_the_gpu_out_of_memory_beside_kept_problems_is_judged_again_with_them_unloaded(monkeypatch,
+                                                                                                         error):
     """Kept problems are a cache: when the GPU runs out of memory (in the judge, or in a sandboxed reference's
     worker) with other problems kept, they go and the answer is judged once more, never charged for the cache."""
     attempts = _attempts_after_one_out_of_memory(monkeypatch, ["old", "other", "current"], None,
-                                                 lambda judge: list(judge._kept))
+                                                 lambda judge: list(judge._kept), error)
     # the second attempt with nothing kept: the problem's own reference is loaded anew (its worker ended with the error)
     assert attempts == [["old", "other", "current"], []]
 
@@ -166,7 +185,7 @@ def test_an_out_of_memory_with_nothing_else_kept_and_no_other_judge_is_not_judge
 
     def judged(submission, early, outcome):
         calls.append(1)
-        raise device_judge.torch.OutOfMemoryError("CUDA out of memory")
+        raise torch.OutOfMemoryError("CUDA out of memory")
 
     monkeypatch.setattr(judge, "_judged", judged)
     submission = type("Submission", (), {"problem": "current", "sample": "s"})()
@@ -283,3 +302,38 @@ def test_once_a_problem_comes_as_text_its_next_reference_worker_is_started_ahead
         for worker in taken:
             discard(worker)
         judge._references.close()
+
+
+def _judge_loading(monkeypatch, failures: list[Exception]) -> tuple[device_judge.DeviceJudge, ProblemContext]:
+    """A device judge and a problem whose reference's loads fail with ``failures`` in turn, then succeed."""
+    judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
+    problem = SimpleNamespace(id="p", broken="", sha256="h", trusted=False)
+    judge.device, judge._gate, judge.seed, judge.limits, judge._quiet = "cuda", None, 0, None, None
+    judge.plans = {"p": SimpleNamespace(check_current=lambda sha256: None)}
+    monkeypatch.setattr(device_judge.JudgeSettings, "of", lambda plan, seed: SimpleNamespace(precision="float64"))
+    monkeypatch.setattr(device_judge, "Judge", lambda ref, *args, **kwargs: ("judge of", ref))
+
+    def reference(problem, precision):
+        if failures:
+            raise failures.pop(0)
+        return "ref"
+
+    monkeypatch.setattr(judge, "_reference", reference)
+    return judge, ProblemContext(problem)  # type: ignore[arg-type]
+
+
+def test_a_reference_that_ran_the_gpu_out_of_memory_as_it_loaded_is_loaded_again_not_kept_as_broken(monkeypatch):
+    """Two judges on an H200: a problem's load found the GPU full (the driver refused a buffer for its sandboxed
+    reference), and the problem was kept as broken: its answers skipped for as long as it stayed loaded. Running out
+    of memory is now raised for the answer to be judged again (``_row``); the next load tries anew."""
+    judge, context = _judge_loading(monkeypatch, [CudaDriverError("cuMemAlloc_v2 failed: CUDA_ERROR_OUT_OF_MEMORY")])
+    with pytest.raises(device_judge.ReferenceFailed, match="out of GPU memory.*CUDA_ERROR_OUT_OF_MEMORY") as raised:
+        judge._judge_of(context)
+    assert gpu_memory.out_of_memory(raised.value) and context.setup_error == ""
+    assert judge._judge_of(context) == ("judge of", "ref")
+
+
+def test_a_reference_that_fails_to_load_otherwise_stays_broken_for_its_problems_answers(monkeypatch):
+    judge, context = _judge_loading(monkeypatch, [ValueError("no Model defined")])
+    assert judge._judge_of(context) is None and "ValueError: no Model defined" in context.setup_error
+    assert judge._judge_of(context) is None, "not loaded again for every answer"
