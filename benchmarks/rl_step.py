@@ -23,7 +23,8 @@ answers still out (`outstanding`, per problem), and no later step runs. So a run
 stood, instead of being killed with nothing written. The server's log is kept beside `--json` (else in a file of
 the system's temporary folder); a step whose verdicts differ from the first step's is named at the end, with it.
 On a CUDA machine with `nvidia-smi`, each step also records the GPU's busy fraction and memory, sampled every
-0.5 s over the step (`gpu`): whether judges that overlap their stages keep the GPU busier, or only take turns on it.
+0.5 s over the step (`gpu`, by the sampler `evalkit score` uses, `evalkit.schedule.gpu_busy`): whether judges that
+overlap their stages keep the GPU busier, or only take turns on it.
 
 On a CPU machine: `--device cpu --problems tests/fixtures/judge_problems --answers
 tests/fixtures/judge_submissions/fixtures`. Run from the repository root.
@@ -36,7 +37,6 @@ import json
 import math
 import os
 import shlex
-import shutil
 import signal
 import socket
 import statistics
@@ -50,56 +50,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from evalkit.schedule.gpu_busy import GpuBusySampler, device_ids
+
 ROOT = Path(__file__).resolve().parent.parent
 POLL_S = 0.2
 GPU_SAMPLE_MS = 500
-
-
-class GpuSampler:
-    """``nvidia-smi`` sampling the first visible GPU's busy percentage and memory into a file, read a step at a time
-    (``step_figures``); a no-op where there is no CUDA device or no ``nvidia-smi``."""
-
-    def __init__(self, device: str, path: Path) -> None:
-        self.path, self.offset = path, 0
-        self.process: subprocess.Popen[bytes] | None = None
-        if device == "cuda" and shutil.which("nvidia-smi"):
-            gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
-            with path.open("w") as out:
-                self.process = subprocess.Popen(
-                    ["nvidia-smi", f"--id={gpu}", "--query-gpu=utilization.gpu,memory.used",
-                     "--format=csv,noheader,nounits", f"-lms={GPU_SAMPLE_MS}"], stdout=out, stderr=subprocess.DEVNULL)
-
-    def step_figures(self) -> dict[str, Any] | None:
-        """The samples since the last call: their figures (``gpu_figures``), or None without a sampler."""
-        if self.process is None:
-            return None
-        with self.path.open("rb") as samples:
-            samples.seek(self.offset)
-            written = samples.read()
-        whole = written[:written.rfind(b"\n") + 1]  # a line still being written is read with the next step
-        self.offset += len(whole)
-        return gpu_figures(whole.decode(errors="replace").splitlines())
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-
-
-def gpu_figures(lines: list[str]) -> dict[str, Any]:
-    """From ``nvidia-smi`` lines of "busy %, memory MiB": how many, the busy percentage's median and mean, and the
-    memory's median and largest (a line that is not two numbers, "[N/A]" say, is skipped)."""
-    busy, memory = [], []
-    for line in lines:
-        try:
-            percent, mib = (float(value) for value in line.split(","))
-        except ValueError:
-            continue
-        busy.append(percent)
-        memory.append(mib)
-    if not busy:
-        return {"samples": 0}
-    return {"samples": len(busy), "busy_pct_median": statistics.median(busy), "busy_pct_mean": statistics.fmean(busy),
-            "memory_mib_median": statistics.median(memory), "memory_mib_max": max(memory)}
 
 
 def groups(problems: Path, answers: Path, size: int) -> dict[str, tuple[str, list[str]]]:
@@ -277,28 +232,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="evalkit-rl-step-") as scratch:
         log = args.json.with_suffix(".serve.log") if args.json else kept_file(".serve.log")
         server, base = start_server(args, args.cache or Path(scratch) / "cache", log)
-        sampler = GpuSampler(args.device, Path(scratch) / "gpu.csv")
+        gpus = device_ids([0]) if args.device == "cuda" else {}
         try:
-            steps = []
-            for number in range(1, args.steps + 1):
-                figures = step(base, work, args.step_limit)
-                figures["server_rss_mib"] = resident_mib(server.pid)
-                figures["gpu"] = sampler.step_figures()
-                steps.append(figures)
-                first = f"{figures['first_reward_s']:.2f} s" if figures["first_reward_s"] is not None else "none"
-                print(f"step {number}: {figures['rewards']} rewards in {figures['wall_s']:.1f} s "
-                      f"({figures['rewards_per_minute']:.1f}/min), first after {first}, "
-                      f"server {figures['server_rss_mib']:.0f} MiB; {figures['verdicts']}; flags {figures['flags']}\n"
-                      f"  stage seconds {figures['stage_seconds']}"
-                      + (f"\n  GPU {figures['gpu']}" if figures["gpu"] else ""), flush=True)
-                if args.json:  # after every step: a run cut short keeps the steps it finished
-                    write_json(args, len(work), steps)
-                if "outstanding" in figures:
-                    print(f"step {number} cut short after {args.step_limit:g} s; answers still out: "
-                          f"{figures['outstanding']}", flush=True)
-                    break
+            with GpuBusySampler(gpus, sample_ms=GPU_SAMPLE_MS) as sampler:
+                steps = run_steps(args, base, work, server.pid, sampler)
         finally:
-            sampler.stop()
             server.terminate()
             try:
                 server.wait(timeout=60)
@@ -315,6 +253,31 @@ def main() -> None:
         compare(steps, other)
     if args.json:
         write_json(args, len(work), steps)
+
+
+def run_steps(args: argparse.Namespace, base: str, work: dict[str, tuple[str, list[str]]], server_pid: int,
+              sampler: GpuBusySampler) -> list[dict[str, Any]]:
+    """The steps, each one's figures printed (and written to ``--json``) as it ends, the GPU's over that step alone;
+    a step cut short is the last."""
+    steps: list[dict[str, Any]] = []
+    for number in range(1, args.steps + 1):
+        figures = step(base, work, args.step_limit)
+        figures["server_rss_mib"] = resident_mib(server_pid)
+        figures["gpu"] = (sampler.window_figures() or {}).get("0")
+        steps.append(figures)
+        first = f"{figures['first_reward_s']:.2f} s" if figures["first_reward_s"] is not None else "none"
+        print(f"step {number}: {figures['rewards']} rewards in {figures['wall_s']:.1f} s "
+              f"({figures['rewards_per_minute']:.1f}/min), first after {first}, "
+              f"server {figures['server_rss_mib']:.0f} MiB; {figures['verdicts']}; flags {figures['flags']}\n"
+              f"  stage seconds {figures['stage_seconds']}"
+              + (f"\n  GPU {figures['gpu']}" if figures["gpu"] else ""), flush=True)
+        if args.json:  # after every step: a run cut short keeps the steps it finished
+            write_json(args, len(work), steps)
+        if "outstanding" in figures:
+            print(f"step {number} cut short after {args.step_limit:g} s; answers still out: {figures['outstanding']}",
+                  flush=True)
+            break
+    return steps
 
 
 def kept_file(suffix: str) -> Path:

@@ -5,9 +5,11 @@ memory across steps)."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -75,21 +77,20 @@ def test_two_steps_bring_back_every_reward_and_print_the_figures(tmp_path: Path)
     assert "step 2:" in done.stdout and "server memory from the first step to the last" in done.stdout
 
 
-def test_a_steps_gpu_figures_come_from_its_own_whole_samples_and_skip_what_is_no_number(tmp_path: Path) -> None:
+def test_each_steps_gpu_figures_are_the_samplers_window_over_that_step(monkeypatch) -> None:
     """Each step records the GPU's busy fraction and memory over that step alone: whether overlapped judges keep the
-    GPU busier or only take turns on it (docs/gpu-runs/2026-11-30-two-judges-groups-h200). A line still being written
-    waits for the next step; a sample that is no number is skipped."""
+    GPU busier or only take turns on it (docs/gpu-runs/2026-11-30-two-judges-groups-h200)."""
     rl_step = benchmark_module("rl_step")
-    samples = tmp_path / "gpu.csv"
-    sampler = rl_step.GpuSampler("cpu", samples)
-    assert sampler.process is None and sampler.step_figures() is None  # no CUDA device: nothing sampled
-    sampler.process = object()  # as if nvidia-smi wrote the file
-    samples.write_text("40, 1000\n[N/A], 1200\n60, 3000\n8")
-    first = sampler.step_figures()
-    assert first == {"samples": 2, "busy_pct_median": 50.0, "busy_pct_mean": 50.0, "memory_mib_median": 2000.0,
-                     "memory_mib_max": 3000.0}
-    with samples.open("a") as more:
-        more.write("0, 500\n")
-    assert sampler.step_figures() == {"samples": 1, "busy_pct_median": 80.0, "busy_pct_mean": 80.0,
-                                      "memory_mib_median": 500.0, "memory_mib_max": 500.0}
-    assert sampler.step_figures() == {"samples": 0}
+    windows = iter([{"0": {"samples": 3, "busy_pct_median": 50.0}}, {"0": {"samples": 0}}])
+
+    class Sampler:
+        def window_figures(self):
+            return next(windows)
+
+    monkeypatch.setattr(rl_step, "step", lambda base, work, limit: {"first_reward_s": None, "rewards": 0, "wall_s": 1.0,
+                                                                     "rewards_per_minute": 0.0, "verdicts": {},
+                                                                     "flags": {}, "stage_seconds": {}})
+    monkeypatch.setattr(rl_step, "resident_mib", lambda pid: 1.0)
+    args = SimpleNamespace(steps=2, step_limit=math.inf, json=None)
+    steps = rl_step.run_steps(args, "http://judge", {}, 1, Sampler())
+    assert [figures["gpu"] for figures in steps] == [{"samples": 3, "busy_pct_median": 50.0}, {"samples": 0}]

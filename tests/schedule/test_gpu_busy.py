@@ -45,3 +45,24 @@ def test_nothing_is_sampled_without_nvidia_smi(tmp_path, monkeypatch):
     with GpuBusySampler(device_ids([0])) as sampler:
         pass
     assert sampler.figures() is None
+
+
+def test_window_figures_are_the_samples_since_the_last_window_memory_and_all(monkeypatch):
+    """An RL step's GPU figures (``benchmarks/rl_step.py``): the samples of that step alone, their utilization's
+    median and mean, and the memory used; a line that is no sample is skipped, a memory not reported left out."""
+    from types import SimpleNamespace
+
+    sampler = GpuBusySampler({"0": "0"})
+    assert sampler.window_figures() is None  # nothing started: nothing sampled
+
+    def read(*lines: str) -> None:
+        sampler._process = SimpleNamespace(stdout=iter(lines))  # type: ignore[assignment]
+        sampler._read()
+
+    read("0, GPU-aaa, 40, 1000", "0, GPU-aaa, [N/A], 1200", "[Unknown Error]", "0, GPU-aaa, 60, 3000")
+    assert sampler.window_figures() == {"0": {"samples": 2, "busy_pct_median": 50.0, "busy_pct_mean": 50.0,
+                                              "memory_mib_median": 2000.0, "memory_mib_max": 3000.0}}
+    read("0, GPU-aaa, 0, [N/A]")
+    assert sampler.window_figures() == {"0": {"samples": 1, "busy_pct_median": 0.0, "busy_pct_mean": 0.0}}
+    assert sampler.window_figures() == {"0": {"samples": 0}}
+    assert sampler.figures() == {"0": {"busy_fraction": 2 / 3, "mean_utilization_pct": 100 / 3, "samples": 3}}
