@@ -24,7 +24,10 @@ stood, instead of being killed with nothing written. The server's log is kept be
 the system's temporary folder); a step whose verdicts differ from the first step's is named at the end, with it.
 On a CUDA machine with `nvidia-smi`, each step also records the GPU's busy fraction and memory, sampled every
 0.5 s over the step (`gpu`, by the sampler `evalkit score` uses, `evalkit.schedule.gpu_busy`): whether judges that
-overlap their stages keep the GPU busier, or only take turns on it.
+overlap their stages keep the GPU busier, or only take turns on it. Each step records the CPU seconds the server's
+process used in it (`cpu_s.server`: its threads, the judge's among them where one judge runs in the server) and those
+of its children that ended in it (`cpu_s.ended_children`: the answers' workers, builds): set against the step's
+wall time, whether the judge's own process is what holds a step.
 
 On a CPU machine: `--device cpu --problems tests/fixtures/judge_problems --answers
 tests/fixtures/judge_submissions/fixtures`. Run from the repository root.
@@ -100,6 +103,15 @@ def resident_mib(pid: int) -> float:
             continue
         total_kib += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
     return total_kib / 1024
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """The CPU seconds ``pid`` has used (its threads', the judge's among them where it runs in the server) and those
+    of the children it has reaped (ended workers and builds, with what they reaped), from /proc/PID/stat."""
+    fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    utime, stime, cutime, cstime = (int(value) for value in fields[11:15])  # fields 14-17 of proc(5)
+    return (utime + stime) / tick, (cutime + cstime) / tick
 
 
 def start_server(args: argparse.Namespace, cache: Path, log: Path) -> tuple[subprocess.Popen, str]:
@@ -260,16 +272,19 @@ def run_steps(args: argparse.Namespace, base: str, work: dict[str, tuple[str, li
     """The steps, each one's figures printed (and written to ``--json``) as it ends, the GPU's over that step alone;
     a step cut short is the last."""
     steps: list[dict[str, Any]] = []
+    used = cpu_seconds(server_pid)
     for number in range(1, args.steps + 1):
         figures = step(base, work, args.step_limit)
         figures["server_rss_mib"] = resident_mib(server_pid)
         figures["gpu"] = (sampler.window_figures() or {}).get("0")
+        before, used = used, cpu_seconds(server_pid)
+        figures["cpu_s"] = {"server": used[0] - before[0], "ended_children": used[1] - before[1]}
         steps.append(figures)
         first = f"{figures['first_reward_s']:.2f} s" if figures["first_reward_s"] is not None else "none"
         print(f"step {number}: {figures['rewards']} rewards in {figures['wall_s']:.1f} s "
               f"({figures['rewards_per_minute']:.1f}/min), first after {first}, "
               f"server {figures['server_rss_mib']:.0f} MiB; {figures['verdicts']}; flags {figures['flags']}\n"
-              f"  stage seconds {figures['stage_seconds']}"
+              f"  stage seconds {figures['stage_seconds']}\n  CPU seconds {figures['cpu_s']}"
               + (f"\n  GPU {figures['gpu']}" if figures["gpu"] else ""), flush=True)
         if args.json:  # after every step: a run cut short keeps the steps it finished
             write_json(args, len(work), steps)

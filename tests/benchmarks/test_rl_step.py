@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -91,6 +93,24 @@ def test_each_steps_gpu_figures_are_the_samplers_window_over_that_step(monkeypat
                                                                      "rewards_per_minute": 0.0, "verdicts": {},
                                                                      "flags": {}, "stage_seconds": {}})
     monkeypatch.setattr(rl_step, "resident_mib", lambda pid: 1.0)
+    used = iter([(10.0, 100.0), (13.0, 140.0), (13.5, 141.0)])  # the server's CPU seconds: before, after each step
+    monkeypatch.setattr(rl_step, "cpu_seconds", lambda pid: next(used))
     args = SimpleNamespace(steps=2, step_limit=math.inf, json=None)
     steps = rl_step.run_steps(args, "http://judge", {}, 1, Sampler())
     assert [figures["gpu"] for figures in steps] == [{"samples": 3, "busy_pct_median": 50.0}, {"samples": 0}]
+    assert [figures["cpu_s"] for figures in steps] == [{"server": 3.0, "ended_children": 40.0},
+                                                       {"server": 0.5, "ended_children": 1.0}]
+
+
+def test_a_process_cpu_seconds_are_its_own_and_its_ended_childrens() -> None:
+    """What a step's ``cpu_s`` is read from: this process's own CPU time grows as it works, and a child it reaped
+    adds to its children's."""
+    rl_step = benchmark_module("rl_step")
+    own, children = rl_step.cpu_seconds(os.getpid())
+    deadline = time.process_time() + 0.3
+    while time.process_time() < deadline:  # CPU time, not wall time: holds on a loaded machine
+        pass
+    subprocess.run([sys.executable, "-c", "import time\nend = time.process_time() + 0.3\n"
+                    "while time.process_time() < end: pass"], check=True)
+    own_after, children_after = rl_step.cpu_seconds(os.getpid())
+    assert own_after - own >= 0.25 and children_after - children >= 0.25
