@@ -24,7 +24,11 @@ LAZY_ENABLE_PEER_ACCESS = 1  # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, the one flag 
 
 
 class CudaDriverError(RuntimeError):
-    """A CUDA driver call failed."""
+    """A CUDA driver call failed; ``name`` is the driver's name for its result (e.g. ``CUDA_ERROR_OUT_OF_MEMORY``)."""
+
+    def __init__(self, message: str, name: str = "") -> None:
+        super().__init__(message)
+        self.name = name
 
 
 class _IpcHandle(ctypes.Structure):
@@ -61,7 +65,8 @@ class _Driver:
         if result != 0:
             name = ctypes.c_char_p()
             self.lib.cuGetErrorName(result, ctypes.byref(name))
-            raise CudaDriverError(f"{what} failed: {(name.value or b'').decode() or result}")
+            known = (name.value or b"").decode()
+            raise CudaDriverError(f"{what} failed: {known or result}", known)
 
 
 def export_segment(address: int) -> tuple[int, int, bytes]:

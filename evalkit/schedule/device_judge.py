@@ -5,11 +5,10 @@ text's reference in a sandboxed worker of its own, ``judge.sandboxed_reference``
 ``evalkit.judge``, and maps the judgement to a ``ResultRow`` (``evalkit.judge.verdicts``). A problem's PyTorch
 baselines are timed once (through ``BaselineCache``): a kind at a time while the judge would otherwise wait for
 builds, and what is still missing when an answer of the problem is timed, since only a speedup needs them. It keeps
-the problems it loaded lately (their float64 references, timed facts and cached expected outputs), the least recently
-used going first once they hold their share of the GPU's memory (``gpu_memory``) or number ``KEPT_PROBLEMS``: a judge
-that goes back to a problem loads nothing again. Each answer's worker was started while the answer before it was
-judged (``evalkit.sandbox.spare``), and is stopped whenever this judge measures; so is, on CUDA, the worker that
-started the profiler ahead, where a passing answer's kernels are profiled (``evalkit.judge.kernel_profile``).
+the problems it loaded lately (``kept_problems``): a judge that goes back to a problem loads nothing again. Each
+answer's worker was started while the answer before it was judged (``evalkit.sandbox.spare``), and is stopped
+whenever this judge measures; so is, on CUDA, the worker that started the profiler ahead, where a passing answer's
+kernels are profiled (``evalkit.judge.kernel_profile``).
 
 It runs in the scheduler's own process (one judge) or in a judge process of its own (``judge_process``,
 several judges); either way it never raises for an answer: whatever goes wrong judging one answer becomes
@@ -20,8 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -42,11 +40,11 @@ from evalkit.sandbox.launcher import Limits, UntrustedProcess
 from evalkit.sandbox.programs import REFERENCE_WORKER
 from evalkit.sandbox.protocol import PRELOAD_CUDA_VARIABLE, PRELOAD_PROFILER_VARIABLE
 from evalkit.sandbox.spare import SpareWorker, at_once, discard
-from evalkit.schedule.gpu_memory import (FREE_MEMORY_FLOOR_SHARE, answer_memory, answers_memory_alone, free_garbage,
-                                          free_share, held_share, kept_memory_share, out_of_memory,
+from evalkit.schedule.gpu_memory import (answer_memory, answers_memory_alone, free_garbage, kept_memory_share,
                                           release_cached_memory)
 from evalkit.schedule.judge_messages import StationSpec
-from evalkit.schedule.problem_context import ProblemContext, close_judge, close_partner, held_bytes
+from evalkit.schedule.kept_problems import KeptProblems, ReferenceOutOfMemory
+from evalkit.schedule.problem_context import ProblemContext, close_judge, close_partner
 from evalkit.sources.problems import Problem
 
 logger = logging.getLogger(__name__)
@@ -64,11 +62,6 @@ PROFILING_WORKERS = 2
 # problem again was a fifth of a warm step's judging: benchmarks/judge_samples.py).
 REFERENCE_SPARES = 1
 
-# Loading a problem again costs its judge 1-2 s on the H200 (the reference timed, its float64 outputs computed),
-# paid at every switch between problems, most of them at a corpus's end where answers of every problem queue
-# up. Kept problems hold GPU memory the answers' workers may need, hence the bounds of ``gpu_memory``.
-KEPT_PROBLEMS = 8
-
 Quiet = Callable[[], AbstractContextManager[Any]]
 
 
@@ -81,7 +74,7 @@ class DeviceJudge:
         self.device, self.seed, self.limits, self.driver = spec.device, spec.seed, spec.limits, spec.driver
         self._cache = spec.baselines.open()
         self._gate = GpuGate.open(spec.gpu) if spec.device == "cuda" else None  # its GPU's, host-wide (``gpu_gate``)
-        self._memory_bound, self._builds_frozen = kept_memory_share(spec.gpu_judges), quiet or nullcontext
+        self._builds_frozen = quiet or nullcontext
         limits, device = spec.limits, spec.device
         cuda_started = {PRELOAD_CUDA_VARIABLE: "1"} if device == "cuda" else {}  # in every worker started ahead
         env = {**extension_env(device), **header_env(builds_root(spec.cache_dir), device), **_pinned(limits),
@@ -102,7 +95,7 @@ class DeviceJudge:
         # ``REFERENCE_SPARES``, CUDA started in them as in the answers' (``_reference``).
         self._references = SpareWorker(limits, {**_pinned(limits), **cuda_started}, count=0, program=REFERENCE_WORKER)
         self._progress = progress or (lambda text: None)
-        self._kept: OrderedDict[str, ProblemContext] = OrderedDict()  # the current problem last
+        self._kept = KeptProblems(spec.problems, spec.device, kept_memory_share(spec.gpu_judges))
         # The answer being judged (its resume key) and its workers: one tuple, replaced whole, so that ``cancel``
         # (another thread, or a signal handler in a judge process) reads it without a lock.
         self._in_hand: tuple[str, list[UntrustedProcess]] | None = None
@@ -110,18 +103,18 @@ class DeviceJudge:
 
     @property
     def current_problem(self) -> str | None:
-        return next(reversed(self._kept), None)
+        return self._kept.current
 
     @property
     def kept_problems(self) -> list[str]:
         """The problems this judge holds loaded, the least recently used first."""
-        return list(self._kept)
+        return self._kept.ids
 
     def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
         """Make ``problem_id`` the current problem (freeing the one before) and return its baselines, with every
         one of ``kinds`` (default: the run's) known: from the cache when it holds them (nothing is loaded), else
         timed now."""
-        context = self._switch_to(problem_id)
+        context = self._kept.switch_to(problem_id)
         wanted = self.kinds if kinds is None else tuple(k for k in kinds if k in self.kinds)
         known = context.baselines or {}
         if context.baselines is not None and all(kind in known for kind in wanted):
@@ -142,8 +135,8 @@ class DeviceJudge:
     @property
     def current_baselines(self) -> dict[str, Any]:
         """The current problem's baselines known so far (with their cache ``key``), or {}."""
-        current = self.current_problem
-        return dict(self._kept[current].baselines or {}) if current else {}
+        context = self._kept.get(self._kept.current or "")
+        return dict(context.baselines or {}) if context else {}
 
     def judge_answer(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
         """The row of one built answer, stamped with the plan it was judged by; never raises for anything the answer
@@ -158,9 +151,9 @@ class DeviceJudge:
             try:
                 return self._judged(submission, early, outcome)
             except Exception as err:  # noqa: BLE001 - the GPU's memory running out is tried again, nothing else
-                if not out_of_memory(err):
+                if not self._kept.out_of_memory(submission.problem, err):
                     raise
-                others_unloaded = self._unload_all(submission.problem)
+                others_unloaded = self._kept.unload_all(submission.problem)
                 if not (others_unloaded or self._gate is not None):  # nothing freed, no other judge to wait out
                     raise
                 logger.warning("%s/%s: the GPU ran out of memory: judged again with no other problem kept, and no "
@@ -180,7 +173,7 @@ class DeviceJudge:
     def _judged(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
         """The answer's row; when its problem was loaded for it (not kept), the load's seconds in its stages
         (``problem_load_s``): what a judge spends going back to problems it let go shows in the rows."""
-        context = self._switch_to(submission.problem)
+        context = self._kept.switch_to(submission.problem)
         start, kept = time.monotonic(), context.judge is not None
         judge = self._judge_of(context)
         load_s = time.monotonic() - start
@@ -188,6 +181,8 @@ class DeviceJudge:
             row = self._judge_one(submission, early, outcome, context)
         if not kept and judge is not None:
             row.stage_seconds["problem_load_s"] = load_s
+        if context.judge is not None:
+            self._kept.answered(submission.problem)
         return row
 
     def cancel(self, key: str) -> None:
@@ -201,15 +196,13 @@ class DeviceJudge:
     def abandon(self) -> None:
         """The run or evaluator is stopping (called from another thread): start no more workers (the group kill
         that follows ends those running), so what is in hand ends at once, a baseline timed ahead too."""
-        for spare in (self._spare, self._references, self._profilers):
-            if spare is not None:
-                spare.stop()
+        for pool in self._pools():
+            pool.stop()
 
     def close(self) -> None:
-        spares = [self._spare, self._references] + ([self._profilers] if self._profilers is not None else [])
-        at_once(lambda end: end(), [*(partial(close_judge, context) for context in self._kept.values()),
-                                     *(spare.close for spare in spares)])
-        self._kept.clear()
+        at_once(lambda end: end(), [*(partial(close_judge, context) for context in self._kept),
+                                     *(pool.close for pool in self._pools())])
+        self._kept.contexts.clear()
         free_garbage(self.device)
 
     def _baseline_of(self, context: ProblemContext) -> Callable[[str], dict[str, Any]]:
@@ -254,12 +247,17 @@ class DeviceJudge:
                 return None
         return kinds[0], context.partner
 
+    def _pools(self) -> list[SpareWorker]:
+        """The workers this judge starts ahead: the answers', the references', the profilers' (CUDA)."""
+        return [self._spare, self._references] + ([self._profilers] if self._profilers is not None else [])
+
     @contextmanager
     def _quiet(self) -> Iterator[list[str]]:
         """Around every measurement: the GPU its alone (yields the uses not waited out), builds and spares frozen."""
         turn = partial(self._gate.exclusive, self._builds_frozen) if self._gate is not None else self._builds_frozen
-        with turn() as contended, self._spare.parked(), self._references.parked(), \
-                (self._profilers.parked() if self._profilers is not None else nullcontext()):
+        with turn() as contended, ExitStack() as parked:
+            for pool in self._pools():
+                parked.enter_context(pool.parked())
             yield contended or []
 
     def _use(self) -> AbstractContextManager[Any]:  # around this judge's non-timed GPU work (``gpu_gate``)
@@ -268,50 +266,6 @@ class DeviceJudge:
     def _entry_aside(self, worker: UntrustedProcess) -> UntrustedProcess:  # waits for its build's entry outside a use
         worker.waiting_for_entry = self._gate.aside if self._gate is not None else nullcontext
         return worker
-
-    def _switch_to(self, problem_id: str) -> ProblemContext:
-        """Make ``problem_id`` the current problem: the one kept, else a new one, once room is made for it."""
-        current = self.current_problem
-        if current is not None and current != problem_id:
-            close_partner(self._kept[current])  # only the current problem keeps a live baseline (GPU memory)
-        context = self._kept.pop(problem_id, None)
-        if context is None:
-            self._make_room()
-            context = ProblemContext(self.problems[problem_id])
-        self._kept[problem_id] = context
-        return context
-
-    def _make_room(self) -> None:
-        """Drop kept problems (their tensors freed) until one more fits the bounds: past the number, the least
-        recently used; past a memory bound, the one holding the most GPU memory. A step of an RL trainer goes
-        through all its problems in turn: dropping the least recently used there dropped every problem before
-        it was judged again, where dropping the largest keeps the rest loaded."""
-        while self._kept and (len(self._kept) >= KEPT_PROBLEMS or self._memory_share() > self._memory_bound
-                              or self._free_share() < FREE_MEMORY_FLOOR_SHARE):
-            dropped = next(iter(self._kept)) if len(self._kept) >= KEPT_PROBLEMS else \
-                max(self._kept, key=lambda key: held_bytes(self._kept[key]))  # the first such: least recent
-            context = self._kept.pop(dropped)
-            close_judge(context)
-            logger.debug("%s: unloaded to make room for another problem", dropped)
-            free_garbage(self.device)
-
-    def _memory_share(self) -> float:
-        """This judge's share of the GPU's memory: its tensors, its loans to sandboxed references (0 on CPU)."""
-        lent = sum(context.judge.ref.lent_device_bytes() for context in self._kept.values() if context.judge)
-        return held_share(self.device, lent)
-
-    def _unload_all(self, problem_id: str) -> bool:
-        """Unload every kept problem after the GPU ran out of memory, ``problem_id``'s too (a sandboxed reference's
-        worker ends with its error; the problem is loaded anew): whether another problem was kept, so that judging
-        again may fit."""
-        others = any(key != problem_id for key in self._kept)
-        while self._kept:
-            close_judge(self._kept.popitem()[1])
-        free_garbage(self.device)
-        return others
-
-    def _free_share(self) -> float:
-        return free_share(self.device)
 
     def _judge_of(self, context: ProblemContext) -> Judge | None:
         """The problem's judge, loaded on first need; None (and ``setup_error`` set) when the reference fails;
@@ -330,8 +284,9 @@ class DeviceJudge:
             except Exception as err:  # noqa: BLE001 - a broken problem is reported on every row, the run goes on
                 if ref is not None:
                     ref.close()
-                if out_of_memory(err):  # the GPU was full, the reference no worse: loaded again, never kept as broken
-                    raise ReferenceFailed(f"the reference ran out of GPU memory: {type(err).__name__}: {err}") from err
+                if self._kept.out_of_memory(problem.id, err):  # the GPU was full: loaded again, not kept as broken
+                    raise ReferenceOutOfMemory(f"the reference ran out of GPU memory: {type(err).__name__}: {err}") \
+                        from err
                 logger.error("%s: the reference cannot be run: %s", problem.id, err)
                 where = f" ({problem.reference_path})" if problem.trusted else ""  # no folder of the host for clients
                 context.setup_error = (f"the reference of problem '{problem.id}'{where} failed on this device: "

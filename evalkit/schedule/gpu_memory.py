@@ -12,6 +12,7 @@ import torch
 
 from evalkit.judge.reference import values_bytes
 from evalkit.judge.submission_judge import Judge
+from evalkit.sandbox.cuda_buffers import CudaDriverError
 from evalkit.sandbox.gpu_gate import GpuGate
 
 # Kept problems hold GPU memory the answers' workers may need: a share of the device's memory (split among the
@@ -85,14 +86,12 @@ def free_share(device: str) -> float:
     return free / total
 
 
-# What running out of GPU memory says, whoever reports it: torch's error, the driver's (``cuda_buffers``: the buffers a
-# judge lends a sandboxed reference), or a sandboxed reference's worker (in the message it sent).
-OUT_OF_MEMORY_MARKS = ("OutOfMemoryError", "CUDA_ERROR_OUT_OF_MEMORY")
-
-
 def out_of_memory(err: BaseException) -> bool:
-    """The GPU ran out of memory, in the judge's process or in its sandboxed reference's."""
-    return isinstance(err, torch.OutOfMemoryError) or any(mark in str(err) for mark in OUT_OF_MEMORY_MARKS)
+    """The GPU ran out of memory, as this process observed it: torch's error, or the driver refusing an allocation
+    (``cuda_buffers``: the buffers a judge lends a sandboxed reference). A sandboxed worker's word for it is weighed
+    apart (``kept_problems.KeptProblems.out_of_memory``)."""
+    return isinstance(err, torch.OutOfMemoryError) or \
+        (isinstance(err, CudaDriverError) and err.name == "CUDA_ERROR_OUT_OF_MEMORY")
 
 
 def release_cached_memory(device: str) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from evalkit.judge.contender import Contender
 from evalkit.judge.submission_judge import Judge, close_contender
+from evalkit.sandbox.launcher import UntrustedProcess
 from evalkit.sandbox.spare import discard
 from evalkit.sources.problems import Problem
 
@@ -41,5 +42,7 @@ def close_partner(context: ProblemContext | None) -> None:
     """End the problem's live baseline, if it has one."""
     if context is not None and context.partner is not None:
         close_contender(context.partner)
-        discard(context.partner.session.worker)
+        worker = context.partner.session.worker
+        if isinstance(worker, UntrustedProcess):  # its folder goes too (a test's channel has none)
+            discard(worker)
         context.partner = None

@@ -13,11 +13,12 @@ import torch
 
 from conftest import FIXTURES
 from evalkit import Evaluator
-from evalkit.schedule import device_judge, gpu_memory
+from evalkit.schedule import device_judge, gpu_memory, kept_problems
 from evalkit.sandbox.cuda_buffers import CudaDriverError
 from evalkit.sandbox.launcher import Limits
 from evalkit.sandbox.programs import REFERENCE_WORKER
 from evalkit.sandbox.spare import SpareWorker, discard
+from evalkit.schedule.kept_problems import KeptProblems, ReferenceOutOfMemory
 from evalkit.schedule.problem_context import ProblemContext
 
 PROBLEMS = FIXTURES / "judge_problems"
@@ -55,13 +56,16 @@ def test_going_back_to_a_kept_problem_loads_nothing_again(monkeypatch, tmp_path)
 
 @pytest.mark.slow  # a whole Evaluator, three answers judged: most of a minute on 2 cores
 def test_the_least_recently_used_problem_goes_once_the_judge_keeps_its_most(monkeypatch, tmp_path):
-    monkeypatch.setattr(device_judge, "KEPT_PROBLEMS", 1)
+    monkeypatch.setattr(kept_problems, "KEPT_PROBLEMS", 1)
     assert _loads_of_each_problem(monkeypatch, tmp_path) == ["linear_relu", "scale_rows", "linear_relu"]
 
 
-def _kept(**held_bytes: int) -> device_judge.OrderedDict:
-    """Kept problems, the least recently used first, each holding that many bytes of the GPU (``held_bytes``)."""
-    return device_judge.OrderedDict((name, _Held(size)) for name, size in held_bytes.items())
+def _kept(**held_bytes: int) -> KeptProblems:
+    """A judge's kept problems on a GPU, the least recently used first, each holding that many bytes of it
+    (``held_bytes``)."""
+    kept = KeptProblems({}, "cuda", gpu_memory.kept_memory_share(1))
+    kept.contexts.update((name, _Held(size)) for name, size in held_bytes.items())
+    return kept
 
 
 class _Held(ProblemContext):
@@ -72,55 +76,47 @@ class _Held(ProblemContext):
 
 
 def test_a_judge_over_its_share_of_the_gpus_memory_unloads_the_least_recently_used_until_under_it(monkeypatch):
-    judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)  # no worker, no problem: only its bounds
-    judge.device, judge._kept = "cuda", _kept(old=1, recent=1, current=1)
-    judge._memory_bound = device_judge.kept_memory_share(1)
+    kept = _kept(old=1, recent=1, current=1)
     shares = iter([0.4, 0.2])  # measured before each drop
-    monkeypatch.setattr(judge, "_memory_share", lambda: next(shares))
-    monkeypatch.setattr(device_judge, "free_garbage", lambda device: None)
-    judge._make_room()
-    assert judge.kept_problems == ["recent", "current"]
+    monkeypatch.setattr(kept, "memory_share", lambda: next(shares))
+    monkeypatch.setattr(kept_problems, "free_garbage", lambda device: None)
+    kept.make_room()
+    assert kept.ids == ["recent", "current"]
 
 
 def test_a_gpu_short_of_free_memory_unloads_the_least_recently_used_whoever_holds_the_memory(monkeypatch):
-    """A problem given as text holds memory the judge's allocations do not show (its reference's worker, the
+    """A problem given as text holds memory the kept's allocations do not show (its reference's worker, the
     buffers lent to it): the GPU's free memory bounds the kept problems too."""
-    judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
-    judge.device, judge._kept = "cuda", _kept(old=1, recent=1, current=1)
-    judge._memory_bound = device_judge.kept_memory_share(1)
-    monkeypatch.setattr(judge, "_memory_share", lambda: 0.0)  # the judge's own tensors: nothing
-    floor = device_judge.FREE_MEMORY_FLOOR_SHARE
+    kept = _kept(old=1, recent=1, current=1)
+    monkeypatch.setattr(kept, "memory_share", lambda: 0.0)  # the kept's own tensors: nothing
+    floor = kept_problems.FREE_MEMORY_FLOOR_SHARE
     free = iter([floor / 4, floor / 2, floor + 0.01])  # measured before each drop
-    monkeypatch.setattr(judge, "_free_share", lambda: next(free))
-    monkeypatch.setattr(device_judge, "free_garbage", lambda device: None)
-    judge._make_room()
-    assert judge.kept_problems == ["current"]
+    monkeypatch.setattr(kept, "free_share", lambda: next(free))
+    monkeypatch.setattr(kept_problems, "free_garbage", lambda device: None)
+    kept.make_room()
+    assert kept.ids == ["current"]
 
 
 def test_past_a_memory_bound_the_problem_holding_the_most_goes_first_so_a_trainers_round_keeps_the_rest(monkeypatch):
     # An RL step goes through its problems in turn: dropping the least recently used there dropped each one
     # before it came round again, where dropping the largest keeps the others loaded from step to step.
-    judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
-    judge.device, judge._kept = "cuda", _kept(small=2**20, large=2**34, medium=2**30, other=2**34)
-    judge._memory_bound = device_judge.kept_memory_share(1)
+    kept = _kept(small=2**20, large=2**34, medium=2**30, other=2**34)
     shares = iter([0.4, 0.4, 0.2])  # measured before each drop
-    monkeypatch.setattr(judge, "_memory_share", lambda: next(shares))
-    monkeypatch.setattr(judge, "_free_share", lambda: 1.0)
-    monkeypatch.setattr(device_judge, "free_garbage", lambda device: None)
-    judge._make_room()
-    assert judge.kept_problems == ["small", "medium"], "the two largest go, the least recent of them first"
+    monkeypatch.setattr(kept, "memory_share", lambda: next(shares))
+    monkeypatch.setattr(kept, "free_share", lambda: 1.0)
+    monkeypatch.setattr(kept_problems, "free_garbage", lambda device: None)
+    kept.make_room()
+    assert kept.ids == ["small", "medium"], "the two largest go, the least recent of them first"
 
 
 def test_past_the_number_of_kept_problems_the_least_recently_used_goes_whatever_it_holds(monkeypatch):
-    monkeypatch.setattr(device_judge, "KEPT_PROBLEMS", 2)
-    judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
-    judge.device, judge._kept = "cuda", _kept(small=2**20, large=2**34)
-    judge._memory_bound = device_judge.kept_memory_share(1)
-    monkeypatch.setattr(judge, "_memory_share", lambda: 0.0)
-    monkeypatch.setattr(judge, "_free_share", lambda: 1.0)
-    monkeypatch.setattr(device_judge, "free_garbage", lambda device: None)
-    judge._make_room()
-    assert judge.kept_problems == ["large"]
+    monkeypatch.setattr(kept_problems, "KEPT_PROBLEMS", 2)
+    kept = _kept(small=2**20, large=2**34)
+    monkeypatch.setattr(kept, "memory_share", lambda: 0.0)
+    monkeypatch.setattr(kept, "free_share", lambda: 1.0)
+    monkeypatch.setattr(kept_problems, "free_garbage", lambda device: None)
+    kept.make_room()
+    assert kept.ids == ["large"]
 
 
 def test_the_judges_of_one_gpu_split_its_memory_share_for_kept_problems():
@@ -128,19 +124,37 @@ def test_the_judges_of_one_gpu_split_its_memory_share_for_kept_problems():
     assert device_judge.kept_memory_share(2) == gpu_memory.KEPT_PROBLEMS_MEMORY_SHARE / 2
 
 
-# How running out of GPU memory reaches a judge: a sandboxed reference's worker's message, the driver refusing a
-# buffer the judge lends one (two judges on an H200: docs/gpu-runs/2026-11-30-gpu-busy-cold-builds-h200), and the
-# judge's own load of a reference failing either way.
-OUT_OF_MEMORY = [device_judge.ReferenceFailed("the reference failed (expected): OutOfMemoryError: CUDA out of memory"),
-                 CudaDriverError("cuMemAlloc_v2 failed: CUDA_ERROR_OUT_OF_MEMORY"),
-                 device_judge.ReferenceFailed("the reference ran out of GPU memory: CudaDriverError: cuMemAlloc_v2 "
-                                              "failed: CUDA_ERROR_OUT_OF_MEMORY")]
+# How running out of GPU memory reaches a judge: a sandboxed reference's worker's message (its word), the driver
+# refusing a buffer the judge lends one (two judges on an H200: docs/gpu-runs/2026-11-30-gpu-busy-cold-builds-h200),
+# and the judge's own load of a reference failing either way.
+REPORTED = device_judge.ReferenceFailed("the reference failed (expected): OutOfMemoryError: CUDA out of memory")
+DRIVER_REFUSED = CudaDriverError("cuMemAlloc_v2 failed: CUDA_ERROR_OUT_OF_MEMORY", "CUDA_ERROR_OUT_OF_MEMORY")
+OUT_OF_MEMORY = [REPORTED, DRIVER_REFUSED,
+                 ReferenceOutOfMemory("the reference ran out of GPU memory: CudaDriverError: cuMemAlloc_v2 failed: "
+                                      "CUDA_ERROR_OUT_OF_MEMORY")]
 
 
-def test_out_of_memory_is_told_from_other_failures_of_the_gpu():
-    assert all(gpu_memory.out_of_memory(err) for err in [*OUT_OF_MEMORY, torch.OutOfMemoryError("CUDA out of memory")])
-    assert not gpu_memory.out_of_memory(CudaDriverError("cuMemFree_v2 failed: CUDA_ERROR_INVALID_VALUE"))
+def test_running_out_of_memory_is_what_the_judges_own_process_observed_not_what_a_message_says():
+    assert gpu_memory.out_of_memory(torch.OutOfMemoryError("CUDA out of memory"))
+    assert gpu_memory.out_of_memory(DRIVER_REFUSED)
+    assert not gpu_memory.out_of_memory(CudaDriverError("cuMemFree_v2 failed: CUDA_ERROR_INVALID_VALUE",
+                                                        "CUDA_ERROR_INVALID_VALUE"))
+    assert not gpu_memory.out_of_memory(REPORTED), "a sandboxed worker's word is weighed by KeptProblems"
+    assert not gpu_memory.out_of_memory(RuntimeError("CUDA_ERROR_OUT_OF_MEMORY OutOfMemoryError"))
     assert not gpu_memory.out_of_memory(device_judge.ReferenceFailed("the reference's sandbox ended: killed"))
+
+
+def test_a_references_word_that_it_ran_out_of_memory_is_believed_once_until_one_of_its_answers_goes_through():
+    """A hostile reference given as text could report running out of memory at every answer: each belief unloads
+    every kept problem, and a load failing that way is not kept as broken. What the judge observes itself always
+    counts."""
+    kept = _kept()
+    assert kept.out_of_memory("p", REPORTED) and not kept.out_of_memory("p", REPORTED)
+    assert kept.out_of_memory("other", REPORTED), "each problem's reference has its own word"
+    assert kept.out_of_memory("p", DRIVER_REFUSED) and kept.out_of_memory("p", torch.OutOfMemoryError("out"))
+    assert not kept.out_of_memory("p", device_judge.ReferenceFailed("the reference's sandbox ended: killed"))
+    kept.answered("p")
+    assert kept.out_of_memory("p", REPORTED), "believed again once an answer of the problem was judged through"
 
 
 def _attempts_after_one_out_of_memory(monkeypatch, kept: list[str], gate: object, seen,
@@ -148,8 +162,8 @@ def _attempts_after_one_out_of_memory(monkeypatch, kept: list[str], gate: object
     """What ``seen(judge)`` read at each attempt of a device judge keeping ``kept`` (the current problem last), its
     GPU's gate ``gate``, at an answer of "current" whose first attempt ran the GPU out of memory (``error``)."""
     judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
-    judge.device, judge._kept, judge._gate = "cuda", device_judge.OrderedDict.fromkeys(kept), gate
-    monkeypatch.setattr(device_judge, "free_garbage", lambda device: None)
+    judge.device, judge._kept, judge._gate = "cuda", _kept(**dict.fromkeys(kept, 0)), gate
+    monkeypatch.setattr(kept_problems, "free_garbage", lambda device: None)
     monkeypatch.setattr(device_judge.verdicts, "build_failed_row", lambda *args: None)
     attempts: list[object] = []
 
@@ -170,15 +184,15 @@ def test_an_answer_that_ran_the_gpu_out_of_memory_beside_kept_problems_is_judged
     """Kept problems are a cache: when the GPU runs out of memory (in the judge, or in a sandboxed reference's
     worker) with other problems kept, they go and the answer is judged once more, never charged for the cache."""
     attempts = _attempts_after_one_out_of_memory(monkeypatch, ["old", "other", "current"], None,
-                                                 lambda judge: list(judge._kept), error)
+                                                 lambda judge: judge._kept.ids, error)
     # the second attempt with nothing kept: the problem's own reference is loaded anew (its worker ended with the error)
     assert attempts == [["old", "other", "current"], []]
 
 
 def test_an_out_of_memory_with_nothing_else_kept_and_no_other_judge_is_not_judged_again(monkeypatch):
     judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
-    judge.device, judge._kept, judge._gate = "cuda", device_judge.OrderedDict(current=None), None
-    monkeypatch.setattr(device_judge, "free_garbage", lambda device: None)
+    judge.device, judge._kept, judge._gate = "cuda", _kept(current=0), None
+    monkeypatch.setattr(kept_problems, "free_garbage", lambda device: None)
     monkeypatch.setattr(device_judge.verdicts, "build_failed_row", lambda *args: None)
     monkeypatch.setattr(device_judge.verdicts, "judge_failed_row", lambda submission, early, device, err: repr(err))
     calls = []
@@ -243,12 +257,14 @@ def test_a_judge_holds_its_answers_share_of_the_gpus_memory_while_it_judges_it(m
 
     events: list[object] = []
     judge, problem = _judge_sharing_memory(events)
-    monkeypatch.setattr(judge, "_switch_to", lambda problem_id: SimpleNamespace(judge=problem))  # kept: no load
+    judge._kept = SimpleNamespace(switch_to=lambda problem_id: SimpleNamespace(judge=problem),  # kept: no load
+                                  answered=lambda problem_id: events.append(("answered", problem_id)))
     monkeypatch.setattr(judge, "_judge_of", lambda context: problem)
     monkeypatch.setattr(judge, "_judge_one", lambda *args: events.append("judged") or "row")
     submission = SimpleNamespace(problem="p", sample="s")
     assert judge._judged(submission, None, None) == "row"  # type: ignore[arg-type]
-    assert events == [("hold", gpu_memory.answer_bytes(problem)), "judged", "give back"]  # type: ignore[arg-type]
+    assert events == [("hold", gpu_memory.answer_bytes(problem)), "judged", "give back",  # type: ignore[arg-type]
+                      ("answered", "p")], "judged through with its reference answering: its word is believed again"
 
 
 def test_a_judge_holds_an_answers_share_of_the_gpus_memory_while_it_times_baselines_ahead(monkeypatch):
@@ -271,7 +287,7 @@ def test_a_judge_holds_an_answers_share_of_the_gpus_memory_while_it_times_baseli
 
     judge.kinds, judge.plans, judge.seed, judge.driver, judge._cache = ("eager",), {"p": plan}, 0, "", Cache()
     monkeypatch.setattr(judge, "_progress", lambda message: None, raising=False)
-    monkeypatch.setattr(judge, "_switch_to", lambda problem_id: context)
+    judge._kept = SimpleNamespace(switch_to=lambda problem_id: context)
     monkeypatch.setattr(judge, "_judge_of", lambda context: problem)
     monkeypatch.setattr(judge, "_baseline_of", lambda context: None)
     monkeypatch.setattr(device_judge.JudgeSettings, "of", lambda plan, seed: SimpleNamespace(timing_key=lambda: "t"))
@@ -309,6 +325,7 @@ def _judge_loading(monkeypatch, failures: list[Exception]) -> tuple[device_judge
     judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
     problem = SimpleNamespace(id="p", broken="", sha256="h", trusted=False)
     judge.device, judge._gate, judge.seed, judge.limits, judge._quiet = "cuda", None, 0, None, None
+    judge._kept = _kept()
     judge.plans = {"p": SimpleNamespace(check_current=lambda sha256: None)}
     monkeypatch.setattr(device_judge.JudgeSettings, "of", lambda plan, seed: SimpleNamespace(precision="float64"))
     monkeypatch.setattr(device_judge, "Judge", lambda ref, *args, **kwargs: ("judge of", ref))
@@ -326,11 +343,44 @@ def test_a_reference_that_ran_the_gpu_out_of_memory_as_it_loaded_is_loaded_again
     """Two judges on an H200: a problem's load found the GPU full (the driver refused a buffer for its sandboxed
     reference), and the problem was kept as broken: its answers skipped for as long as it stayed loaded. Running out
     of memory is now raised for the answer to be judged again (``_row``); the next load tries anew."""
-    judge, context = _judge_loading(monkeypatch, [CudaDriverError("cuMemAlloc_v2 failed: CUDA_ERROR_OUT_OF_MEMORY")])
-    with pytest.raises(device_judge.ReferenceFailed, match="out of GPU memory.*CUDA_ERROR_OUT_OF_MEMORY") as raised:
-        judge._judge_of(context)
-    assert gpu_memory.out_of_memory(raised.value) and context.setup_error == ""
+    judge, context = _judge_loading(monkeypatch, [DRIVER_REFUSED, DRIVER_REFUSED])
+    for _ in range(2):  # what the judge observed itself, however often
+        with pytest.raises(ReferenceOutOfMemory, match="out of GPU memory.*CUDA_ERROR_OUT_OF_MEMORY") as raised:
+            judge._judge_of(context)
+        assert judge._kept.out_of_memory("p", raised.value) and context.setup_error == ""
     assert judge._judge_of(context) == ("judge of", "ref")
+
+
+def test_a_reference_that_says_at_every_load_it_ran_out_of_memory_is_kept_as_broken_at_the_second(monkeypatch):
+    """Its word is believed once (the load tried anew); said again before any answer went through, it is the
+    reference's failure, kept for the problem's answers like any other: a hostile reference costs one load more."""
+    failures = [REPORTED, REPORTED, REPORTED]
+    judge, context = _judge_loading(monkeypatch, failures)
+    with pytest.raises(ReferenceOutOfMemory):
+        judge._judge_of(context)
+    assert judge._judge_of(context) is None and "OutOfMemoryError" in context.setup_error
+    assert judge._judge_of(context) is None and len(failures) == 1, "not loaded again for every answer"
+
+
+def test_a_reference_that_says_at_every_answer_it_ran_out_of_memory_unloads_the_other_problems_once(monkeypatch):
+    """Each believed report unloads every kept problem: a hostile reference reporting it at each of its answers
+    would otherwise empty the judge's cache of every other client's problems, answer after answer."""
+    judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
+    judge.device, judge._kept, judge._gate = "cuda", _kept(), None
+    monkeypatch.setattr(kept_problems, "free_garbage", lambda device: None)
+    monkeypatch.setattr(device_judge.verdicts, "build_failed_row", lambda *args: None)
+    monkeypatch.setattr(device_judge.verdicts, "unavailable_row", lambda submission, early, outcome, device, why: why)
+    attempts: list[list[str]] = []
+
+    def judged(submission, early, outcome):
+        attempts.append(judge._kept.ids)
+        raise REPORTED
+
+    monkeypatch.setattr(judge, "_judged", judged)
+    for _ in range(3):
+        judge._kept.contexts.update(other=_Held(0), current=_Held(0))
+        assert "OutOfMemoryError" in judge._row(SimpleNamespace(problem="current", sample="s"), None, None)
+    assert attempts == [["other", "current"], [], ["other", "current"], ["other", "current"]]
 
 
 def test_a_reference_that_fails_to_load_otherwise_stays_broken_for_its_problems_answers(monkeypatch):
