@@ -52,10 +52,15 @@ logger = logging.getLogger(__name__)
 # Workers a judge keeps started ahead. A GPU judge's worker takes 1.5-2 s to start (torch, CUDA, cuDNN,
 # cuBLAS), paused whenever the judge measures: on the H200 a single spare was still starting for one answer in
 # six, mostly when built answers queued up at a corpus's end. A CPU judge's start is cheaper, and CI has 2 cores.
-SPARE_WORKERS = {"cuda": 2}
-# Workers that started the profiler ahead, for passing answers only (CUDA): with one, passing answers 5-6 s apart
-# waited 2.3-2.6 s for it on the H200.
-PROFILING_WORKERS = 2
+# Each passing answer takes one for itself and, at a switch of problems, one for its live baseline, and one
+# profiler's worker (below): 3 spares with 4 profilers took a warm RL step on the H200 from 60-65 s to 49-54 s, and
+# a fourth spare gained nothing (docs/gpu-runs/2026-11-30-spare-pools-h200).
+SPARE_WORKERS = {"cuda": 3}
+# Workers that started the profiler ahead, for passing answers only (CUDA): with 2, 3-5 of a warm RL step's 11
+# passing answers waited 1-3 s for one (their profile 0.45-0.75 s otherwise); with 4 (and 3 spares), none did.
+# More profilers with 2 spares only moved the wait to the spares
+# (docs/gpu-runs/2026-11-27-final-tree-rescore-first-answer-h200).
+PROFILING_WORKERS = 4
 
 # Workers started ahead for the references of problems given as text, once one came: an RL step's problems all come
 # as text, and a problem's load started its reference's worker on the judge's critical path (on the H200, loading a
