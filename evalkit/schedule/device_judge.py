@@ -40,11 +40,10 @@ from evalkit.sandbox.launcher import Limits, UntrustedProcess
 from evalkit.sandbox.programs import REFERENCE_WORKER
 from evalkit.sandbox.protocol import PRELOAD_CUDA_VARIABLE, PRELOAD_PROFILER_VARIABLE
 from evalkit.sandbox.spare import SpareWorker, at_once, discard
-from evalkit.schedule.gpu_memory import (answer_memory, answers_memory_alone, free_garbage, kept_memory_share,
-                                          release_cached_memory)
+from evalkit.schedule.gpu_memory import answer_memory, answers_memory_alone
 from evalkit.schedule.judge_messages import StationSpec
-from evalkit.schedule.kept_problems import KeptProblems, ReferenceOutOfMemory
-from evalkit.schedule.problem_context import ProblemContext, close_judge, close_partner
+from evalkit.schedule.kept_problems import (KeptProblems, ProblemContext, ReferenceOutOfMemory, close_judge,
+                                            close_partner, free_garbage, kept_memory_share, release_cached_memory)
 from evalkit.sources.problems import Problem
 
 logger = logging.getLogger(__name__)

@@ -1,32 +1,128 @@
 """Trusted side: the problems a device judge keeps loaded (``device_judge``), the current one last, within their
-bounds; and what running out of the GPU's memory unloads.
+bounds; what running out of the GPU's memory unloads; and handing memory back, so that the answers' workers (other
+processes) find it.
 
 A judge that goes back to a kept problem loads nothing again (its float64 reference, its timed facts, its cached
 expected outputs). Kept problems hold GPU memory the answers' workers may need, so they are bounded by number
-(``KEPT_PROBLEMS``) and by memory (``gpu_memory``): the judge's share of the GPU, and the GPU's free share.
+(``KEPT_PROBLEMS``) and by memory: the judge's share of the GPU, and the GPU's free share. (Each answer's own share
+of the GPU among its judges is ``gpu_memory``'s.)
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections import OrderedDict
-from typing import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
 
+import torch
+
+from evalkit.judge.contender import Contender
 from evalkit.judge.sandboxed_reference import ReferenceFailed
-from evalkit.schedule.gpu_memory import FREE_MEMORY_FLOOR_SHARE, free_garbage, free_share, held_share, out_of_memory
-from evalkit.schedule.problem_context import ProblemContext, close_judge, close_partner, held_bytes
+from evalkit.judge.submission_judge import Judge, close_contender
+from evalkit.sandbox.cuda_buffers import CudaDriverError
+from evalkit.sandbox.launcher import UntrustedProcess
+from evalkit.sandbox.spare import discard
 from evalkit.sources.problems import Problem
 
 logger = logging.getLogger(__name__)
 
 # Loading a problem again costs its judge 1-2 s on the H200 (the reference timed, its float64 outputs computed),
 # paid at every switch between problems, most of them at a corpus's end where answers of every problem queue
-# up. Kept problems hold GPU memory the answers' workers may need, hence the bounds of ``gpu_memory``.
+# up. Kept problems hold GPU memory the answers' workers may need, hence the memory bounds below.
 KEPT_PROBLEMS = 8
+# Kept problems hold GPU memory the answers' workers may need: a share of the device's memory (split among the
+# judges of one GPU), which a problem larger than it never shares with another.
+KEPT_PROBLEMS_MEMORY_SHARE = 0.25
+# A problem given as text keeps more than the judge's tensors: the buffers lent to its reference's worker and that
+# worker's own memory, neither of them the judge's allocations. So a new problem is also made room for while the
+# GPU has less than this share free, whoever holds it: five kept problems of the shipped set (their references
+# sandboxed) ran the H200 out of memory (docs/gpu-runs/2026-11-29-rl-throughput-h200).
+FREE_MEMORY_FLOOR_SHARE = 0.35
 
 # What a sandboxed reference's worker says when it ran out of GPU memory (torch's error, or the driver's, in its
 # message): its words, not the judge's observation (``KeptProblems.out_of_memory``).
 REPORTED_OUT_OF_MEMORY_MARKS = ("OutOfMemoryError", "CUDA_ERROR_OUT_OF_MEMORY")
+
+
+@dataclass
+class ProblemContext:
+    """One problem: its baselines (None until known), its judge once an answer needs it (or why not), and, while
+    it is the current problem, the live baseline its answers are timed beside (``partner``)."""
+
+    problem: Problem
+    baselines: dict[str, Any] | None = None
+    judge: Judge | None = None
+    setup_error: str = ""
+    partner: Contender | None = None
+
+
+def close_judge(context: ProblemContext | None) -> None:
+    """End the problem's live baseline and its reference (a sandboxed one's worker): it is loaded anew if needed."""
+    close_partner(context)
+    if context is not None and context.judge is not None:
+        context.judge.ref.close()
+        context.judge = None
+
+
+def held_bytes(context: ProblemContext) -> int:
+    """About what a kept problem holds on the GPU: what its judge lent its sandboxed reference, and the float64
+    outputs it keeps (0 before it is loaded)."""
+    return context.judge.ref.lent_device_bytes() + context.judge.expected_bytes if context.judge else 0
+
+
+def close_partner(context: ProblemContext | None) -> None:
+    """End the problem's live baseline, if it has one."""
+    if context is not None and context.partner is not None:
+        close_contender(context.partner)
+        worker = context.partner.session.worker
+        if isinstance(worker, UntrustedProcess):  # its folder goes too (a test's channel has none)
+            discard(worker)
+        context.partner = None
+
+
+def kept_memory_share(gpu_judges: int) -> float:
+    """The share of its GPU's memory a judge's kept problems may hold, with ``gpu_judges`` judges on that GPU."""
+    return KEPT_PROBLEMS_MEMORY_SHARE / max(1, gpu_judges)
+
+
+def held_share(device: str, lent_bytes: int) -> float:
+    """The share of the GPU's memory this process's tensors hold, plus ``lent_bytes`` it allocated outside torch's
+    allocator (0 on CPU)."""
+    if device != "cuda" or not torch.cuda.is_initialized():
+        return 0.0
+    return (torch.cuda.memory_allocated() + lent_bytes) / torch.cuda.mem_get_info()[1]
+
+
+def free_share(device: str) -> float:
+    """The share of the GPU's memory free, whoever holds the rest (1 on CPU)."""
+    if device != "cuda" or not torch.cuda.is_initialized():
+        return 1.0
+    free, total = torch.cuda.mem_get_info()
+    return free / total
+
+
+def out_of_memory(err: BaseException) -> bool:
+    """The GPU ran out of memory, as this process observed it: torch's error, or the driver refusing an allocation
+    (``cuda_buffers``: the buffers a judge lends a sandboxed reference). A sandboxed worker's word for it is weighed
+    apart (``KeptProblems.out_of_memory``)."""
+    return isinstance(err, torch.OutOfMemoryError) or \
+        (isinstance(err, CudaDriverError) and err.name == "CUDA_ERROR_OUT_OF_MEMORY")
+
+
+def release_cached_memory(device: str) -> None:
+    """Hand the GPU memory torch's allocator keeps cached back to the device: the judge's workers are other
+    processes, and a large problem's float64 reference leaves tens of GiB cached that they could not use."""
+    if device == "cuda" and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def free_garbage(device: str) -> None:
+    """Tensors held in reference cycles (a traceback's frames) go now, not at some later GC, and their memory
+    back to the device."""
+    gc.collect()
+    release_cached_memory(device)
 
 
 class ReferenceOutOfMemory(ReferenceFailed):
@@ -36,7 +132,7 @@ class ReferenceOutOfMemory(ReferenceFailed):
 
 class KeptProblems:
     """A device judge's loaded problems, the least recently used first; ``memory_bound`` is the share of the GPU's
-    memory they may hold (``gpu_memory.kept_memory_share``)."""
+    memory they may hold (``kept_memory_share``)."""
 
     def __init__(self, problems: Mapping[str, Problem], device: str, memory_bound: float) -> None:
         self.problems, self.device, self.memory_bound = problems, device, memory_bound

@@ -18,8 +18,7 @@ from evalkit.sandbox.cuda_buffers import CudaDriverError
 from evalkit.sandbox.launcher import Limits
 from evalkit.sandbox.programs import REFERENCE_WORKER
 from evalkit.sandbox.spare import SpareWorker, discard
-from evalkit.schedule.kept_problems import KeptProblems, ReferenceOutOfMemory
-from evalkit.schedule.problem_context import ProblemContext
+from evalkit.schedule.kept_problems import KeptProblems, ProblemContext, ReferenceOutOfMemory
 
 PROBLEMS = FIXTURES / "judge_problems"
 ANSWERS = FIXTURES / "judge_submissions" / "fixtures"
@@ -63,7 +62,7 @@ def test_the_least_recently_used_problem_goes_once_the_judge_keeps_its_most(monk
 def _kept(**held_bytes: int) -> KeptProblems:
     """A judge's kept problems on a GPU, the least recently used first, each holding that many bytes of it
     (``held_bytes``)."""
-    kept = KeptProblems({}, "cuda", gpu_memory.kept_memory_share(1))
+    kept = KeptProblems({}, "cuda", kept_problems.kept_memory_share(1))
     kept.contexts.update((name, _Held(size)) for name, size in held_bytes.items())
     return kept
 
@@ -120,8 +119,8 @@ def test_past_the_number_of_kept_problems_the_least_recently_used_goes_whatever_
 
 
 def test_the_judges_of_one_gpu_split_its_memory_share_for_kept_problems():
-    assert device_judge.kept_memory_share(1) == gpu_memory.KEPT_PROBLEMS_MEMORY_SHARE
-    assert device_judge.kept_memory_share(2) == gpu_memory.KEPT_PROBLEMS_MEMORY_SHARE / 2
+    assert kept_problems.kept_memory_share(1) == kept_problems.KEPT_PROBLEMS_MEMORY_SHARE
+    assert kept_problems.kept_memory_share(2) == kept_problems.KEPT_PROBLEMS_MEMORY_SHARE / 2
 
 
 # How running out of GPU memory reaches a judge: a sandboxed reference's worker's message (its word), the driver
@@ -135,13 +134,13 @@ OUT_OF_MEMORY = [REPORTED, DRIVER_REFUSED,
 
 
 def test_running_out_of_memory_is_what_the_judges_own_process_observed_not_what_a_message_says():
-    assert gpu_memory.out_of_memory(torch.OutOfMemoryError("CUDA out of memory"))
-    assert gpu_memory.out_of_memory(DRIVER_REFUSED)
-    assert not gpu_memory.out_of_memory(CudaDriverError("cuMemFree_v2 failed: CUDA_ERROR_INVALID_VALUE",
+    assert kept_problems.out_of_memory(torch.OutOfMemoryError("CUDA out of memory"))
+    assert kept_problems.out_of_memory(DRIVER_REFUSED)
+    assert not kept_problems.out_of_memory(CudaDriverError("cuMemFree_v2 failed: CUDA_ERROR_INVALID_VALUE",
                                                         "CUDA_ERROR_INVALID_VALUE"))
-    assert not gpu_memory.out_of_memory(REPORTED), "a sandboxed worker's word is weighed by KeptProblems"
-    assert not gpu_memory.out_of_memory(RuntimeError("CUDA_ERROR_OUT_OF_MEMORY OutOfMemoryError"))
-    assert not gpu_memory.out_of_memory(device_judge.ReferenceFailed("the reference's sandbox ended: killed"))
+    assert not kept_problems.out_of_memory(REPORTED), "a sandboxed worker's word is weighed by KeptProblems"
+    assert not kept_problems.out_of_memory(RuntimeError("CUDA_ERROR_OUT_OF_MEMORY OutOfMemoryError"))
+    assert not kept_problems.out_of_memory(device_judge.ReferenceFailed("the reference's sandbox ended: killed"))
 
 
 def test_a_references_word_that_it_ran_out_of_memory_is_believed_once_until_one_of_its_answers_goes_through():
