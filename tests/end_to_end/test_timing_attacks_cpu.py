@@ -59,7 +59,9 @@ def test_work_left_running_after_the_reply_is_caught_or_timed(rows):
 
 def test_an_answer_that_tells_pings_from_calls_meets_no_ping(rows):
     # It stalls 50 ms on zeros, the pings' inputs; no ping reaches its forward, so its calls are its honest twin's.
+    # Had the stall been subtracted from its calls, its speedup (from one window with its baseline, which a loaded box
+    # slows alike) would be 100x or more. Its time is not compared with its twin's: two windows apart on a loaded
+    # 2-core box, the twin read 63 ms a call against its 4 ms once (CI beside a benchmark).
     attack, honest = rows["tells_pings_from_calls"], rows["honest"]
     assert attack["verdict"] == honest["verdict"] == "correct", (attack["reason"], honest["reason"])
     assert attack["speedup_vs_eager"] < UNEARNED, attack["reason"]
-    assert attack["timing"]["median_ms"] > honest["timing"]["median_ms"] / UNEARNED, (attack["timing"], honest["timing"])
