@@ -29,8 +29,7 @@ from evalkit.sources.problems import Problem
 logger = logging.getLogger(__name__)
 
 # Loading a problem again costs its judge 1-2 s on the H200 (the reference timed, its float64 outputs computed),
-# paid at every switch between problems, most of them at a corpus's end where answers of every problem queue
-# up. Kept problems hold GPU memory the answers' workers may need, hence the memory bounds below.
+# paid at every switch between problems, most of them at a corpus's end where answers of every problem queue up.
 KEPT_PROBLEMS = 8
 # Kept problems hold GPU memory the answers' workers may need: a share of the device's memory (split among the
 # judges of one GPU), which a problem larger than it never shares with another.
