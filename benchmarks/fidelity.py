@@ -94,25 +94,32 @@ def cast(value, dtype):
     return value
 
 
+def synchronize():
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def call_ms(module, inputs):
+    """One forward timed as the field times it: device events around it after a synchronize (the host clock on a
+    CPU). (Its milliseconds, its output.)"""
+    synchronize()
+    if device != "cuda":
+        begun = time.perf_counter()
+        out = module(*inputs)
+        return (time.perf_counter() - begun) * 1e3, out
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    out = module(*inputs)
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end), out
+
+
 def mean_ms(model, inputs, warmup, calls):
     with torch.no_grad():
         for _ in range(warmup):
             model(*inputs)
-        times = []
-        for _ in range(calls):
-            if device == "cuda":
-                torch.cuda.synchronize()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                model(*inputs)
-                end.record()
-                torch.cuda.synchronize()
-                times.append(start.elapsed_time(end))
-            else:
-                begun = time.perf_counter()
-                model(*inputs)
-                times.append((time.perf_counter() - begun) * 1e3)
-    return statistics.fmean(times)
+        return statistics.fmean(call_ms(model, inputs)[0] for _ in range(calls))
 
 
 reference = load(job["reference"], "reference")
@@ -142,17 +149,40 @@ compiled = torch.compile(model) if job["compile"] else None
 def distinct_inputs_ms(module, sets):
     """Diagnosis: the mean time of a call by events around it, as evalkit's worker times it: a distinct set of
     inputs each call, every call's output kept until the last (no figure of the field's method)."""
+    return paced_ms(module, sets, len(sets), len(sets), 0.0, False, True)
+
+
+def paced_ms(module, sets, calls, block, gap_s, flush, keep):
+    """Diagnosis: the mean time of a call by events around it when calls come in blocks of ``block`` (evalkit's
+    requests), the GPU idle ``gap_s`` before each block, L2 flushed before it (``flush``), each block's outputs
+    kept until the next (``keep``), inputs cycling through ``sets``."""
+    flusher = torch.empty(64 * 1024 * 1024, dtype=torch.int32, device=device) if flush and device == "cuda" else None
     kept, times = [], []
     with torch.no_grad():
-        for inputs in sets:
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            kept.append(module(*inputs))
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
+        for call in range(calls):
+            if call % block == 0:
+                kept = []
+                synchronize()
+                time.sleep(gap_s)
+                if flusher is not None:
+                    flusher.zero_()
+            took, out = call_ms(module, sets[call % len(sets)])
+            times.append(took)
+            if keep:
+                kept.append(out)
     return statistics.fmean(times)
+
+
+def paced(found):
+    """Each pacing of ``job["variants"]``: the reference's and the answer's mean, in turn, ``rounds`` times."""
+    block, gap_s = job["block"], job["gap_ms"] / 1e3
+    ring = [inputs, draw_inputs()]
+    pacings = {"kb": ([inputs], 1, 0.0, False, False), "gaps": ([inputs], 1, gap_s, False, False),
+               "blocks": ([inputs], block, gap_s, False, False), "evalkit": (ring, block, gap_s, True, True)}
+    for name in job["variants"]:
+        sets, size, pause, flush, keep = pacings[name]
+        found[f"{name}_reference_ms"] = paced_ms(model, sets, job["variant_calls"], size, pause, flush, keep)
+        found[f"{name}_answer_ms"] = paced_ms(new, sets, job["variant_calls"], size, pause, flush, keep)
 
 
 rounds = []
@@ -165,6 +195,8 @@ for _ in range(job["rounds"]):
         sets = [draw_inputs() for _ in range(job["distinct"])]
         found["distinct_reference_ms"] = distinct_inputs_ms(model, sets)
         found["distinct_answer_ms"] = distinct_inputs_ms(new, sets)
+    if job["variants"]:
+        paced(found)
     rounds.append(found)
 print(json.dumps(rounds))
 '''
@@ -183,6 +215,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--micro-calls", type=int, default=1000, help="... for a microsecond reference [1000]")
     parser.add_argument("--distinct", type=int, default=0, help="diagnosis, for a microsecond problem: also time N "
                         "calls on distinct inputs with every output kept, as evalkit's worker calls them [0: not]")
+    parser.add_argument("--variants", type=lambda text: [v for v in text.split(",") if v], default=[],
+                        help="diagnosis: also time both models in one process paced other ways, e.g. "
+                        "kb,gaps,blocks,evalkit (kb: the field's loop again; gaps: the GPU idle --gap-ms before "
+                        "each call; blocks: calls in evalkit's requests of K, idle before each; evalkit: blocks with "
+                        "the L2 flushed, outputs kept, inputs alternating) [none]")
+    parser.add_argument("--gap-ms", type=float, default=20.0, help="the idle gap of --variants [20]")
+    parser.add_argument("--variant-calls", type=int, default=100, help="timed calls a variant and model [100]")
     parser.add_argument("--extra", default="", help="more `evalkit score` options, e.g. '--timing-budget 5'")
     parser.add_argument("--keep", type=Path, help="keep the report folders here")
     parser.add_argument("--json", type=Path, help="write the figures here, after every run")
@@ -219,7 +258,8 @@ def in_process(args: argparse.Namespace, row: dict[str, Any], seed: int) -> list
         job = {"device": args.device, "reference": str(ROOT / row["set"] / row["problem"] / "reference.py"),
                "answer": str(answer), "precision": row.get("precision") or "fp32", "seed": seed, "warmup": 5,
                "calls": args.calls, "micro_calls": args.micro_calls, "micro_ms": MICRO_MS, "compile": args.compile,
-               "rounds": args.rounds, "distinct": args.distinct}
+               "rounds": args.rounds, "distinct": args.distinct, "variants": args.variants, "gap_ms": args.gap_ms,
+               "variant_calls": args.variant_calls, "block": (row.get("timing") or {}).get("calls_per_request") or 1}
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "TORCHINDUCTOR_CACHE_DIR": str(Path(scratch) / "inductor")}
         extensions = (row.get("build") or {}).get("extension_dir")
         if extensions:  # where evalkit built it: the answer's load_inline loads that library (``built_inline``)
@@ -290,7 +330,16 @@ def figures(rows: list[dict[str, Any]], timed: list[dict[str, Any]], errors: lis
     found["distinct_ms"] = [[r.get("distinct_reference_ms"), r.get("distinct_answer_ms")] for r in timed
                             if "distinct_answer_ms" in r]
     found["claimed_ms"] = [r["timing"].get("claimed_median_ms") for r in rows]
+    found["variants"] = {name[:-len("_reference_ms")]: variant(timed, name[:-len("_reference_ms")])
+                         for name in (timed[0] if timed else {}) if name.endswith("_reference_ms")}
     return found
+
+
+def variant(timed: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """One pacing's figures over the rounds: both models' medians and the speedup they give."""
+    reference = statistics.median(r[f"{name}_reference_ms"] for r in timed)
+    answer = statistics.median(r[f"{name}_answer_ms"] for r in timed)
+    return {"reference_ms": reference, "answer_ms": answer, "speedup": reference / answer}
 
 
 def verdicts(answers: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -341,6 +390,9 @@ def print_report(answers: dict[str, Any], targets: dict[str, Any], seconds: floa
               f"subtracted {ms(found['overhead_ms'])}); in one process {ms(found['in_process_ms'])}, the reference "
               f"{ms(found['reference_in_process_ms'])}" + (f"; on distinct inputs (reference, answer) "
                                                             f"{ms(found['distinct_ms'][0])}" if found['distinct_ms'] else ""))
+        for name, paced in found["variants"].items():
+            print(f"    paced {name}: reference {paced['reference_ms']:.4g} ms, answer {paced['answer_ms']:.4g} ms, "
+                  f"{paced['speedup']:.3f}x")
         if found["errors"]:
             print(f"    in-process failed: {found['errors'][0][-200:]}")
     for name, target in targets.items():
