@@ -63,8 +63,8 @@ def output_entries(specs: list[OutputSpec]) -> list[dict[str, Any]]:
 class Session:
     """One submission's worker, with the judge-owned input buffers bound to it, timed by the judge's own clock.
 
-    Every call takes the same path, ``observe``: the judge wakes the (frozen) worker, the clock starts, the
-    judge copies the calls' inputs into the shared input buffers and sends the call with a fresh nonce; the
+    Every call takes the same path, ``observe``: the judge copies the calls' inputs into the shared input buffers
+    while the worker is frozen, the clock starts, the judge wakes the worker and sends the call with a fresh nonce; the
     moment the reply is in, the judge freezes the worker, waits until the GPU has no work of the worker's left
     (``timing.GpuIdle``), and the clock stops. Only then does it read the reply, and, while the worker stays
     frozen, the outputs where the worker keeps them (``outputs``). Nothing before the clock starts can depend on
@@ -165,9 +165,9 @@ class Session:
             self._wait_until_idle(limit)
             stopped.append(self._perf_counter())
 
-        self.worker.thaw()  # before the clock: it cannot see this call's inputs until they are copied in
+        self._load_inputs(originals)  # while it is frozen: it can first look at them once the clock runs
         start = self._perf_counter()
-        self._load_inputs(originals)
+        self.worker.thaw()
         self.worker.send(protocol.nonce_request(op, nonce, calls=len(originals)))
         if op == Op.CALL:
             self.calls += 1

@@ -807,3 +807,37 @@ def test_every_string_in_a_reply_is_made_safe_to_store():
     assert stored.encode("utf-8")  # no UnicodeEncodeError
     assert claim.message == "RuntimeError: \ufffd bad\ufffd" and claim.stage == "forward\ufffd[2J"
     assert claim.traceback[0].file == "x\ufffd.py" and claim.traceback[0].function == "f\ufffd"
+
+
+def test_a_requests_inputs_are_copied_in_while_its_worker_is_frozen_and_the_clock_starts_before_it_wakes(judge,
+                                                                                                       monkeypatch):
+    """The copy of the inputs is out of the timed span (nothing of the worker runs while the judge makes it, so the
+    worker first sees them with the clock running), and waking the worker is inside it."""
+    from evalkit.judge import session as session_module
+
+    events: list[str] = []
+
+    class Watched(FakeWorker):
+        def thaw(self) -> None:
+            events.append("thaw")
+            super().thaw()
+
+    real_init, real_load = session_module.Session.__init__, session_module.Session._load_inputs
+
+    def init(self, *args: Any, **kwargs: Any) -> None:
+        real_init(self, *args, **kwargs)
+        self._perf_counter = lambda: (events.append("clock"), time.perf_counter())[1]
+
+    def load_inputs(self, originals: list[list[Any]]) -> None:
+        events.append("inputs into a frozen worker" if self.worker.frozen else "inputs into a running worker")
+        real_load(self, originals)
+
+    monkeypatch.setattr(session_module.Session, "__init__", init)
+    monkeypatch.setattr(session_module.Session, "_load_inputs", load_inputs)
+    worker = Watched(judge.ref)
+    worker.frozen = True  # as a worker is once set up
+    judgement = judge.judge_with(worker, Path("submission.py"))
+    assert VERDICT_OF[judgement.finding] is Verdict.CORRECT, judgement.reason
+    copies = [i for i, event in enumerate(events) if event.startswith("inputs")]
+    assert len(copies) > 10 and "inputs into a running worker" not in events
+    assert all(events[i + 1:i + 3] == ["clock", "thaw"] for i in copies)
