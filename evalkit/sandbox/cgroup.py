@@ -106,8 +106,8 @@ class CgroupFreezer:
 
     def _wait_until_frozen(self, wait_s: float) -> bool:
         """Until ``cgroup.events`` says ``frozen 1`` (v2), or ``freezer.state`` ``FROZEN`` (v1: ``FREEZING`` until every
-        task is), read again after ``processes.pauses`` (20 us growing to 1 ms): a poll on ``cgroup.events`` would
-        wait up to 10 ms, the kernel's least interval between two notifications of one file."""
+        task is), read again after ``processes.pauses`` (at once for 2 ms, then 20 us growing to 1 ms): a poll on
+        ``cgroup.events`` would wait up to 10 ms, the kernel's least interval between two notifications of one file."""
         wanted = b"frozen 1" if self.kind == "cgroup2" else b"FROZEN\n"
         deadline, pause = time.monotonic() + wait_s, pauses()
         fd = os.open(self.path / ("cgroup.events" if self.kind == "cgroup2" else "freezer.state"), os.O_RDONLY)

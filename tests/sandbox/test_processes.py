@@ -124,3 +124,16 @@ def test_a_sandboxs_folders_are_measured_in_bytes_held_and_files_without_followi
     used, files = folder_usage([tmp_path], max_files=1000)
     assert files == 7 and 100_000 <= used < 200_000
     assert folder_usage([tmp_path], max_files=2)[1] >= 3, "counting stops once over the limit"
+
+
+def test_a_wait_looks_again_at_once_before_it_sleeps_in_growing_pauses():
+    """A freeze or a stop is looked at without a sleep between looks for its first ``SPIN_S``, so the judge's clock
+    reads it within a look's microseconds, not at the end of a sleep that overshoots; later looks back off."""
+    import inspect
+    from itertools import islice
+
+    from evalkit.sandbox.processes import SPIN_S, pauses
+
+    assert SPIN_S >= 1e-3 and inspect.signature(pauses).parameters["spin_s"].default == SPIN_S
+    assert list(islice(pauses(spin_s=60.0), 3)) == [0.0, 0.0, 0.0]
+    assert list(islice(pauses(spin_s=0.0), 8)) == [20e-6, 40e-6, 80e-6, 160e-6, 320e-6, 640e-6, 1e-3, 1e-3]
