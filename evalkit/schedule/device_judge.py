@@ -139,7 +139,7 @@ class DeviceJudge:
     @property
     def current_baselines(self) -> dict[str, Any]:
         """The current problem's baselines known so far (with their cache ``key``), or {}."""
-        context = self._kept.get(self._kept.current or "")
+        context = self._kept.current_context()
         return dict(context.baselines or {}) if context else {}
 
     def judge_answer(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
@@ -206,7 +206,7 @@ class DeviceJudge:
     def close(self) -> None:
         at_once(lambda end: end(), [*(partial(close_judge, context) for context in self._kept),
                                      *(pool.close for pool in self._pools())])
-        self._kept.contexts.clear()
+        self._kept.clear()
         free_garbage(self.device)
 
     def _baseline_of(self, context: ProblemContext) -> Callable[[str], dict[str, Any]]:

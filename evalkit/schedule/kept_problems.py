@@ -43,6 +43,9 @@ FREE_MEMORY_FLOOR_SHARE = 0.35
 # What a sandboxed reference's worker says when it ran out of GPU memory (torch's error, or the driver's, in its
 # message): its words, not the judge's observation (``KeptProblems.out_of_memory``).
 REPORTED_OUT_OF_MEMORY_MARKS = ("OutOfMemoryError", "CUDA_ERROR_OUT_OF_MEMORY")
+# Problems whose reference's report of running out of memory is remembered (the oldest forgotten first): a server
+# whose clients send ever new references stays flat; a problem forgotten is believed once more, one more unloading.
+REPORTED_REMEMBERED = 256
 
 
 @dataclass
@@ -136,7 +139,8 @@ class KeptProblems:
     def __init__(self, problems: Mapping[str, Problem], device: str, memory_bound: float) -> None:
         self.problems, self.device, self.memory_bound = problems, device, memory_bound
         self.contexts: OrderedDict[str, ProblemContext] = OrderedDict()
-        self._reported: set[str] = set()  # problems whose reference reported running out of memory, unanswered since
+        self._reported: dict[str, None] = {}  # problems whose reference reported running out of memory, unanswered
+        # since, the oldest first
 
     @property
     def current(self) -> str | None:
@@ -148,6 +152,15 @@ class KeptProblems:
 
     def get(self, problem_id: str) -> ProblemContext | None:
         return self.contexts.get(problem_id)
+
+    def current_context(self) -> ProblemContext | None:
+        """The problem judged last, or None before any."""
+        current = self.current
+        return self.contexts[current] if current is not None else None
+
+    def clear(self) -> None:
+        """Forget every kept problem (once each was closed)."""
+        self.contexts.clear()
 
     def __iter__(self) -> Iterator[ProblemContext]:
         return iter(list(self.contexts.values()))
@@ -207,9 +220,11 @@ class KeptProblems:
         reported = isinstance(err, ReferenceFailed) and any(mark in str(err) for mark in REPORTED_OUT_OF_MEMORY_MARKS)
         if not reported or problem_id in self._reported:
             return False
-        self._reported.add(problem_id)
+        self._reported[problem_id] = None
+        while len(self._reported) > REPORTED_REMEMBERED:
+            del self._reported[next(iter(self._reported))]
         return True
 
     def answered(self, problem_id: str) -> None:
         """An answer of ``problem_id`` was judged with its reference answering throughout."""
-        self._reported.discard(problem_id)
+        self._reported.pop(problem_id, None)

@@ -156,6 +156,25 @@ def test_a_references_word_that_it_ran_out_of_memory_is_believed_once_until_one_
     assert kept.out_of_memory("p", REPORTED), "believed again once an answer of the problem was judged through"
 
 
+def test_the_references_remembered_for_their_word_are_bounded_the_oldest_forgotten_first(monkeypatch):
+    """A server whose clients keep sending new references that report running out of memory stays flat: past
+    ``REPORTED_REMEMBERED`` the oldest is forgotten (its next word believed once more), the newest still refused."""
+    monkeypatch.setattr(kept_problems, "REPORTED_REMEMBERED", 3)
+    kept = _kept()
+    for problem in ("a", "b", "c", "d"):
+        assert kept.out_of_memory(problem, REPORTED)
+    assert len(kept._reported) == 3
+    assert not kept.out_of_memory("d", REPORTED) and not kept.out_of_memory("b", REPORTED)
+    assert kept.out_of_memory("a", REPORTED), "the oldest was forgotten"
+
+
+def test_the_current_context_is_the_problem_judged_last_and_clear_forgets_them_all():
+    kept = _kept(first=1, second=2)
+    assert kept.current_context() is kept.get("second")
+    kept.clear()
+    assert kept.current_context() is None and kept.ids == []
+
+
 def _attempts_after_one_out_of_memory(monkeypatch, kept: list[str], gate: object, seen,
                                       error: Exception = OUT_OF_MEMORY[0]) -> list[object]:
     """What ``seen(judge)`` read at each attempt of a device judge keeping ``kept`` (the current problem last), its
