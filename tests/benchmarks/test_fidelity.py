@@ -63,6 +63,7 @@ def test_both_methods_time_the_cpu_fixtures_answers_in_one_call(tmp_path):
     env = {**os.environ, "EVALKIT_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "benchmarks/fidelity.py", "--device", "cpu", "--set",
                            str(FIXTURES / "fidelity_problems"), "--runs", "1", "--rounds", "2", "--calls", "20",
+                           "--variants", "kb,gaps,blocks,evalkit", "--gap-ms", "1", "--variant-calls", "4",
                            "--json", str(out), "--keep", str(tmp_path / "reports")],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -73,4 +74,6 @@ def test_both_methods_time_the_cpu_fixtures_answers_in_one_call(tmp_path):
         entry = figures["answers"][name]["eager"]
         assert len(entry["evalkit"]) == 1 and len(entry["in_process"]) == 2, figures["answers"][name]
         assert entry["agreement"] > 0 and all(value > 0 for value in entry["in_process"])
-    assert "evalkit/in-process" in done.stdout and "target agreement" in done.stdout
+        paced = figures["answers"][name]["variants"]  # the same models paced other ways, in the same process
+        assert set(paced) == {"kb", "gaps", "blocks", "evalkit"} and all(v["speedup"] > 0 for v in paced.values())
+    assert "evalkit/in-process" in done.stdout and "target agreement" in done.stdout and "paced gaps" in done.stdout
