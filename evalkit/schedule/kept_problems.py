@@ -155,8 +155,7 @@ class KeptProblems:
 
     def current_context(self) -> ProblemContext | None:
         """The problem judged last, or None before any."""
-        current = self.current
-        return self.contexts[current] if current is not None else None
+        return next(reversed(self.contexts.values()), None)
 
     def clear(self) -> None:
         """Forget every kept problem (once each was closed)."""
