@@ -14,7 +14,8 @@
 3. **Printed** per answer: evalkit's speedup vs eager in each run (its 95% interval's half-width beside it), the
    in-process speedups, evalkit / in-process (median over the runs against median over the rounds), the farthest run
    from the runs' median, and how many runs lie inside the other runs' intervals; the same for `torch.compile` where
-   both were measured. Then the targets (issue 41), each "met" or "MISSED" (`--check`: a miss exits 1):
+   both were measured. Then the targets (issue 41), each "met" or "MISSED" (`--check`: a miss exits 1, by the main
+   setting's runs):
 
    - agreement: evalkit / in-process within 2% on millisecond answers, 5% on microsecond ones (the reference under
      0.1 ms a call), for eager and compile;
@@ -22,10 +23,16 @@
    - honest intervals: each run inside the other runs' intervals in at least 5 of 6 cases, per answer;
    - narrow intervals: half-width at most 3% on millisecond answers, 10% on microsecond ones.
 
+4. **With other settings** (`--against OPTIONS`, repeatable, e.g. `--against "--judges 2"`): each run of the main
+   setting (`--extra`) is followed by one run with each, beside the same in-process figures, and each answer's
+   speedup under them is printed as a share of the main setting's: whether the options move a speedup, measured in
+   one call.
+
 `--json FILE` is written after every run, so a call cut short keeps what it measured.
 
     python3 benchmarks/fidelity.py [--set problems/ --set benchmarks/fixtures/] [--runs 3] [--rounds 3]
-        [--baselines eager|eager,compile] [--compile] [--device cuda|cpu] [--keep DIR] [--json FILE] [--check]
+        [--baselines eager|eager,compile] [--compile] [--device cuda|cpu] [--extra OPTIONS] [--against OPTIONS]
+        [--keep DIR] [--json FILE] [--check]
 
 On a CPU (where both sides run too, slower and noisier): `python3 benchmarks/fidelity.py --device cpu --set
 tests/fixtures/fidelity_problems --runs 2 --rounds 2`. Run from the repository root.
@@ -79,6 +86,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--gap-ms", type=float, default=20.0, help="the idle gap of --variants [20]")
     parser.add_argument("--variant-calls", type=int, default=100, help="timed calls a variant and model [100]")
     parser.add_argument("--extra", default="", help="more `evalkit score` options, e.g. '--timing-budget 5'")
+    parser.add_argument("--against", action="append", default=[], help="other `evalkit score` options to run too, "
+                        "each run alternated with --extra's, beside the same in-process figures, e.g. '--judges 2' "
+                        "(repeatable) [none]")
     parser.add_argument("--keep", type=Path, help="keep the report folders here")
     parser.add_argument("--json", type=Path, help="write the figures here, after every run")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
@@ -89,14 +99,15 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def score(args: argparse.Namespace, where: Path) -> list[dict[str, Any]]:
-    """One evalkit run over every set: its correct rows' figures, and every row's verdict."""
+def score(args: argparse.Namespace, where: Path, extra: str) -> list[dict[str, Any]]:
+    """One evalkit run over every set with the options ``extra``: its correct rows' figures, and every row's
+    verdict."""
     rows: list[dict[str, Any]] = []
     for number, folder in enumerate(args.sets):
         out = where / f"set{number}"
         command = [sys.executable, "-m", "evalkit", "score", folder, "--problems", folder, "--out", str(out),
                    "--baselines", args.baselines, "--device", args.device, "--remeasure-baselines", "--no-progress",
-                   "-q", *args.extra.split()]
+                   "-q", *extra.split()]
         done = subprocess.run(command, cwd=ROOT, text=True, capture_output=True)
         if done.returncode != 0:
             sys.exit(f"fidelity.py: evalkit score {folder} exited {done.returncode}:\n{(done.stdout + done.stderr)[-3000:]}")
@@ -256,28 +267,65 @@ def print_report(answers: dict[str, Any], targets: dict[str, Any], seconds: floa
         print(f"target {name}: worst {shown} {'met' if target['met'] else 'MISSED'}")
 
 
+def against_main(main: dict[str, Any], other: dict[str, Any]) -> dict[str, float]:
+    """Per answer timed under both settings: the median of the other setting's speedups vs eager over the main
+    setting's (1.0: the other options moved nothing)."""
+    moved = {}
+    for name, found in main.items():
+        ours, theirs = found.get("eager"), other.get(name, {}).get("eager")
+        if ours and theirs:
+            moved[name] = statistics.median(theirs["evalkit"]) / statistics.median(ours["evalkit"])
+    return moved
+
+
+def in_process_rounds(args: argparse.Namespace, rows: list[dict[str, Any]], started: float) -> dict[str, Any]:
+    """The in-process method's rounds for every answer of ``rows`` judged correct."""
+    rounds: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row.get("verdict") == "correct":
+            rounds[key(row)] = in_process(args, row, seed=0)
+            print(f"  {key(row)} timed in one process ({time.monotonic() - started:.0f} s)", flush=True)
+    print(f"{args.rounds} rounds timed in one process ({time.monotonic() - started:.0f} s)", flush=True)
+    return rounds
+
+
+def figures_of(runs: dict[str, list[list[dict[str, Any]]]], rounds: dict[str, Any],
+               args: argparse.Namespace) -> dict[str, Any]:
+    """What ``--json`` holds: the main setting's answers and targets, then each ``--against``'s beside them."""
+    main = summarize(runs[args.extra], rounds)
+    found: dict[str, Any] = {"runs_done": len(runs[args.extra]), "runs": args.runs, "options": args.extra,
+                             "answers": main, "targets": verdicts(main), "against": []}
+    for extra in args.against:
+        answers = summarize(runs[extra], rounds)
+        found["against"].append({"options": extra, "runs_done": len(runs[extra]), "answers": answers,
+                                 "targets": verdicts(answers), "against_main": against_main(main, answers)})
+    return found
+
+
 def main() -> None:
     args = parse_args()
     started = time.monotonic()
     where = args.keep or Path(tempfile.mkdtemp(prefix="fidelity-"))
-    runs: list[list[dict[str, Any]]] = []
+    runs: dict[str, list[list[dict[str, Any]]]] = {extra: [] for extra in [args.extra, *args.against]}
     rounds: dict[str, list[dict[str, Any]]] = {}
     for number in range(args.runs):
-        runs.append(score(args, where / f"run{number + 1}"))
-        print(f"run {number + 1} of {args.runs} scored ({time.monotonic() - started:.0f} s)", flush=True)
-        if number == 0:
-            for row in runs[-1]:
-                if row.get("verdict") == "correct":
-                    rounds[key(row)] = in_process(args, row, seed=number)
-                    print(f"  {key(row)} timed in one process ({time.monotonic() - started:.0f} s)", flush=True)
-            print(f"{args.rounds} rounds timed in one process ({time.monotonic() - started:.0f} s)", flush=True)
-        answers = summarize(runs, rounds)
-        if args.json:
-            args.json.write_text(json.dumps({"runs_done": number + 1, "runs": args.runs, "answers": answers,
-                                             "targets": verdicts(answers)}, indent=1))
-    targets = verdicts(answers)
-    print_report(answers, targets, time.monotonic() - started)
-    if args.check and not all(t["met"] for t in targets.values()):
+        for index, extra in enumerate(runs):  # alternated: no setting gets the machine's quieter minutes
+            folder = f"run{number + 1}" + (f"-against{index}" if index else "")
+            runs[extra].append(score(args, where / folder, extra))
+            print(f"run {number + 1} of {args.runs} scored{f' with {extra!r}' if index else ''} "
+                  f"({time.monotonic() - started:.0f} s)", flush=True)
+            if number == 0 and index == 0:
+                rounds = in_process_rounds(args, runs[extra][-1], started)
+            found = figures_of(runs, rounds, args)
+            if args.json:
+                args.json.write_text(json.dumps(found, indent=1))
+    print_report(found["answers"], found["targets"], time.monotonic() - started)
+    for other in found["against"]:
+        print(f"\nwith {other['options']!r}:")
+        print_report(other["answers"], other["targets"], time.monotonic() - started)
+        for name, ratio in sorted(other["against_main"].items()):
+            print(f"  {name}: speedup vs eager {ratio:.3f}x of the main setting's ({args.extra or 'the defaults'})")
+    if args.check and not all(t["met"] for t in found["targets"].values()):
         sys.exit(1)
 
 

@@ -56,6 +56,31 @@ def test_an_answer_not_correct_in_every_run_is_listed_not_compared():
     assert answers["p/a"] == {"verdicts": ["correct", "incorrect"]}
 
 
+def test_other_options_are_run_alternated_with_the_main_ones_beside_the_same_in_process_figures(tmp_path, monkeypatch,
+                                                                                                 capsys):
+    order = []
+
+    def score(args, where, extra):
+        order.append((where.name, extra))
+        speedup = 2.2 if extra == "--judges 2" else 2.0
+        return [{**_row(speedup, [speedup * 0.98, speedup * 1.02]), "set": "problems/"}]
+
+    monkeypatch.setattr(fidelity, "score", score)
+    monkeypatch.setattr(fidelity, "in_process", lambda args, row, seed: _rounds(2.0, 1.0))
+    out = tmp_path / "fidelity.json"
+    monkeypatch.setattr(sys, "argv", ["fidelity.py", "--runs", "2", "--against", "--judges 2", "--json", str(out),
+                                      "--keep", str(tmp_path)])
+    fidelity.main()
+    assert order == [("run1", ""), ("run1-against1", "--judges 2"), ("run2", ""), ("run2-against1", "--judges 2")]
+    figures = json.loads(out.read_text())
+    assert figures["answers"]["p/a"]["eager"]["agreement"] == pytest.approx(1.0)
+    other = figures["against"][0]
+    assert other["options"] == "--judges 2" and other["runs_done"] == 2
+    assert other["answers"]["p/a"]["eager"]["agreement"] == pytest.approx(1.1)
+    assert other["against_main"] == {"p/a": pytest.approx(1.1)}
+    assert "with '--judges 2'" in capsys.readouterr().out
+
+
 @pytest.mark.slow
 def test_both_methods_time_the_cpu_fixtures_answers_in_one_call(tmp_path):
     # On a CPU both sides run: the speedups' values depend on the machine's load, the figures' presence does not.
