@@ -76,7 +76,8 @@ class Judge:
             self.specs, self.input_templates, self.pytorch_error = self._first_trial_facts()
         self.time_limits = time_limits(self.reference_ms, settings.run_timeout_s, settings.hang_limit_s)
         self.baseline_limits = time_limits(self.reference_ms, settings.run_timeout_s)  # trusted code: no ceiling
-        self.batch = batch_size(self.reference_ms, values_bytes(self.input_templates) + values_bytes(self.specs), ref.device)
+        self.batch = batch_size(self.reference_ms, values_bytes(self.input_templates) + values_bytes(self.specs),
+                                ref.device, settings.request_length_ms)
         # Secret, and the same for every answer this judge judges: their correctness trials share inputs, so each
         # float64 output is computed once (``expected``). Nothing carries from one sandbox to the next to use it.
         self.correctness_inputs_seed = secrets.randbelow(2**62)

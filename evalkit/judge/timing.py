@@ -178,19 +178,18 @@ def request_resolution_ms(overhead: "Overhead", device: str, beyond_ms: list[flo
     return max(floor, overhead.jitter_ms)
 
 
-BATCH_TARGET_MS = 20.0  # a request runs forward this long (by the reference's time), in calls of one each
 # At most this many calls a request: on a GPU enough that a microsecond kernel's request spreads its fixed part
 # (two hand-overs of the GPU, ~0.3 ms) thin; on a CPU a request's fixed part is a tenth of that.
 MAX_BATCH = {"cuda": 256, "cpu": 32}
 BATCH_MEMORY_BYTES = {"cuda": 8 * 2**30, "cpu": 2**30}
 
 
-def batch_size(reference_ms: float, bytes_per_call: int, device: str) -> int:
+def batch_size(reference_ms: float, bytes_per_call: int, device: str, request_length_ms: float) -> int:
     """How many forward calls one request makes: enough that the judge's per-request overhead and its jitter
-    weigh little on each call (the request lasts about ``BATCH_TARGET_MS`` of the reference's time), no more
-    than ``MAX_BATCH``, and within ``BATCH_MEMORY_BYTES`` for the shared inputs, the judge's originals and the
-    worker's outputs."""
-    by_time = math.ceil(BATCH_TARGET_MS / max(reference_ms, 1e-3))
+    weigh little on each call (the request lasts about ``request_length_ms`` of the reference's time, a setting),
+    no more than ``MAX_BATCH``, and within ``BATCH_MEMORY_BYTES`` for the shared inputs, the judge's originals and
+    the worker's outputs."""
+    by_time = math.ceil(request_length_ms / max(reference_ms, 1e-3))
     by_memory = BATCH_MEMORY_BYTES.get(device, BATCH_MEMORY_BYTES["cpu"]) // max(3 * bytes_per_call, 1)
     return int(max(1, min(MAX_BATCH.get(device, MAX_BATCH["cpu"]), by_time, by_memory)))
 

@@ -87,6 +87,9 @@ class ProblemSettings:
                                        help="a timing ends once its median is known to this relative precision")
     timing_budget_s: float = _setting(10.0, low=0, inclusive=False, unit="s", shapes_timing=True, client_max=120.0,
                                       help="a timing ends once its timed requests took this long (3 at least)")
+    request_length_ms: float = _setting(20.0, low=0, inclusive=False, unit="ms", shapes_timing=True, client_max=1000.0,
+                                        help="a timed request makes calls for about this long by the reference's "
+                                             "time (docs/judge.md, How many calls)")
     build_timeout_s: float = _setting(900.0, low=0, inclusive=False, unit="s", client_max=1800.0,
                                       help="time allowed to build one submission")
     run_timeout_s: float | None = _setting(None, low=0, inclusive=False, unit="s", example=60.0, client_max=600.0,

@@ -155,6 +155,11 @@ def _verdict(judge: Judge, script: Script | None) -> tuple[Verdict, Any, FakeWor
     return VERDICT_OF[judgement.finding], judgement, worker
 
 
+def test_a_shorter_request_length_makes_fewer_calls_a_request(judge):
+    short = Judge(judge.ref, dataclasses.replace(judge.settings, request_length_ms=1e-6), Limits())
+    assert judge.batch == 32 and short.batch == 1  # a microsecond problem: by the setting, one call is long enough
+
+
 def test_an_honest_worker_is_correct_and_timed(judge):
     verdict, judgement, worker = _verdict(judge, None)
     assert verdict is Verdict.CORRECT, judgement.reason
@@ -487,10 +492,11 @@ def test_every_claim_round_trips_through_the_wire():
 def test_a_request_runs_enough_calls_to_outweigh_the_overhead_within_memory():
     from evalkit.judge.timing import MAX_BATCH, batch_size
 
-    assert batch_size(0.01, 1024, "cuda") == MAX_BATCH["cuda"] > batch_size(0.01, 1024, "cpu") == MAX_BATCH["cpu"]
-    assert batch_size(2.0, 1024, "cuda") == 10  # about 20 ms of calls per request
-    assert batch_size(100.0, 1024, "cuda") == 1
-    assert batch_size(0.01, 2 * 2**30, "cuda") == 1  # 3 copies of 2 GiB per call: no room for a second
+    assert batch_size(0.01, 1024, "cuda", 20) == MAX_BATCH["cuda"] > batch_size(0.01, 1024, "cpu", 20) == MAX_BATCH["cpu"]
+    assert batch_size(2.0, 1024, "cuda", 20) == 10  # about 20 ms of calls per request
+    assert batch_size(2.0, 1024, "cuda", 100) == 50  # a longer request: more calls
+    assert batch_size(100.0, 1024, "cuda", 20) == 1
+    assert batch_size(0.01, 2 * 2**30, "cuda", 1000) == 1  # 3 copies of 2 GiB per call: no room for a second
 
 
 def _recorded(judge: Judge) -> tuple[Any, Any, list[tuple[str, bool, int, int]]]:
