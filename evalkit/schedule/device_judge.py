@@ -42,8 +42,9 @@ from evalkit.sandbox.protocol import PRELOAD_CUDA_VARIABLE, PRELOAD_PROFILER_VAR
 from evalkit.sandbox.spare import SpareWorker, at_once, discard
 from evalkit.schedule.gpu_memory import answer_memory, answers_memory_alone
 from evalkit.schedule.judge_messages import StationSpec
-from evalkit.schedule.kept_problems import (KeptProblems, ProblemContext, ReferenceOutOfMemory, close_judge,
-                                            close_partner, free_garbage, kept_memory_share, release_cached_memory)
+from evalkit.schedule.kept_problems import (KeptProblems, ProblemContext, ReferenceOutOfMemory,
+                                            answer_reported_out_of_memory, close_judge, close_partner, free_garbage,
+                                            kept_memory_share, release_cached_memory)
 from evalkit.sources.problems import Problem
 
 logger = logging.getLogger(__name__)
@@ -153,17 +154,18 @@ class DeviceJudge:
             if failed is not None:
                 return failed  # needs neither the reference nor the baselines
             try:
-                return self._judged(submission, early, outcome)
+                row = self._judged(submission, early, outcome)
             except Exception as err:  # noqa: BLE001 - the GPU's memory running out is tried again, nothing else
                 if not self._kept.out_of_memory(submission.problem, err):
                     raise
-                others_unloaded = self._kept.unload_all(submission.problem)
-                if not (others_unloaded or self._gate is not None):  # nothing freed, no other judge to wait out
+                again = self._judged_alone(submission, early, outcome, "the GPU ran out of memory")
+                if again is None:  # nothing freed, no other judge to wait out
                     raise
-                logger.warning("%s/%s: the GPU ran out of memory: judged again with no other problem kept, and no "
-                               "other judge's answer beside it", submission.problem, submission.sample)
-                with answers_memory_alone(self._gate, self.device):
-                    return self._judged(submission, early, outcome)
+                return again
+            if answer_reported_out_of_memory(row) and (self._gate is not None or len(self._kept.ids) > 1):
+                # Its word, not the judge's observation: enough for one more judging, never for a verdict.
+                return self._judged_alone(submission, early, outcome, "its worker ran out of GPU memory") or row
+            return row
         except ReferenceFailed as err:  # an untrusted reference's worker, or the GPU's memory: not the answer's fault
             logger.warning("%s: %s", submission.problem, err)
             close_judge(self._kept.get(submission.problem))  # loaded anew for the problem's next answer
@@ -173,6 +175,17 @@ class DeviceJudge:
             return verdicts.judge_failed_row(submission, early, self.device, err)
         finally:
             release_cached_memory(self.device)  # what this judge no longer uses, the next worker may need
+
+    def _judged_alone(self, submission: Submission, early: Triage, outcome: BuildOutcome, why: str) -> ResultRow | None:
+        """The answer judged again with no other problem kept and no other judge's answer holding the GPU's memory
+        beside it; None when neither held any (nothing to free)."""
+        others_unloaded = self._kept.unload_all(submission.problem)
+        if not (others_unloaded or self._gate is not None):
+            return None
+        logger.warning("%s/%s: %s: judged again with no other problem kept, and no other judge's answer beside it",
+                       submission.problem, submission.sample, why)
+        with answers_memory_alone(self._gate, self.device):
+            return self._judged(submission, early, outcome)
 
     def _judged(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
         """The answer's row; when its problem was loaded for it (not kept), the load's seconds in its stages

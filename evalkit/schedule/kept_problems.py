@@ -21,6 +21,7 @@ import torch
 from evalkit.judge.contender import Contender
 from evalkit.judge.sandboxed_reference import ReferenceFailed
 from evalkit.judge.submission_judge import Judge, close_contender
+from evalkit.records import ResultRow
 from evalkit.sandbox.cuda_buffers import CudaDriverError
 from evalkit.sandbox.launcher import UntrustedProcess
 from evalkit.sandbox.spare import discard
@@ -125,6 +126,16 @@ def free_garbage(device: str) -> None:
     back to the device."""
     gc.collect()
     release_cached_memory(device)
+
+
+def answer_reported_out_of_memory(row: ResultRow) -> bool:
+    """The answer's worker failed saying the GPU ran out of memory (torch's error or the driver's in its error): with
+    other judges' answers or other problems holding memory beside it, that may not be the answer's doing. Its word:
+    the device judge judges it once more alone, and that judging decides."""
+    error = row.error or {}
+    said = f"{error.get('type', '')} {error.get('message', '')}"
+    return row.verdict in ("runtime_error", "crash") and \
+        any(mark in said for mark in (*REPORTED_OUT_OF_MEMORY_MARKS, "out of memory"))
 
 
 class ReferenceOutOfMemory(ReferenceFailed):

@@ -244,6 +244,66 @@ def test_an_out_of_memory_beside_other_judges_is_judged_again_once_no_other_judg
     assert attempts == [[], [(2**36, 2**36)]]
 
 
+def _rows_of_an_answer_saying_it_ran_out_of_memory(monkeypatch, kept: list[str], gate: object, says: str,
+                                                    verdict: str = "runtime_error",
+                                                    seen=lambda judge: list(judge._kept.ids)) -> list[object]:
+    """Of an answer of "current" whose worker fails saying ``says`` every time, judged by a device judge keeping
+    ``kept`` (the current problem last) with its GPU's gate ``gate``: which judging gave its row, then what
+    ``seen(judge)`` read at each judging (by default, the problems kept); then the problems kept after it."""
+    judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
+    judge.device, judge._kept, judge._gate = "cuda", _kept(**dict.fromkeys(kept, 0)), gate
+    monkeypatch.setattr(kept_problems, "free_garbage", lambda device: None)
+    monkeypatch.setattr(device_judge.verdicts, "build_failed_row", lambda *args: None)
+    attempts: list[object] = []
+
+    def judged(submission, early, outcome):
+        attempts.append(seen(judge))
+        return SimpleNamespace(verdict=verdict, error={"type": says.split(":")[0], "message": says},
+                               attempt=len(attempts))
+
+    monkeypatch.setattr(judge, "_judged", judged)
+    row = judge._row(SimpleNamespace(problem="current", sample="s"), None, None)
+    return [row.attempt, *attempts, judge._kept.ids]
+
+
+SAID_OUT_OF_MEMORY = "OutOfMemoryError: CUDA out of memory. Tried to allocate 7.97 GiB. GPU 0 has 2.50 GiB free."
+
+
+def test_an_answer_whose_worker_ran_out_of_gpu_memory_beside_kept_problems_is_judged_once_more_with_them_unloaded(
+        monkeypatch):
+    """Two judges on an H200: conv2d_square's curated answers, 8 GiB of working memory a call, failed runtime_error
+    beside the other judge's answer and kept problems (docs/gpu-runs/2026-12-01-fidelity-overlap-h200). The worker's
+    word is enough for one more judging with the memory freed, and that one decides, whatever it says."""
+    rows = _rows_of_an_answer_saying_it_ran_out_of_memory(monkeypatch, ["other", "current"], None, SAID_OUT_OF_MEMORY)
+    assert rows == [2, ["other", "current"], [], []]  # the second row is the one given, nothing kept around it
+
+
+def test_an_answer_whose_worker_ran_out_of_gpu_memory_beside_another_judge_is_judged_again_holding_the_answers_memory(
+        monkeypatch):
+    from contextlib import contextmanager
+
+    held: list[tuple[int, int]] = []
+
+    class Gate:
+        @contextmanager
+        def memory(self, nbytes: int, budget_bytes: int):
+            held.append((nbytes, budget_bytes))
+            yield
+            held.remove((nbytes, budget_bytes))
+
+    monkeypatch.setattr(gpu_memory, "answers_budget_bytes", lambda device: 2**36)
+    rows = _rows_of_an_answer_saying_it_ran_out_of_memory(monkeypatch, ["current"], Gate(), "CUDA_ERROR_OUT_OF_MEMORY",
+                                                          verdict="crash", seen=lambda judge: list(held))
+    assert rows == [2, [], [(2**36, 2**36)], []]  # the second judging holds the whole of the answers' memory
+
+
+@pytest.mark.parametrize("kept, says", [(["current"], SAID_OUT_OF_MEMORY),  # alone on its GPU: its own doing
+                                        (["other", "current"], "RuntimeError: index out of range")])
+def test_an_answer_that_ran_out_of_memory_alone_or_failed_otherwise_is_judged_once(monkeypatch, kept, says):
+    rows = _rows_of_an_answer_saying_it_ran_out_of_memory(monkeypatch, kept, None, says)
+    assert rows == [1, kept, kept]  # nothing unloaded for it
+
+
 def _judge_sharing_memory(events: list[object]):
     """A device judge on a GPU shared with other judges, its share of the memory recorded in ``events``; and the
     loaded problem that share is sized by."""
