@@ -175,14 +175,21 @@ def test_the_current_context_is_the_problem_judged_last_and_clear_forgets_them_a
     assert kept.current_context() is None and kept.ids == []
 
 
-def _attempts_after_one_out_of_memory(monkeypatch, kept: list[str], gate: object, seen,
-                                      error: Exception = OUT_OF_MEMORY[0]) -> list[object]:
-    """What ``seen(judge)`` read at each attempt of a device judge keeping ``kept`` (the current problem last), its
-    GPU's gate ``gate``, at an answer of "current" whose first attempt ran the GPU out of memory (``error``)."""
+def _device_judge(monkeypatch, kept: list[str], gate: object) -> device_judge.DeviceJudge:
+    """A device judge on a GPU keeping ``kept`` (the current problem last, each holding nothing), its GPU's gate
+    ``gate``, with nothing to free and every answer built."""
     judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
     judge.device, judge._kept, judge._gate = "cuda", _kept(**dict.fromkeys(kept, 0)), gate
     monkeypatch.setattr(kept_problems, "free_garbage", lambda device: None)
     monkeypatch.setattr(device_judge.verdicts, "build_failed_row", lambda *args: None)
+    return judge
+
+
+def _attempts_after_one_out_of_memory(monkeypatch, kept: list[str], gate: object, seen,
+                                      error: Exception = OUT_OF_MEMORY[0]) -> list[object]:
+    """What ``seen(judge)`` read at each attempt of a device judge keeping ``kept`` (the current problem last), its
+    GPU's gate ``gate``, at an answer of "current" whose first attempt ran the GPU out of memory (``error``)."""
+    judge = _device_judge(monkeypatch, kept, gate)
     attempts: list[object] = []
 
     def judged(submission, early, outcome):
@@ -208,10 +215,7 @@ def test_an_answer_that_ran_the_gpu_out_of_memory_beside_kept_problems_is_judged
 
 
 def test_an_out_of_memory_with_nothing_else_kept_and_no_other_judge_is_not_judged_again(monkeypatch):
-    judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
-    judge.device, judge._kept, judge._gate = "cuda", _kept(current=0), None
-    monkeypatch.setattr(kept_problems, "free_garbage", lambda device: None)
-    monkeypatch.setattr(device_judge.verdicts, "build_failed_row", lambda *args: None)
+    judge = _device_judge(monkeypatch, ["current"], None)
     monkeypatch.setattr(device_judge.verdicts, "judge_failed_row", lambda submission, early, device, err: repr(err))
     calls = []
 
@@ -224,10 +228,8 @@ def test_an_out_of_memory_with_nothing_else_kept_and_no_other_judge_is_not_judge
     assert "OutOfMemoryError" in judge._row(submission, None, None) and calls == [1]
 
 
-def test_an_out_of_memory_beside_other_judges_is_judged_again_once_no_other_judges_answer_holds_memory(monkeypatch):
-    """With other judges on its GPU, what ran it out of memory may be theirs (two judges' answers and kept problems
-    ran an H200 short, and a sandboxed reference's float64 outputs failed twice: its answers were skipped): the answer
-    is judged once more holding the whole of the answers' memory, after the other judges' answers and before new ones."""
+def _recording_gate(monkeypatch) -> tuple[object, list[tuple[int, int]]]:
+    """A GPU's gate whose memory shares held (bytes, budget) are listed while held, the answers' budget 2**36."""
     from contextlib import contextmanager
 
     held: list[tuple[int, int]] = []
@@ -240,7 +242,15 @@ def test_an_out_of_memory_beside_other_judges_is_judged_again_once_no_other_judg
             held.remove((nbytes, budget_bytes))
 
     monkeypatch.setattr(gpu_memory, "answers_budget_bytes", lambda device: 2**36)
-    attempts = _attempts_after_one_out_of_memory(monkeypatch, ["current"], Gate(), lambda judge: list(held))
+    return Gate(), held
+
+
+def test_an_out_of_memory_beside_other_judges_is_judged_again_once_no_other_judges_answer_holds_memory(monkeypatch):
+    """With other judges on its GPU, what ran it out of memory may be theirs (two judges' answers and kept problems
+    ran an H200 short, and a sandboxed reference's float64 outputs failed twice: its answers were skipped): the answer
+    is judged once more holding the whole of the answers' memory, after the other judges' answers and before new ones."""
+    gate, held = _recording_gate(monkeypatch)
+    attempts = _attempts_after_one_out_of_memory(monkeypatch, ["current"], gate, lambda judge: list(held))
     assert attempts == [[], [(2**36, 2**36)]]
 
 
@@ -250,10 +260,7 @@ def _rows_of_an_answer_saying_it_ran_out_of_memory(monkeypatch, kept: list[str],
     """Of an answer of "current" whose worker fails saying ``says`` every time, judged by a device judge keeping
     ``kept`` (the current problem last) with its GPU's gate ``gate``: which judging gave its row, then what
     ``seen(judge)`` read at each judging (by default, the problems kept); then the problems kept after it."""
-    judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
-    judge.device, judge._kept, judge._gate = "cuda", _kept(**dict.fromkeys(kept, 0)), gate
-    monkeypatch.setattr(kept_problems, "free_garbage", lambda device: None)
-    monkeypatch.setattr(device_judge.verdicts, "build_failed_row", lambda *args: None)
+    judge = _device_judge(monkeypatch, kept, gate)
     attempts: list[object] = []
 
     def judged(submission, early, outcome):
@@ -280,19 +287,8 @@ def test_an_answer_whose_worker_ran_out_of_gpu_memory_beside_kept_problems_is_ju
 
 def test_an_answer_whose_worker_ran_out_of_gpu_memory_beside_another_judge_is_judged_again_holding_the_answers_memory(
         monkeypatch):
-    from contextlib import contextmanager
-
-    held: list[tuple[int, int]] = []
-
-    class Gate:
-        @contextmanager
-        def memory(self, nbytes: int, budget_bytes: int):
-            held.append((nbytes, budget_bytes))
-            yield
-            held.remove((nbytes, budget_bytes))
-
-    monkeypatch.setattr(gpu_memory, "answers_budget_bytes", lambda device: 2**36)
-    rows = _rows_of_an_answer_saying_it_ran_out_of_memory(monkeypatch, ["current"], Gate(), "CUDA_ERROR_OUT_OF_MEMORY",
+    gate, held = _recording_gate(monkeypatch)
+    rows = _rows_of_an_answer_saying_it_ran_out_of_memory(monkeypatch, ["current"], gate, "CUDA_ERROR_OUT_OF_MEMORY",
                                                           verdict="crash", seen=lambda judge: list(held))
     assert rows == [2, [], [(2**36, 2**36)], []]  # the second judging holds the whole of the answers' memory
 
