@@ -193,7 +193,7 @@ class SandboxedReference(ReferenceProblem):
         for fd in fds:
             os.close(fd)
         self._reply(STEP_S, "bind", rp.Bound)
-        self._worker.freeze()  # from now on it runs only while asked (``_ask``)
+        self._freeze()  # from now on it runs only while asked (``_ask``)
 
     def _send(self, message: Any, fds: list[int] | None = None) -> None:
         try:
@@ -201,6 +201,12 @@ class SandboxedReference(ReferenceProblem):
             if fds:
                 self._worker.send_fds(fds)
         except WorkerGone as gone:
+            raise ReferenceFailed(f"the reference's sandbox ended: {gone}") from None
+
+    def _freeze(self) -> None:
+        try:
+            self._worker.freeze()
+        except WorkerGone as gone:  # it could not be stopped, so it was killed
             raise ReferenceFailed(f"the reference's sandbox ended: {gone}") from None
 
     def _reply(self, limit_s: float, stage: str, kind: type) -> Any:
@@ -227,7 +233,7 @@ class SandboxedReference(ReferenceProblem):
             self._send(request)
             done = self._reply(STEP_S, request.op, rp.Done)
         finally:
-            self._worker.freeze()
+            self._freeze()
         if done.request != request.op:
             raise ReferenceFailed(f"the reference's worker answered {done.request!r} to {request.op!r}")
         return done

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
-from evalkit.sandbox.launcher import Limits, UntrustedProcess
+from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
 from evalkit.sandbox.programs import ANSWER_WORKER, Program
 
 T = TypeVar("T")
@@ -74,9 +74,14 @@ class SpareWorker:
         for spare in [s for s in self._spares if not s.armed(ARM_WAIT_S)]:  # could not be stopped safely: not kept
             self._spares.remove(spare)
             discard(spare)
-        stopped = list(self._spares)
-        for spare in stopped:
-            spare.freeze()
+        stopped = []
+        for spare in list(self._spares):
+            try:
+                spare.freeze()
+                stopped.append(spare)
+            except WorkerGone:  # it could not be stopped, so it was killed: not kept
+                self._spares.remove(spare)
+                discard(spare)
         try:
             yield
         finally:

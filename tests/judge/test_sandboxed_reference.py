@@ -124,6 +124,24 @@ def test_a_reference_that_fails_or_dies_while_judging_is_the_references_failure(
             ref.close()
 
 
+def test_a_reference_whose_worker_cannot_be_stopped_is_the_references_failure(tmp_path, monkeypatch):
+    from evalkit.sandbox.launcher import WorkerGone
+
+    ref = _served(problem_from_source(REFERENCE, root=tmp_path))
+    try:
+        worker = ref._worker
+
+        def cannot_stop() -> None:
+            worker.kill("timeout: not every process of its sandbox stopped")
+            raise WorkerGone("timeout", "not every process of its sandbox stopped")
+
+        monkeypatch.setattr(worker, "freeze", cannot_stop)
+        with pytest.raises(ReferenceFailed, match="not every process of its sandbox stopped"):
+            ref.make_inputs(0)
+    finally:
+        ref.close()
+
+
 def test_a_reference_workers_precisions_are_the_settings_own():
     from evalkit.sandbox.reference_protocol import PRECISION_NAMES
     from evalkit.sources.settings import PRECISIONS

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from evalkit.sandbox.launcher import Limits
+from evalkit.sandbox.launcher import Limits, WorkerGone
 from evalkit.sandbox.processes import sandbox_members
 from evalkit.sandbox.protocol import setup_request
 from evalkit.sandbox.spare import SpareWorker, discard
@@ -62,6 +62,26 @@ def test_every_spare_is_stopped_while_the_judge_measures():
     finally:
         spares.close()
     assert not any(spare.alive() for spare in started)
+
+
+def test_a_spare_that_cannot_be_stopped_is_not_kept_and_the_measurement_goes_on(monkeypatch):
+    spares = SpareWorker(_limits(), {}, count=2)
+    try:
+        discard(spares.take(None))
+        stuck, other = list(spares._spares)
+        for spare in (stuck, other):
+            assert spare.armed(5.0)
+
+        def cannot_stop() -> None:
+            stuck.kill("timeout: not every process of its sandbox stopped")
+            raise WorkerGone("timeout", "not every process of its sandbox stopped")
+
+        monkeypatch.setattr(stuck, "freeze", cannot_stop)
+        with spares.parked():
+            assert list(spares._spares) == [other] and _stopped(other)
+        assert not stuck.alive() and not stuck.workdir.exists()
+    finally:
+        spares.close()
 
 
 def test_with_two_spares_answers_get_the_oldest_and_two_stay_ready(tmp_path):
@@ -117,7 +137,7 @@ def test_a_judge_killed_while_its_spare_is_stopped_leaves_no_process(tmp_path):
     group = f"test-spare-{uuid.uuid4().hex[:8]}"
     script = textwrap.dedent(f"""
         import sys, time
-        from evalkit.sandbox.launcher import Limits
+        from evalkit.sandbox.launcher import Limits, WorkerGone
         from evalkit.sandbox.spare import SpareWorker
         spares = SpareWorker(Limits(group={group!r}), {{}})
         spares.take(None)  # the worker for this answer, and a spare started at once

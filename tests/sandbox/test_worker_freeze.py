@@ -88,3 +88,22 @@ def test_a_child_that_left_the_workers_process_group_makes_no_progress_while_fro
         worker.close()
     assert worker.ended()
     assert worker.cgroup is None or not worker.cgroup.freezer.path.exists(), "its freezer cgroup outlived it"
+
+
+def test_a_worker_that_cannot_be_stopped_is_killed_and_judged_no_further(tmp_path, freezing, monkeypatch):
+    """A process in uninterruptible sleep stops only on waking: one still running after the freeze's wait could read
+    what the judge lends next (a request's inputs are copied in before the clock starts) or rewrite the outputs the
+    judge reads. The judge never goes on with a worker it did not see stopped: it kills it, and the answer times out."""
+    worker = _loaded_worker(tmp_path)
+    try:
+        if freezing == "signals":
+            monkeypatch.setattr(launcher, "stop_all", lambda pids, members, wait_s: (set(), False))
+        else:
+            monkeypatch.setattr(worker.cgroup.freezer, "freeze", lambda wait_s=0.0: False)
+        with pytest.raises(launcher.WorkerGone) as gone:
+            worker.freeze()
+        assert gone.value.kind == "timeout" and "stopped within" in str(gone.value)
+        wait_for(lambda: not worker.alive(), 30, "the worker to be killed")
+    finally:
+        worker.close()
+    assert worker.ended()
