@@ -44,6 +44,9 @@ FREE_MEMORY_FLOOR_SHARE = 0.35
 # What a sandboxed reference's worker says when it ran out of GPU memory (torch's error, or the driver's, in its
 # message): its words, not the judge's observation (``KeptProblems.out_of_memory``).
 REPORTED_OUT_OF_MEMORY_MARKS = ("OutOfMemoryError", "CUDA_ERROR_OUT_OF_MEMORY")
+# What else an answer's own CUDA code says when the GPU refuses it memory (torch's check of a CUDA call, the runtime's
+# name): never "the host ran out of memory", which is the answer's own memory limit, judged once.
+ANSWER_GPU_OUT_OF_MEMORY_MARKS = ("CUDA error: out of memory", "cudaErrorMemoryAllocation")
 # Problems whose reference's report of running out of memory is remembered (the oldest forgotten first): a server
 # whose clients send ever new references stays flat; a problem forgotten is believed once more, one more unloading.
 REPORTED_REMEMBERED = 256
@@ -135,7 +138,7 @@ def answer_reported_out_of_memory(row: ResultRow) -> bool:
     error = row.error or {}
     said = f"{error.get('type', '')} {error.get('message', '')}"
     return row.verdict in ("runtime_error", "crash") and \
-        any(mark in said for mark in (*REPORTED_OUT_OF_MEMORY_MARKS, "out of memory"))
+        any(mark in said for mark in (*REPORTED_OUT_OF_MEMORY_MARKS, *ANSWER_GPU_OUT_OF_MEMORY_MARKS))
 
 
 class ReferenceOutOfMemory(ReferenceFailed):

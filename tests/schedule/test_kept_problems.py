@@ -288,13 +288,14 @@ def test_an_answer_whose_worker_ran_out_of_gpu_memory_beside_kept_problems_is_ju
 def test_an_answer_whose_worker_ran_out_of_gpu_memory_beside_another_judge_is_judged_again_holding_the_answers_memory(
         monkeypatch):
     gate, held = _recording_gate(monkeypatch)
-    rows = _rows_of_an_answer_saying_it_ran_out_of_memory(monkeypatch, ["current"], gate, "CUDA_ERROR_OUT_OF_MEMORY",
+    rows = _rows_of_an_answer_saying_it_ran_out_of_memory(monkeypatch, ["current"], gate, "CUDA error: out of memory",
                                                           verdict="crash", seen=lambda judge: list(held))
     assert rows == [2, [], [(2**36, 2**36)], []]  # the second judging holds the whole of the answers' memory
 
 
 @pytest.mark.parametrize("kept, says", [(["current"], SAID_OUT_OF_MEMORY),  # alone on its GPU: its own doing
-                                        (["other", "current"], "RuntimeError: index out of range")])
+                                        (["other", "current"], "RuntimeError: index out of range"),
+                                        (["other", "current"], "killed: the host ran out of memory")])  # its RAM
 def test_an_answer_that_ran_out_of_memory_alone_or_failed_otherwise_is_judged_once(monkeypatch, kept, says):
     rows = _rows_of_an_answer_saying_it_ran_out_of_memory(monkeypatch, kept, None, says)
     assert rows == [1, kept, kept]  # nothing unloaded for it
