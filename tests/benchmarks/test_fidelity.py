@@ -81,6 +81,9 @@ def test_other_options_are_run_alternated_with_the_main_ones_beside_the_same_in_
     assert "with '--judges 2'" in capsys.readouterr().out
 
 
+OTHER_OPTIONS = "--request-length-ms 100 --timing-trials 10"  # what --against runs beside the defaults
+
+
 @pytest.mark.slow
 def test_both_methods_time_the_cpu_fixtures_answers_in_one_call(tmp_path):
     # On a CPU both sides run: the speedups' values depend on the machine's load, the figures' presence does not.
@@ -89,7 +92,7 @@ def test_both_methods_time_the_cpu_fixtures_answers_in_one_call(tmp_path):
     done = subprocess.run([sys.executable, "benchmarks/fidelity.py", "--device", "cpu", "--set",
                            str(FIXTURES / "fidelity_problems"), "--runs", "1", "--rounds", "2", "--calls", "20",
                            "--variants", "kb,gaps,blocks,evalkit", "--gap-ms", "1", "--variant-calls", "4",
-                           "--json", str(out), "--keep", str(tmp_path / "reports")],
+                           "--against", OTHER_OPTIONS, "--json", str(out), "--keep", str(tmp_path / "reports")],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     figures = json.loads(out.read_text())
@@ -102,3 +105,13 @@ def test_both_methods_time_the_cpu_fixtures_answers_in_one_call(tmp_path):
         paced = figures["answers"][name]["variants"]  # the same models paced other ways, in the same process
         assert set(paced) == {"kb", "gaps", "blocks", "evalkit"} and all(v["speedup"] > 0 for v in paced.values())
     assert "evalkit/in-process" in done.stdout and "target agreement" in done.stdout and "paced gaps" in done.stdout
+    # the other options' run went through evalkit with them: its requests hold more calls than the defaults' (whose
+    # 20 ms of a ~1.4 ms reference are 15 calls at most, fewer when load makes the reference read slower; 100 ms
+    # reach the CPU's most, 32, or 5 where 20 ms are 1)
+    other = figures["against"][0]
+    assert other["options"] == OTHER_OPTIONS
+    assert set(other["against_main"]) == {"scale_relu/same_ops", "scale_relu/in_place"}
+    calls = {folder: {json.loads(line)["timing"]["calls_per_request"] for line in
+                      (tmp_path / "reports" / folder / "set0" / "results.jsonl").read_text().splitlines()
+                      if json.loads(line).get("timing")} for folder in ("run1", "run1-against1")}
+    assert len(calls["run1"]) == len(calls["run1-against1"]) == 1 and min(calls["run1-against1"]) > max(calls["run1"])
