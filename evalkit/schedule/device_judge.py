@@ -79,6 +79,7 @@ class DeviceJudge:
         self.device, self.seed, self.limits, self.driver = spec.device, spec.seed, spec.limits, spec.driver
         self._cache = spec.baselines.open()
         self._gate = GpuGate.open(spec.gpu) if spec.device == "cuda" else None  # its GPU's, host-wide (``gpu_gate``)
+        self._shares_gpu = spec.gpu_judges > 1  # other judges of the run on its GPU, their answers' memory beside
         self._builds_frozen = quiet or nullcontext
         limits, device = spec.limits, spec.device
         cuda_started = {PRELOAD_CUDA_VARIABLE: "1"} if device == "cuda" else {}  # in every worker started ahead
@@ -162,7 +163,7 @@ class DeviceJudge:
                 if again is None:  # nothing freed, no other judge to wait out
                     raise
                 return again
-            if answer_reported_out_of_memory(row) and (self._gate is not None or len(self._kept.ids) > 1):
+            if answer_reported_out_of_memory(row) and (self._shares_gpu or len(self._kept.ids) > 1):
                 # Its word, not the judge's observation: enough for one more judging, never for a verdict.
                 return self._judged_alone(submission, early, outcome, "its worker ran out of GPU memory") or row
             return row

@@ -175,11 +175,13 @@ def test_the_current_context_is_the_problem_judged_last_and_clear_forgets_them_a
     assert kept.current_context() is None and kept.ids == []
 
 
-def _device_judge(monkeypatch, kept: list[str], gate: object) -> device_judge.DeviceJudge:
+def _device_judge(monkeypatch, kept: list[str], gate: object, shares_gpu: bool | None = None) -> device_judge.DeviceJudge:
     """A device judge on a GPU keeping ``kept`` (the current problem last, each holding nothing), its GPU's gate
-    ``gate``, with nothing to free and every answer built."""
+    ``gate``, other judges of its run on that GPU when ``shares_gpu`` (by default, when it has a gate), with nothing
+    to free and every answer built."""
     judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
     judge.device, judge._kept, judge._gate = "cuda", _kept(**dict.fromkeys(kept, 0)), gate
+    judge._shares_gpu = gate is not None if shares_gpu is None else shares_gpu
     monkeypatch.setattr(kept_problems, "free_garbage", lambda device: None)
     monkeypatch.setattr(device_judge.verdicts, "build_failed_row", lambda *args: None)
     return judge
@@ -256,11 +258,12 @@ def test_an_out_of_memory_beside_other_judges_is_judged_again_once_no_other_judg
 
 def _rows_of_an_answer_saying_it_ran_out_of_memory(monkeypatch, kept: list[str], gate: object, says: str,
                                                     verdict: str = "runtime_error",
-                                                    seen=lambda judge: list(judge._kept.ids)) -> list[object]:
+                                                    seen=lambda judge: list(judge._kept.ids),
+                                                    shares_gpu: bool | None = None) -> list[object]:
     """Of an answer of "current" whose worker fails saying ``says`` every time, judged by a device judge keeping
     ``kept`` (the current problem last) with its GPU's gate ``gate``: which judging gave its row, then what
     ``seen(judge)`` read at each judging (by default, the problems kept); then the problems kept after it."""
-    judge = _device_judge(monkeypatch, kept, gate)
+    judge = _device_judge(monkeypatch, kept, gate, shares_gpu)
     attempts: list[object] = []
 
     def judged(submission, early, outcome):
@@ -299,6 +302,15 @@ def test_an_answer_whose_worker_ran_out_of_gpu_memory_beside_another_judge_is_ju
 def test_an_answer_that_ran_out_of_memory_alone_or_failed_otherwise_is_judged_once(monkeypatch, kept, says):
     rows = _rows_of_an_answer_saying_it_ran_out_of_memory(monkeypatch, kept, None, says)
     assert rows == [1, kept, kept]  # nothing unloaded for it
+
+
+def test_an_answer_out_of_memory_alone_on_its_gpu_is_judged_once_though_its_gpu_has_a_gate(monkeypatch):
+    """A judge on a GPU always has that GPU's gate (for other runs on the host); only judges of its own run sharing
+    the GPU, or other problems it keeps, may have taken the memory an answer asked for."""
+    gate, held = _recording_gate(monkeypatch)
+    rows = _rows_of_an_answer_saying_it_ran_out_of_memory(monkeypatch, ["current"], gate, SAID_OUT_OF_MEMORY,
+                                                          shares_gpu=False)
+    assert rows == [1, ["current"], ["current"]] and held == []
 
 
 def _judge_sharing_memory(events: list[object]):
