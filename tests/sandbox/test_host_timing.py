@@ -27,11 +27,14 @@ ROOT = Path(__file__).resolve().parents[2]
 BOUND_S = 60.0  # how long a state that must come may take (on a loaded machine); reached only when broken
 QUIET_S = 1.0  # how long a state that must not come is given to come anyway
 
-# Another evalkit process: its freezer times (on GPU "0" with "gpu") while told to, saying when it is timing.
+# Another evalkit process: its freezer times (on GPU "0" with "gpu") while told to, saying when it is timing. It waits
+# for other processes' builds to freeze as long as any state that must come may take here (BOUND_S), not the judge's
+# 5 s: on a loaded machine that bound is a race (the builds froze late, the timer had gone on), not the feature.
 TIMER = """
 import sys
-from evalkit.sandbox.freezer import BuildFreezer
-freezer = BuildFreezer("host-test-timer", use_cgroup=False)
+from evalkit.sandbox import freezer as freezing
+freezing.FREEZE_WAIT_S = %r
+freezer = freezing.BuildFreezer("host-test-timer", use_cgroup=False)
 device = "0" if "gpu" in sys.argv else None
 print("asking", flush=True)
 with freezer.timing(device=device):
@@ -48,7 +51,7 @@ class Timer:
 
     def __init__(self, folder: Path, *args: str) -> None:
         env = {**os.environ, FOLDER_ENV: str(folder), "PYTHONPATH": str(ROOT)}
-        self.proc = subprocess.Popen([sys.executable, "-c", TIMER, *args], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-c", TIMER % BOUND_S, *args], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, env=env)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
