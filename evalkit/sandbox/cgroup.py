@@ -30,7 +30,7 @@ import signal
 import time
 from pathlib import Path
 
-from evalkit.sandbox.processes import pauses
+from evalkit.sandbox.processes import pauses, rest
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class CgroupFreezer:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
-                time.sleep(min(next(pause), remaining))
+                rest(min(next(pause), remaining))
             return True
         finally:
             os.close(fd)

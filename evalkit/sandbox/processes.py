@@ -145,7 +145,7 @@ def _until_in(pids: list[int], states: tuple[str, ...], within_s: float) -> bool
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return False
-        time.sleep(min(next(pause), remaining))
+        rest(min(next(pause), remaining))
     return True
 
 
@@ -166,6 +166,15 @@ def pauses(first_s: float = 20e-6, most_s: float = 1e-3, spin_s: float = SPIN_S)
     while True:
         yield pause
         pause = min(2 * pause, most_s)
+
+
+def rest(pause_s: float) -> None:
+    """Sleep ``pause_s``, a pause of ``pauses``; a pause of 0 only lets another process have the CPU, if one waits for
+    it (on a loaded machine, the very process being waited for)."""
+    if pause_s > 0:
+        time.sleep(pause_s)
+    else:
+        os.sched_yield()
 
 
 STOP_LOOKS = 16  # looks for processes forked before their parent stopped (each look's new ones are stopped first)

@@ -137,3 +137,15 @@ def test_a_wait_looks_again_at_once_before_it_sleeps_in_growing_pauses():
     assert SPIN_S >= 1e-3 and inspect.signature(pauses).parameters["spin_s"].default == SPIN_S
     assert list(islice(pauses(spin_s=60.0), 3)) == [0.0, 0.0, 0.0]
     assert list(islice(pauses(spin_s=0.0), 8)) == [20e-6, 40e-6, 80e-6, 160e-6, 320e-6, 640e-6, 1e-3, 1e-3]
+
+
+def test_a_pause_of_nothing_yields_the_cpu_and_sleeps_not(monkeypatch):
+    """While the judge looks again at once, a loaded machine still gives the process it waits for the CPU."""
+    from evalkit.sandbox import processes
+
+    calls: list[str] = []
+    monkeypatch.setattr(processes.os, "sched_yield", lambda: calls.append("yield"))
+    monkeypatch.setattr(processes.time, "sleep", lambda s: calls.append(f"sleep {s}"))
+    processes.rest(0.0)
+    processes.rest(20e-6)
+    assert calls == ["yield", "sleep 2e-05"]
