@@ -71,3 +71,28 @@ def test_released_memory_is_not_freed_twice():
     shared_buffers.release(kept)
     lent.free()  # a second free is a no-op, not a driver error
     assert kept == []
+
+
+READER = """
+import sys, torch
+from evalkit.sandbox.cuda_buffers import MappedSegment
+torch.zeros(1, device="cuda")
+segment = MappedSegment(bytes.fromhex(sys.argv[1]))
+print(float(segment.tensor(int(sys.argv[2]), 4).view(torch.float32)[0]))
+"""
+
+
+def test_an_outputs_allocation_keeps_its_handle_and_another_allocation_is_named_by_its_own():
+    from evalkit.sandbox.cuda_buffers import SegmentExporter
+
+    exporter = SegmentExporter()
+    first = torch.full((1 << 20,), 3.0, device="cuda")
+    start, size, handle = exporter.segment(first.data_ptr())
+    assert start <= first.data_ptr() < start + size
+    assert exporter.segment(first.data_ptr() + 4) == (start, size, handle)
+    second = torch.full((1 << 24,), 5.0, device="cuda")  # 64 MiB: an allocation of its own
+    assert exporter.segment(second.data_ptr())[2] != handle
+    torch.cuda.synchronize()
+    read = subprocess.run([sys.executable, "-c", READER, handle.hex(), str(first.data_ptr() - start)],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert read.stdout.strip() == "3.0", read.stderr[-2000:]

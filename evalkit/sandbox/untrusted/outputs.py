@@ -11,7 +11,6 @@ read something that is not the output.
 
 from __future__ import annotations
 
-import bisect
 from typing import Any
 
 from evalkit.sandbox import protocol
@@ -19,14 +18,12 @@ from evalkit.sandbox import protocol
 
 class OutputPlacer:
     """Checks each call's result against the setup's form (``specs``: shape and dtype per output) and says where
-    its tensors lie. On a GPU it asks the driver once per request for each allocation its outputs lie in (an
-    allocation freed and made again holds another handle), and finds each output's among those."""
+    its tensors lie. On a GPU each output's allocation is named by its IPC handle, asked of the driver once per
+    allocation (``cuda_buffers.SegmentExporter``)."""
 
-    def __init__(self, device: str, specs: list[dict[str, Any]]) -> None:
+    def __init__(self, device: str, specs: list[dict[str, Any]], exporter: Any = None) -> None:
         self.device, self.specs = device, specs
-        self._starts: list[int] = []  # known allocations, by start address
-        self._segments: list[tuple[int, int, str]] = []  # (start, size, handle hex), in the order of _starts
-        self._asked: set[int] = set()
+        self._exporter = exporter  # a ``SegmentExporter`` (or a test's), made at the first GPU output
 
     def place(self, results: list[Any]) -> tuple[bool, dict[str, Any], list[list[Any]], list[Any], list[Any]]:
         """For ``results`` (one per call): whether every output had the setup's form, the form of the first call's
@@ -34,8 +31,7 @@ class OutputPlacer:
         allocations they name, and what to keep alive until the next request (the outputs, or copies of those no
         handle could name)."""
         places: list[list[Any]] = []
-        named: dict[str, int] = {}  # handle -> its index in this reply's segments
-        self._asked = set()
+        named: dict[bytes, tuple[int, int]] = {}  # handle -> (its index in this reply's segments, its size)
         kept: list[Any] = []
         outputs: list[Any] = []
         for result in results:
@@ -48,7 +44,7 @@ class OutputPlacer:
                 placed.append(place)
                 kept.append(out)
             places.append(placed)
-        segments = [protocol.SegmentClaim(handle=h, nbytes=self._size(h)) for h in named]
+        segments = [protocol.SegmentClaim(handle=handle.hex(), nbytes=size) for handle, (_, size) in named.items()]
         return True, _form(outputs), places, segments, kept
 
     def _formed(self, outputs: list[Any]) -> bool:
@@ -59,7 +55,7 @@ class OutputPlacer:
         return all(list(o.shape) == spec["shape"] and str(o.dtype) == "torch." + spec["dtype"]
                    and o.device.type == self.device for o, spec in zip(outputs, self.specs))
 
-    def _place_one(self, out: Any, named: dict[str, int]) -> tuple[list[Any], Any]:
+    def _place_one(self, out: Any, named: dict[bytes, tuple[int, int]]) -> tuple[list[Any], Any]:
         strides = list(out.stride())
         if self.device != "cuda":
             return [-1, out.data_ptr(), strides], out
@@ -70,32 +66,19 @@ class OutputPlacer:
             found = self._segment_of(out.data_ptr())
         if found is None:
             raise RuntimeError("the harness could not name the GPU allocation of an output")
-        start, _, handle = found
-        index = named.setdefault(handle, len(named))
+        start, size, handle = found
+        index = named.setdefault(handle, (len(named), size))[0]
         return [index, out.data_ptr() - start, strides], out
 
-    def _segment_of(self, address: int) -> tuple[int, int, str] | None:
-        from evalkit.sandbox.cuda_buffers import CudaDriverError, export_segment
+    def _segment_of(self, address: int) -> tuple[int, int, bytes] | None:
+        from evalkit.sandbox.cuda_buffers import CudaDriverError, SegmentExporter
 
-        at = bisect.bisect_right(self._starts, address) - 1
-        if at >= 0:
-            start, size, handle = self._segments[at]
-            if address < start + size and start in self._asked:
-                return self._segments[at]
+        self._exporter = self._exporter or SegmentExporter()
         try:
-            start, size, raw = export_segment(address)
+            found: tuple[int, int, bytes] = self._exporter.segment(address)
         except CudaDriverError:
             return None
-        # what it overlaps was freed since: an allocation made again holds another handle
-        kept = [entry for entry in self._segments if entry[0] + entry[1] <= start or entry[0] >= start + size]
-        at = bisect.bisect_left([entry[0] for entry in kept], start)
-        kept.insert(at, (start, size, raw.hex()))
-        self._segments, self._starts = kept, [entry[0] for entry in kept]
-        self._asked.add(start)
-        return kept[at]
-
-    def _size(self, handle: str) -> int:
-        return next(size for _, size, h in self._segments if h == handle)
+        return found
 
 
 def _outputs(result: Any) -> list[Any]:
