@@ -1,3 +1,6 @@
+#!/usr/bin/env bash
+# Call 2: the harness's own parts of a request beyond its calls' events (benchmarks/request_parts.py), for every
+# problem's reference and curated solutions; the solutions' extensions are built first, all at once.
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl 2>/dev/null
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0 TORCH_EXTENSIONS_DIR=/tmp/ext
