@@ -187,13 +187,29 @@ class WindowSpeedupRecord(SpeedupRecord):
     vs: str  # the baseline the answer was timed beside
 
 
-class PartnerRecord(TypedDict):
-    """The baseline timed in the answer's window (``evalkit.judge.window.side_stats``)."""
+class RequestPartsRecord(TypedDict):
+    """Where one side's timed requests went on the judge's clock beyond their calls' own events, the medians over the
+    window's requests, milliseconds a request (``evalkit.judge.session.RequestParts``): until the reply was in, less the
+    worker's events (its wake-up, its harness's own part, the reply's way back; ``None`` where the worker claimed no
+    events), the freeze, and the idle probe. What the judge subtracts is the baseline's sum of them: where an answer's
+    differ, this says in which part."""
 
+    reply_beyond_events_ms: float | None
+    freeze_ms: float
+    idle_ms: float
+
+
+class _PartnerFigures(TypedDict):
     median_ms: float
     iqr_ms: float
     count: int
     samples_ms: list[float]
+
+
+class PartnerRecord(_PartnerFigures, total=False):
+    """The baseline timed in the answer's window (``evalkit.judge.window.side_stats``)."""
+
+    request_parts_ms: RequestPartsRecord  # rows judged before it lack it
 
 
 class TimingStats(TypedDict, total=False):
@@ -228,6 +244,7 @@ class TimingRecord(TimingStats, total=False):
     floor_ms: float  # the plausibility floor (``evalkit.judge.plausibility``), where one is known
     speedup: WindowSpeedupRecord
     partner: PartnerRecord
+    request_parts_ms: RequestPartsRecord  # the answer's side (its events: a claim)
 
 
 # ---- baselines: the PyTorch baselines the row was compared with (``evalkit.judge.baselines``) ----------------------

@@ -78,6 +78,8 @@ class Contender:
         self.zeros: list[list[Any]] = []
         self.last_claim_ms: float | None = None  # the worker's own time of its last request's calls, per call
         self.last_events_ms: float | None = None  # and of all of them: what its request took by its own events
+        # its last request's parts on the judge's clock beyond its events: (until the reply, less the events), freeze, idle
+        self.last_parts: tuple[float | None, float, float] = (None, 0.0, 0.0)
         self.failed = False  # set once a request of it failed: a kept baseline is then started anew
         self.stage_seconds: dict[str, float] = {}
         self.flags: list[str] = []
@@ -218,6 +220,9 @@ class Contender:
         wall_ms, claim = self._call(originals)
         self.last_events_ms = sum(claim.call_ms) if len(claim.call_ms) == len(originals) else None
         self.last_claim_ms = self.last_events_ms / len(originals) if self.last_events_ms is not None else None
+        parts = self.session.last_parts
+        beyond = parts.reply_ms - self.last_events_ms if self.last_events_ms is not None else None
+        self.last_parts = (beyond, parts.freeze_ms, parts.idle_ms)
         return wall_ms, originals
 
     def check_timed(self, originals: list[list[Any]], request: int, drawn: bool) -> bool:

@@ -13,6 +13,7 @@ import logging
 import os
 import secrets
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 import torch
@@ -60,6 +61,15 @@ def output_entries(specs: list[OutputSpec]) -> list[dict[str, Any]]:
     return [{"shape": list(s.shape), "dtype": str(s.dtype).removeprefix("torch.")} for s in specs]
 
 
+@dataclass(frozen=True)
+class RequestParts:
+    """Where one request went on the judge's clock: until its reply was in, the freeze, the idle probe (ms)."""
+
+    reply_ms: float
+    freeze_ms: float
+    idle_ms: float
+
+
 class Session:
     """One submission's worker, with the judge-owned input buffers bound to it, timed by the judge's own clock.
 
@@ -89,6 +99,7 @@ class Session:
         self.idle = idle or GpuIdle(ref.device)
         self._lent: list[Any] = []  # what backs the buffers lent to the worker (``shared_buffers.describe``)
         self._perf_counter = time.perf_counter
+        self.last_parts = RequestParts(0.0, 0.0, 0.0)  # the last request's (``observe``)
 
     def start(self, fields: dict[str, Any], specs: list[OutputSpec], sample_inputs: list[Any]) -> None:
         """Send the setup request (``fields`` plus the judge-owned input buffers and the outputs' form); a CPU
@@ -158,10 +169,12 @@ class Session:
         nonce = secrets.randbits(63)
         first = op == Op.CALL and self.calls == 0
         limit = self.limits.request_s(len(originals), first=first) if op == Op.CALL else self.limits.load_s
-        stopped: list[float] = []
+        stopped: list[float] = []  # the reply in, the worker frozen, the GPU idle: the clock stops at the last
 
         def arrived() -> None:
+            stopped.append(self._perf_counter())
             self.worker.freeze()  # returns once every process of it is stopped: nothing it does now reaches the judge
+            stopped.append(self._perf_counter())
             self._wait_until_idle(limit)
             stopped.append(self._perf_counter())
 
@@ -174,7 +187,8 @@ class Session:
             claim = self.expect(protocol.CalledClaim, "forward", limit, spin=True, arrived=arrived)
         else:
             claim = self.expect(protocol.PongClaim, "ping", limit, spin=True, arrived=arrived)
-        elapsed_ms = (stopped[0] - start) * 1e3
+        elapsed_ms = (stopped[-1] - start) * 1e3
+        self.last_parts = RequestParts(*((end - begin) * 1e3 for begin, end in zip([start, *stopped], stopped)))
         if claim.nonce != nonce:
             raise Stop(Finding.PROTOCOL_VIOLATION, f"protocol violation: a reply to a call it was not sent "
                                                    f"(nonce {claim.nonce}, expected {nonce})")

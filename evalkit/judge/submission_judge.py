@@ -31,7 +31,7 @@ from evalkit.judge.tensor_check import compare_outputs
 from evalkit.judge.time_limits import TimeLimits, reference_ms, time_limits
 from evalkit.judge.timing import GpuIdle, L2Flusher, batch_size, is_noisy, net_stats
 from evalkit.judge.verdicts import Finding, Judgement, Stop, crash_reason
-from evalkit.judge.window import PartnerFailed, Window, side_stats, time_window
+from evalkit.judge.window import PartnerFailed, Window, parts_record, side_stats, time_window
 from evalkit.judge.speedups import Speedup
 from evalkit.records import Flag
 from evalkit.row_parts import (BaselineEntry, CorrectnessRecord, ErrorRecord, PytorchOwnRecord, RelativeRecord,
@@ -318,6 +318,8 @@ def _timed(contender: Contender, partner: Contender | None, flags: list[str]) ->
         requests=last.count.requests, stopped_by=last.count.stopped, verified_calls=last.checked,
         overhead_requests=len(last.beyond_events) or None,  # the trusted requests the overhead came from
         samples_ms=last.answer.per_call(contender))
+    if last.answer.parts:
+        record["request_parts_ms"] = parts_record(last.answer.parts)
     if partner is None or last.partner is None:
         return record, None
     record["partner"] = side_stats(last.partner, partner)

@@ -34,7 +34,7 @@ from evalkit.judge.repetitions import Repetitions, RepetitionRule
 from evalkit.judge.speedups import Speedup, paired_ratios, paired_speedup
 from evalkit.judge.timing import Overhead, request_resolution_ms, timing_stats
 from evalkit.judge.verdicts import Stop
-from evalkit.row_parts import PartnerRecord
+from evalkit.row_parts import PartnerRecord, RequestPartsRecord
 from evalkit.sandbox.launcher import WorkerGone
 
 
@@ -48,6 +48,7 @@ class Side:
 
     walls: list[float] = field(default_factory=list)
     claimed: list[float] = field(default_factory=list)  # the worker's own events, per call of each request
+    parts: list[tuple[float | None, float, float]] = field(default_factory=list)  # ``Contender.last_parts``
 
     def per_call(self, contender: Contender) -> list[float]:
         return [contender.per_call_ms(wall) for wall in self.walls]
@@ -142,11 +143,13 @@ def _count(window: Window, answer: Contender, partner: Contender | None, wall_ms
            partner_ms: float | None) -> bool:
     """Record one timed pair (or one request alone): whether the answer's request is checked."""
     window.answer.walls.append(wall_ms)
+    window.answer.parts.append(answer.last_parts)
     if answer.last_claim_ms is not None:
         window.answer.claimed.append(answer.last_claim_ms)
     ratios = None
     if partner is not None and window.partner is not None and partner_ms is not None:
         window.partner.walls.append(partner_ms)
+        window.partner.parts.append(partner.last_parts)
         window.count.spend(partner_ms / 1e3)
         ratios = paired_ratios(window.partner.per_call(partner), window.answer.per_call(answer))
     return window.count.record(wall_ms / 1e3, answer.per_call_ms(wall_ms), ratios=ratios)
@@ -157,5 +160,16 @@ def side_stats(side: Side, contender: Contender) -> PartnerRecord:
     values = side.per_call(contender)
     ordered = sorted(values)
     quartiles = statistics.quantiles(ordered, n=4, method="inclusive") if len(ordered) > 1 else [ordered[0]] * 3
-    return PartnerRecord(median_ms=statistics.median(ordered), iqr_ms=quartiles[2] - quartiles[0], count=len(ordered),
-                         samples_ms=values)
+    record = PartnerRecord(median_ms=statistics.median(ordered), iqr_ms=quartiles[2] - quartiles[0], count=len(ordered),
+                           samples_ms=values)
+    if side.parts:
+        record["request_parts_ms"] = parts_record(side.parts)
+    return record
+
+
+def parts_record(parts: list[tuple[float | None, float, float]]) -> RequestPartsRecord:
+    """The medians of one side's requests' parts beyond their events (``Contender.last_parts``)."""
+    beyond = [part[0] for part in parts if part[0] is not None]
+    return RequestPartsRecord(reply_beyond_events_ms=statistics.median(beyond) if beyond else None,
+                              freeze_ms=statistics.median(part[1] for part in parts),
+                              idle_ms=statistics.median(part[2] for part in parts))

@@ -175,6 +175,22 @@ def test_the_part_subtracted_is_measured_in_the_window_on_the_baselines_own_even
     assert timing["median_ms"] == pytest.approx(2.5 / judge.batch)
 
 
+def test_where_each_sides_requests_went_beyond_their_events_is_recorded_part_by_part(judge, clock, monkeypatch):
+    # The baseline's requests pay 1.5 ms before their replies beyond their work, the answer's 2.5 ms (an answer whose
+    # harness part is larger: its time reads 1 ms a request slow); each freeze takes 0.25 ms of the judge's clock.
+    def freeze(worker: FakeWorker, settle_s: float = 0.0) -> None:
+        worker.frozen = True
+        clock.now_s += 0.25e-3
+
+    monkeypatch.setattr(FakeWorker, "freeze", freeze)
+    _, timing = _paired(judge, clock, {"ms": 11.5, "part_ms": 1.5}, {"ms": 4.0, "part_ms": 2.5})
+    answer, baseline = timing["request_parts_ms"], timing["partner"]["request_parts_ms"]
+    assert answer["reply_beyond_events_ms"] == pytest.approx(2.5) and baseline["reply_beyond_events_ms"] == pytest.approx(1.5)
+    assert answer["freeze_ms"] == baseline["freeze_ms"] == pytest.approx(0.25)
+    assert answer["idle_ms"] == baseline["idle_ms"] == 0.0
+    assert timing["overhead_ms"] * judge.batch == pytest.approx(1.75)  # the baseline's sum, subtracted from both
+
+
 def test_a_baseline_clock_made_to_lie_moves_the_part_subtracted_by_the_bound_at_most(judge, clock):
     from evalkit.judge.timing import Overhead
     from evalkit.judge.window import OVERHEAD_BOUND_MS, OVERHEAD_BOUND_PER_CALL_MS, window_overhead
