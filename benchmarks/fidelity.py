@@ -13,7 +13,8 @@
    likewise. `--rounds` rounds (default 3) in that process, the reference and the answer in turn.
 3. **Printed** per answer: evalkit's speedup vs eager in each run (its 95% interval's half-width beside it), the
    in-process speedups, evalkit / in-process (median over the runs against median over the rounds), the farthest run
-   from the runs' median, and how many runs lie inside the other runs' intervals; the same for `torch.compile` where
+   from the runs' median, and how many runs lie inside the other runs' intervals; per run, where the answer's and its
+   baseline's requests went beyond their events (`timing.request_parts_ms`: until the reply, the freeze, the idle probe); the same for `torch.compile` where
    both were measured. Then the targets (issue 41), each "met" or "MISSED" (`--check`: a miss exits 1, by the main
    setting's runs):
 
@@ -197,6 +198,8 @@ def figures(rows: list[dict[str, Any]], timed: list[dict[str, Any]], errors: lis
     found["distinct_ms"] = [[r.get("distinct_reference_ms"), r.get("distinct_answer_ms")] for r in timed
                             if "distinct_answer_ms" in r]
     found["claimed_ms"] = [r["timing"].get("claimed_median_ms") for r in rows]
+    found["request_parts_ms"] = [[r["timing"].get("request_parts_ms"), (r["timing"].get("partner") or {}).get(
+        "request_parts_ms")] for r in rows]
     found["variants"] = {name[:-len("_reference_ms")]: variant(timed, name[:-len("_reference_ms")])
                          for name in (timed[0] if timed else {}) if name.endswith("_reference_ms")}
     return found
@@ -257,6 +260,11 @@ def print_report(answers: dict[str, Any], targets: dict[str, Any], seconds: floa
               f"subtracted {ms(found['overhead_ms'])}); in one process {ms(found['in_process_ms'])}, the reference "
               f"{ms(found['reference_in_process_ms'])}" + (f"; on distinct inputs (reference, answer) "
                                                             f"{ms(found['distinct_ms'][0])}" if found['distinct_ms'] else ""))
+        for answer, baseline in found.get("request_parts_ms", []):
+            if answer and baseline:
+                print("    a request beyond its events, ms (answer, baseline): " + ", ".join(
+                    f"{part} {answer[part + '_ms'] or 0:.3f}, {baseline[part + '_ms'] or 0:.3f}"
+                    for part in ("reply_beyond_events", "freeze", "idle")))
         for name, paced in found["variants"].items():
             print(f"    paced {name}: reference {paced['reference_ms']:.4g} ms, answer {paced['answer_ms']:.4g} ms, "
                   f"{paced['speedup']:.3f}x")

@@ -115,3 +115,13 @@ def test_both_methods_time_the_cpu_fixtures_answers_in_one_call(tmp_path):
                       (tmp_path / "reports" / folder / "set0" / "results.jsonl").read_text().splitlines()
                       if json.loads(line).get("timing")} for folder in ("run1", "run1-against1")}
     assert len(calls["run1"]) == len(calls["run1-against1"]) == 1 and min(calls["run1-against1"]) > max(calls["run1"])
+
+
+def test_the_report_says_where_each_sides_requests_went_beyond_their_events(capsys):
+    row = _row(2.0, [1.9, 2.1])
+    row["timing"]["request_parts_ms"] = {"reply_beyond_events_ms": 0.8, "freeze_ms": 0.25, "idle_ms": 0.01}
+    row["timing"]["partner"] = {"request_parts_ms": {"reply_beyond_events_ms": 1.1, "freeze_ms": 0.2, "idle_ms": 0.02}}
+    answers = fidelity.summarize([[row]], {"p/a": _rounds(2.0, 1.0)})
+    fidelity.print_report(answers, fidelity.verdicts(answers), 1.0)
+    assert ("a request beyond its events, ms (answer, baseline): reply_beyond_events 0.800, 1.100, freeze 0.250, "
+            "0.200, idle 0.010, 0.020") in capsys.readouterr().out
