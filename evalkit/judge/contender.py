@@ -78,7 +78,7 @@ class Contender:
         self.zeros: list[list[Any]] = []
         self.last_claim_ms: float | None = None  # the worker's own time of its last request's calls, per call
         self.last_events_ms: float | None = None  # and of all of them: what its request took by its own events
-        # its last request's parts on the judge's clock beyond its events: (until the reply, less the events), freeze, idle
+        # its last request beyond its events on the judge's clock: until the reply less the events, freeze, idle
         self.last_parts: tuple[float | None, float, float] = (None, 0.0, 0.0)
         self.failed = False  # set once a request of it failed: a kept baseline is then started anew
         self.stage_seconds: dict[str, float] = {}
