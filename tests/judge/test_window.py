@@ -187,8 +187,8 @@ def test_where_each_sides_requests_went_beyond_their_events_is_recorded_part_by_
     answer, baseline = timing["request_parts_ms"], timing["partner"]["request_parts_ms"]
     assert answer["reply_beyond_events_ms"] == pytest.approx(2.5)
     assert baseline["reply_beyond_events_ms"] == pytest.approx(1.5)
-    assert answer["freeze_ms"] == baseline["freeze_ms"] == pytest.approx(0.25)
-    assert answer["idle_ms"] == baseline["idle_ms"] == 0.0
+    assert answer["freeze_ms"] == pytest.approx(0.25) and baseline["freeze_ms"] == pytest.approx(0.25)
+    assert answer["idle_ms"] == pytest.approx(0.0, abs=1e-9) and baseline["idle_ms"] == pytest.approx(0.0, abs=1e-9)
     assert timing["overhead_ms"] * judge.batch == pytest.approx(1.75)  # the baseline's sum, subtracted from both
 
 
