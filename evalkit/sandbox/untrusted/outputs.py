@@ -11,9 +11,15 @@ read something that is not the output.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from evalkit.sandbox import protocol
+
+
+class SegmentNamer(Protocol):
+    """What names the allocation holding a device address: ``cuda_buffers.SegmentExporter``, or a test's."""
+
+    def segment(self, address: int) -> tuple[int, int, bytes]: ...
 
 
 class OutputPlacer:
@@ -21,7 +27,7 @@ class OutputPlacer:
     its tensors lie. On a GPU each output's allocation is named by its IPC handle, asked of the driver once per
     allocation (``cuda_buffers.SegmentExporter``)."""
 
-    def __init__(self, device: str, specs: list[dict[str, Any]], exporter: Any = None) -> None:
+    def __init__(self, device: str, specs: list[dict[str, Any]], exporter: SegmentNamer | None = None) -> None:
         self.device, self.specs = device, specs
         self._exporter = exporter  # a ``SegmentExporter`` (or a test's), made at the first GPU output
 
