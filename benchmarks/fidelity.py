@@ -15,8 +15,8 @@
    in-process speedups, evalkit / in-process (median over the runs against median over the rounds), the farthest run
    from the runs' median, and how many runs lie inside the other runs' intervals; per run, where the answer's and its
    baseline's requests went beyond their events (`timing.request_parts_ms`: until the reply, the freeze, the idle
-   probe); the same for `torch.compile` where both were measured. Then the targets (issue 41), each "met" or "MISSED" (`--check`: a miss exits 1, by the main
-   setting's runs):
+   probe); the same for `torch.compile` where both were measured. Then the targets (issue 41), each "met" or
+   "MISSED" (`--check`: a miss exits 1, by the main setting's runs):
 
    - agreement: evalkit / in-process within 2% on millisecond answers, 5% on microsecond ones (the reference under
      0.1 ms a call), for eager and compile;
