@@ -2,7 +2,8 @@
 a submission).
 
 ``Contender.prepare`` starts the worker, calibrates the judge's own overhead on it while no submission code has
-run, loads the code and runs the correctness trials; ``timed_request`` then makes one timed request on fresh
+run (unless it is given the figure of a worker that did: its live baseline's), loads the code and runs the
+correctness trials; ``timed_request`` then makes one timed request on fresh
 inputs, and ``check_timed`` checks what the judge took of it. Every call's inputs come from a seed of its own,
 ``reference.input_seed`` of a secret and the call's number, so no call's inputs, even its seed, tell anything
 of another's; the calibration pings move zeros, never inputs.
@@ -115,14 +116,15 @@ class Contender:
         by it."""
         return max(wall_ms / self.batch - self.per_call.total_ms, self.per_call.jitter_ms, 1e-3)
 
-    def prepare(self, code_path: Path, stages: dict[str, float]) -> Judgement:
+    def prepare(self, code_path: Path, stages: dict[str, float], calibrated: Overhead | None = None) -> Judgement:
         """Start, calibrate, load and check the code at ``code_path``: a passing judgement with its correctness
         record, or ``Stop`` with what failed. All of it but the calibration is a shared use of the GPU
-        (``judge.use``): it may run beside other judges' work, never beside a timing."""
+        (``judge.use``): it may run beside other judges' work, never beside a timing. ``calibrated``: the figure
+        of another worker's pings on this problem (its live baseline's), taken instead of pinging this one."""
         contended: list[str] = []
         with self.judge.use():
             start = time.monotonic()
-            setup_s = self._start_and_calibrate(code_path, contended)
+            setup_s = self._start_and_calibrate(code_path, contended, calibrated)
             stages["setup_s"] = setup_s  # until the worker answered its first ping: it was set up (and started)
             stages["calibrate_s"] = time.monotonic() - start - setup_s
             start = time.monotonic()
@@ -145,18 +147,23 @@ class Contender:
                                       "weights come from seeding the RNG identically, not from the state_dict")
         return judgement
 
-    def _start_and_calibrate(self, code_path: Path, contended: list[str]) -> float:
+    def _start_and_calibrate(self, code_path: Path, contended: list[str], calibrated: Overhead | None) -> float:
         """Set the worker up, then time pings along a timed request's path while no submission code has run; the
         seconds until the first ping's reply (the setup, and what was left of the worker's start). The first ping
         only waits for the setup (its time is not used): it is made outside the measurement, so the setup's work
         is not in the GPU's exclusive turn, and the worker is frozen, its GPU work over, before the turn is asked
-        for. ``contended``: the other judges' uses the calibration was made beside, if any."""
+        for. ``contended``: the other judges' uses the calibration was made beside, if any. Given ``calibrated``
+        (pings of another worker on the same path, sizes and batch), only the first ping is made: every worker's
+        pings measure the same harness, and a window subtracts one figure from both its sides anyway."""
         judge = self.judge
         self.session.start(judge.setup_fields(code_path), judge.specs, judge.input_templates)
         self.zeros = [judge.zero_inputs() for _ in range(self.batch)]  # a ping moves as much as a call, tells nothing
         start = time.monotonic()
         self.session.calibrate(self.zeros, lambda made: bool(made))
         first_s = time.monotonic() - start
+        if calibrated is not None:
+            self.calibrated = self.overhead = calibrated
+            return first_s
         with self.turn() as beside:  # a measurement like any timing: builds frozen meanwhile
             contended.extend(beside)
             self.session.calibrate(self.zeros, CALIBRATION_WARMUP.enough)

@@ -17,7 +17,7 @@ import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import torch
 
@@ -47,7 +47,13 @@ EXPECTED_CACHE_BYTES = {"cuda": 4 * 2**30, "cpu": 2**30}
 COMPILE_FIRST_CALL_S = 900.0  # torch.compile's first call compiles: the compile baseline gets this long
 Quiet = Callable[[], AbstractContextManager[Any]]  # yields the other judges' uses of the GPU it timed beside, if any
 Use = Callable[[], AbstractContextManager[Any]]
-Partner = Callable[[], "tuple[str, Contender] | None"]  # the live baseline an answer is timed beside, and its kind
+
+
+class Partner(Protocol):
+    """The live baseline an answer is timed beside, and its kind: started when none is kept, unless ``start`` is
+    false (then only the kept one, if any)."""
+
+    def __call__(self, start: bool = True) -> tuple[str, Contender] | None: ...
 
 
 class BaselineFailed(Exception):
@@ -225,7 +231,10 @@ class Judge:
     def _run(self, answer: Contender, code_path: Path, stages: dict[str, float], partner: Partner | None,
              native_calls: bool) -> Judgement:
         code = code_path.read_text(errors="replace") if native_calls else ""  # before it can run
-        judgement = answer.prepare(code_path, stages)
+        # The live baseline's pings stand for the answer's, whose window subtracts one figure from both sides; an
+        # answer pings its own worker only while no baseline is live, in case none can be started for its timing.
+        kept = partner(start=False) if partner is not None and answer.settings.time_submissions else None
+        judgement = answer.prepare(code_path, stages, kept[1].calibrated if kept is not None else None)
         if answer.settings.time_submissions:
             start = time.monotonic()
             baseline = partner() if partner is not None else None

@@ -13,9 +13,9 @@ submission code, so its own device events, recorded around each forward exactly 
 process, are trusted for this one figure: in each pair the judge takes what the baseline's request took beyond
 its events, and once there are ``MIN_BEYOND`` of these their median is the part subtracted from both sides, one
 figure for both (``window_overhead``), kept within ``OVERHEAD_BOUND_MS`` of the same figure measured by pings
-before either worker loaded. A baseline timed alone measures it the same way on itself; an answer timed alone
-keeps its own pings' figure, made before its code was loaded, and so do both sides of a problem given as text, whose
-reference is a client's code. An answer's own clock is never used. The window stops
+of the baseline's worker before it loaded. A baseline timed alone measures it the same way on itself; an answer
+timed alone keeps the pings' figure it was prepared with (``Contender.prepare``), and both sides of a problem given
+as text, whose reference is a client's code, take the baseline's pings' figure. An answer's own clock is never used. The window stops
 by the repetition rule (``repetitions``), its precision asked of the pairs' ratios when there is a partner; its
 budget counts both sides' requests.
 
@@ -83,13 +83,14 @@ OVERHEAD_BOUND_PER_CALL_MS = 0.02
 
 def time_window(answer: Contender, partner: Contender | None, rule: RepetitionRule, warmup: int) -> Window:
     """Warm-up pairs, then timed pairs until ``rule`` stops them (``Repetitions``): see the module's docstring."""
-    window = Window(Repetitions(rule, answer.rng, floor_ms=answer.per_call.jitter_ms), Side(),
-                    Side() if partner is not None else None)
     # Whose own events may measure the part of a request subtracted: a worker that runs a trusted reference only (a
-    # reference given as text is a client's code, as untrusted as an answer: its sides keep their pings' figures).
+    # reference given as text is a client's code, as untrusted as an answer: both sides take its pings' figure).
     trusted = partner if partner is not None else (None if answer.verify else answer)
     trusted = trusted if answer.ref.problem.trusted else None
-    calibrated = (trusted or answer).calibrated  # its pings, made before it loaded
+    calibrated = (trusted or partner or answer).calibrated  # pings made before any code loaded
+    _share(calibrated, answer, partner)
+    window = Window(Repetitions(rule, answer.rng, floor_ms=answer.per_call.jitter_ms), Side(),
+                    Side() if partner is not None else None)
     request = 0
     while request < warmup or not window.count.done:
         order: list[Any] = [answer] if partner is None else [answer, partner]

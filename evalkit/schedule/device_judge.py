@@ -246,15 +246,18 @@ class DeviceJudge:
                 return {"error": str(failure)}
         return judged
 
-    def _partner(self, context: ProblemContext) -> tuple[str, Contender] | None:
+    def _partner(self, context: ProblemContext, start: bool = True) -> tuple[str, Contender] | None:
         """The live baseline of the run's first kind that the current problem's answers are timed beside: kept
-        while the problem is current, started anew when it failed. None when no baseline is asked for, or it
-        cannot be started (its answers then get no speedup, and their rows say why)."""
+        while the problem is current, started anew when it failed (unless ``start`` is false: then the kept one
+        or None). None when no baseline is asked for, or it cannot be started (its answers then get no speedup,
+        and their rows say why)."""
         kinds, judge = self.kinds, context.judge
         if not kinds or judge is None:
             return None
         if context.partner is not None and context.partner.failed:
             close_partner(context)
+        if context.partner is None and not start:
+            return None
         if context.partner is None:
             worker = self._spare.take(None)
             try:
@@ -338,7 +341,7 @@ class DeviceJudge:
             judgement = judge.examine(workers[0], _with_code(workers[0], early.code),
                                     compiles_on_first_call(early.code, extensions),
                                     profiler=profiler if self._profilers is not None else None,
-                                    partner=lambda: self._partner(context))
+                                    partner=lambda start=True: self._partner(context, start))
         finally:
             self._in_hand = self._cancel_pending = None
             for worker in workers:

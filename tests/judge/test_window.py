@@ -32,15 +32,19 @@ class FakeClock:
 
 
 def scripted(clock: FakeClock, name: str, ms: float, log: list[str], slower_after: int = 10**9,
-             fail_after: int | None = None, wobble: float = 0.0, part_ms: float = 0.0, claim_share: float = 1.0) -> Any:
+             fail_after: int | None = None, wobble: float = 0.0, part_ms: float = 0.0, claim_share: float = 1.0,
+             ping_ms: float = 0.0) -> Any:
     """A worker whose call requests each take ``ms`` of the judge's clock (3x once ``slower_after`` calls were made
     by anyone: a machine that drifts; each within +-``wobble`` of that, by a fixed pattern), logging its name per
     call; it dies after its ``fail_after``-th call. ``part_ms`` of each request is not its calls' work (the judge's
     and the harness's part); its claim is ``claim_share`` of its work (1: the truth), per call. Pings, made before it
-    loads, take no time."""
+    loads, take ``ping_ms`` each (none of it the stand-in's events), each logged as its name and "ping"."""
     made = {"n": 0}
 
     def script(worker: FakeWorker, request: dict[str, Any]) -> Any:
+        if request.op == Op.PING:
+            clock.now_s += ping_ms / 1e3
+            log.append(f"{name} ping")
         if request.op == Op.CALL:
             made["n"] += 1
             if fail_after is not None and made["n"] > fail_after:
@@ -77,11 +81,16 @@ def judge() -> Judge:
 
 
 def _partner(judge: Judge, worker: FakeWorker) -> Any:
-    def start() -> tuple[str, Contender]:
-        baseline = Contender(judge, judge.settings, judge.session(worker, judge.time_limits), verify=False)
-        baseline.prepare(Path("submission.py"), {})
-        return "eager", baseline
-    return start
+    """A live baseline in ``worker``, started on the first call that may start it, then kept (``Partner``)."""
+    kept: list[tuple[str, Contender]] = []
+
+    def partner(start: bool = True) -> tuple[str, Contender] | None:
+        if start and not kept:
+            baseline = Contender(judge, judge.settings, judge.session(worker, judge.time_limits), verify=False)
+            baseline.prepare(Path("submission.py"), {})
+            kept.append(("eager", baseline))
+        return kept[0] if kept else None
+    return partner
 
 
 PREPARE_CALLS = 6  # the answer's and the baseline's first call and two correctness trials each
@@ -112,7 +121,7 @@ def test_each_pair_runs_in_an_order_the_judge_draws_and_only_the_answer_is_check
     partner = FakeWorker(judge.ref, scripted(clock, "baseline", 4.0, log, wobble=0.2))
     answer = FakeWorker(judge.ref, scripted(clock, "answer", 2.0, log, wobble=0.2))
     judgement = judge.judge_with(answer, Path("submission.py"), partner=_partner(judge, partner))
-    window = log[PREPARE_CALLS + WARMUP_CALLS:]
+    window = [name for name in log if not name.endswith(" ping")][PREPARE_CALLS + WARMUP_CALLS:]
     pairs = [tuple(window[i:i + 2]) for i in range(0, len(window), 2)]
     assert all(sorted(pair) == ["answer", "baseline"] for pair in pairs)
     orders = {pair for pair in pairs}
@@ -140,13 +149,14 @@ def test_a_baseline_that_fails_during_the_window_is_never_the_answers_verdict(ju
     log: list[str] = []
     partner = FakeWorker(judge.ref, scripted(clock, "baseline", 4.0, log, fail_after=8))  # 6 of its calls: checks
     answer = FakeWorker(judge.ref, scripted(clock, "answer", 2.0, log))
-    start = _partner(judge, partner)
+    baseline = _partner(judge, partner)
     kept: list[Contender] = []
 
-    def keep() -> tuple[str, Contender]:
-        kind, baseline = start()
-        kept.append(baseline)
-        return kind, baseline
+    def keep(start: bool = True) -> tuple[str, Contender] | None:
+        live = baseline(start)
+        if live is not None and not kept:
+            kept.append(live[1])
+        return live
     judgement = judge.judge_with(answer, Path("submission.py"), partner=keep)
     assert judgement.finding is Finding.PASSED, judgement.reason
     assert "speedup" not in judgement.timing and judgement.timing["requests"] >= 10 and "partner" not in judgement.timing
@@ -192,6 +202,35 @@ def test_where_each_sides_requests_went_beyond_their_events_is_recorded_part_by_
     assert timing["overhead_ms"] * judge.batch == pytest.approx(1.75)  # the baseline's sum, subtracted from both
 
 
+def _text_problem(judge: Judge, monkeypatch: Any) -> None:
+    import dataclasses
+
+    monkeypatch.setattr(judge.ref, "problem", dataclasses.replace(judge.ref.problem, trusted=False))
+
+
+@pytest.mark.parametrize("live_before", [True, False])
+def test_an_answer_takes_its_live_baselines_pings_and_pings_itself_only_while_none_is_live(judge, clock, monkeypatch,
+                                                                                             live_before):
+    # A problem given as text, so the pings' figure is what is subtracted. The baseline's pings take 1 ms, the answer
+    # worker's would take 3 ms. With a baseline live, the answer's worker meets one ping (its setup's) and the
+    # baseline's figure; with none live yet it calibrates itself (for a timing alone), and its window still takes
+    # the baseline's figure for both sides.
+    _text_problem(judge, monkeypatch)
+    judge = _judge(judge, timing_trials=20, min_timing_trials=10, timing_budget_s=1e6, timing_precision=1e-9)
+    log: list[str] = []
+    baseline = _partner(judge, FakeWorker(judge.ref, scripted(clock, "baseline", 11.0, log, ping_ms=1.0)))
+    if live_before:
+        baseline()
+    answer = FakeWorker(judge.ref, scripted(clock, "answer", 4.0, log, ping_ms=3.0))
+    judgement = judge.judge_with(answer, Path("submission.py"), partner=baseline)
+    assert judgement.finding is Finding.PASSED, judgement.reason
+    answer_pings = log.count("answer ping")
+    assert answer_pings == 1 if live_before else answer_pings > 30
+    timing = judgement.timing
+    assert timing["overhead_ms"] == pytest.approx(1.0 / judge.batch)
+    assert timing["speedup"]["value"] == pytest.approx((11.0 - 1.0) / (4.0 - 1.0))
+
+
 def test_a_baseline_clock_made_to_lie_moves_the_part_subtracted_by_the_bound_at_most(judge, clock):
     from evalkit.judge.timing import Overhead
     from evalkit.judge.window import OVERHEAD_BOUND_MS, OVERHEAD_BOUND_PER_CALL_MS, window_overhead
@@ -235,11 +274,9 @@ def test_an_answer_faster_than_the_judge_can_tell_reads_its_floor_never_zero(jud
 
 
 def test_a_reference_given_as_text_is_no_trusted_clock(judge, clock, monkeypatch):
-    import dataclasses
-
     # The same requests as above, on a problem given as text: its baseline runs a client's code, whose own events are
-    # as untrusted as an answer's, so both sides keep their pings' figure (no time here) and nothing else is taken out.
-    monkeypatch.setattr(judge.ref, "problem", dataclasses.replace(judge.ref.problem, trusted=False))
+    # as untrusted as an answer's, so both sides take its pings' figure (no time here) and nothing else is taken out.
+    _text_problem(judge, monkeypatch)
     judge, timing = _paired(judge, clock, {"ms": 11.5, "part_ms": 1.5}, {"ms": 4.0, "part_ms": 1.5})
     assert timing["overhead_ms"] == pytest.approx(0.0, abs=1e-3) and timing["overhead_requests"] is None
     assert timing["speedup"]["value"] == pytest.approx(11.5 / 4.0)
