@@ -248,9 +248,9 @@ class DeviceJudge:
 
     def _partner(self, context: ProblemContext, start: bool = True) -> tuple[str, Contender] | None:
         """The live baseline of the run's first kind that the current problem's answers are timed beside: kept
-        while the problem is current, started anew when it failed (unless ``start`` is false: then the kept one
-        or None). None when no baseline is asked for, or it cannot be started (its answers then get no speedup,
-        and their rows say why)."""
+        with the problem (``kept_problems.ProblemContext``), started anew when it failed (unless ``start`` is
+        false: then the kept one or None). None when no baseline is asked for, or it cannot be started (its answers
+        then get no speedup, and their rows say why)."""
         kinds, judge = self.kinds, context.judge
         if not kinds or judge is None:
             return None

@@ -54,8 +54,10 @@ REPORTED_REMEMBERED = 256
 
 @dataclass
 class ProblemContext:
-    """One problem: its baselines (None until known), its judge once an answer needs it (or why not), and, while
-    it is the current problem, the live baseline its answers are timed beside (``partner``)."""
+    """One problem: its baselines (None until known), its judge once an answer needs it (or why not), and the live
+    baseline its answers are timed beside (``partner``), kept while the problem is, unless the GPU's free share
+    falls below ``FREE_MEMORY_FLOOR_SHARE``: an RL step goes through its problems in turn, and starting each one's
+    live baseline again took about 1 s of the judge's time a problem on the H200."""
 
     problem: Problem
     baselines: dict[str, Any] | None = None
@@ -181,8 +183,8 @@ class KeptProblems:
     def switch_to(self, problem_id: str) -> ProblemContext:
         """Make ``problem_id`` the current problem: the one kept, else a new one, once room is made for it."""
         current = self.current
-        if current is not None and current != problem_id:
-            close_partner(self.contexts[current])  # only the current problem keeps a live baseline (GPU memory)
+        if current is not None and current != problem_id and self.free_share() < FREE_MEMORY_FLOOR_SHARE:
+            close_partner(self.contexts[current])  # its live baseline's memory is the next answers' to use
         context = self.contexts.pop(problem_id, None)
         if context is None:
             self.make_room()

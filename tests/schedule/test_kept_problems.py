@@ -96,6 +96,24 @@ def test_a_gpu_short_of_free_memory_unloads_the_least_recently_used_whoever_hold
     assert kept.ids == ["current"]
 
 
+@pytest.mark.parametrize("free", ["plenty", "short"])
+def test_a_problem_left_keeps_its_live_baseline_unless_the_gpu_is_short_of_free_memory(monkeypatch, free):
+    # An RL step goes through its problems in turn: each problem's live baseline, started again at every return to
+    # it, cost about 1 s of the judge a problem. It stays with its problem, unless the GPU's free memory is short:
+    # then it goes, for the next answers' workers to use.
+    kept = _kept(first=1, second=1)
+    for context in kept:
+        context.partner = SimpleNamespace()  # type: ignore[assignment] - only whether it is closed is read
+    floor = kept_problems.FREE_MEMORY_FLOOR_SHARE
+    monkeypatch.setattr(kept, "free_share", lambda: floor + 0.01 if free == "plenty" else floor - 0.01)
+    closed: list[str] = []
+    monkeypatch.setattr(kept_problems, "close_partner", lambda context: closed.append(
+        next(name for name, kept_context in kept.contexts.items() if kept_context is context)))
+    kept.switch_to("first")
+    assert kept.ids == ["second", "first"]
+    assert closed == ([] if free == "plenty" else ["second"])
+
+
 def test_past_a_memory_bound_the_problem_holding_the_most_goes_first_so_a_trainers_round_keeps_the_rest(monkeypatch):
     # An RL step goes through its problems in turn: dropping the least recently used there dropped each one
     # before it came round again, where dropping the largest keeps the others loaded from step to step.
