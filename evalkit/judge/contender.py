@@ -156,9 +156,9 @@ class Contender:
         (pings of another worker on the same path, sizes and batch), only the first ping is made: every worker's
         pings measure the same harness, and a window subtracts one figure from both its sides anyway."""
         judge = self.judge
+        start = time.monotonic()  # a CPU worker's setup reply (``Session.start``) waits for what is left of its start
         self.session.start(judge.setup_fields(code_path), judge.specs, judge.input_templates)
         self.zeros = [judge.zero_inputs() for _ in range(self.batch)]  # a ping moves as much as a call, tells nothing
-        start = time.monotonic()
         self.session.calibrate(self.zeros, lambda made: bool(made))
         first_s = time.monotonic() - start
         if calibrated is not None:

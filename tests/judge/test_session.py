@@ -9,6 +9,7 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import pytest
@@ -178,6 +179,23 @@ def test_an_honest_worker_is_correct_and_timed(judge):
     parts = {"turn_wait_s"} | ({"checks_s"} if judgement.timing["verified_calls"] else set())  # records.STAGE_PARTS
     assert set(stages) == {"setup_s", "calibrate_s", "load_s", "correctness_s", "timing_s", "close_s"} | parts
     assert stages["turn_wait_s"] + stages.get("checks_s", 0.0) <= stages["calibrate_s"] + stages["timing_s"]
+
+
+def test_a_worker_still_starting_at_its_setup_is_waited_for_in_setup_s_not_calibrate_s(judge, monkeypatch):
+    # A CPU worker answers the setup with its memory only once its start is over: that wait is the setup's, and the
+    # calibration is the pings' alone (a CPU step's "calibration" was mostly this wait).
+    from evalkit.judge import contender as contender_module
+
+    now = {"s": 0.0}
+    monkeypatch.setattr(contender_module, "time", SimpleNamespace(monotonic=lambda: now["s"]))
+
+    class Starting(FakeWorker):
+        def receive_fds(self, count: int, timeout_s: float) -> list[int]:
+            now["s"] += 5.0  # what was left of its start
+            return super().receive_fds(count, timeout_s)
+
+    judgement = judge.judge_with(Starting(judge.ref, None), Path("submission.py"))
+    assert judgement.stage_seconds["setup_s"] == 5.0 and judgement.stage_seconds["calibrate_s"] == 0.0
 
 
 def test_slow_pings_end_the_calibration_by_its_time_budget(judge):
