@@ -5,7 +5,7 @@ module lets every freezer of the host see the others, so that builds are kept of
 host and two judges of different runs never time on one GPU at once. The registry is a folder
 (``registry_folder``: ``$EVALKIT_TIMING_DIR``, else ``evalkit-timing`` under ``/dev/shm``, else under ``/tmp``)
 of *tokens*: small files, each made fresh by one freezer and **live while that freezer holds a write lock on
-it** (an open-file-description lock, ``F_OFD_SETLK``). The kernel drops the lock when its holder dies, so a
+it** (an open-file-description lock, ``F_OFD_SETLK``; each is locked before it takes its name). The kernel drops the lock when its holder dies, so a
 dead process's token is dead at once, whatever is left on disk (old dead tokens are removed by the next scan).
 
 - ``timing.<id>``: that freezer has a judge timing. Every other freezer freezes its builds while one is live.
@@ -49,6 +49,7 @@ POLL_S = 0.05  # how often a freezer looks for other processes' timings
 WAIT_POLL_S = 0.002  # how often a judge about to time looks again for builds still running elsewhere
 STALE_S = 60.0  # a token nobody holds, older than this, is removed (its maker died)
 PUBLISH_TRIES = 20
+STAGED = "staged."  # a token's file while it is made, before it is locked: no scan lists this prefix
 _FLOCK = "hhqqi4x"  # struct flock: l_type, l_whence, l_start, l_len, l_pid (and padding)
 _NAME_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-")
 
@@ -280,14 +281,16 @@ class HostTiming:
             os.close(fd)
 
     def _publish(self, name: str) -> Token | None:
-        """Make ``name`` a fresh file and write-lock it. A reader can take a read lock on it between the two (which
-        only a reader in that instant could): then the file is dropped and made anew, a few times at most."""
-        path = self.folder / name
+        """Make ``name`` a live token: a fresh file, write-locked under a name no scan reads (``STAGED``), then renamed
+        to ``name``, so no scan finds ``name`` before it is live (one that looked in that instant took a timing's
+        want for none, and started a use beside it). Should the lock fail (a reader held one in that instant), the
+        file is dropped and made anew, a few times at most."""
+        path, staged = self.folder / name, self.folder / f"{STAGED}{name}"
         for _ in range(PUBLISH_TRIES):
             try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+                fd = os.open(staged, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
             except FileExistsError:
-                path.unlink(missing_ok=True)  # an earlier token of this very name that its maker left
+                staged.unlink(missing_ok=True)  # an earlier one of this very name that its maker left
                 continue
             except OSError as err:
                 logger.warning("%s: cannot announce %s (%s): other evalkit processes will not see it", self.folder,
@@ -295,11 +298,12 @@ class HostTiming:
                 return None
             try:
                 fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
+                os.rename(staged, path)  # replaces an earlier token of this very name that its maker left
                 return Token(path, fd)
             except OSError as err:
                 if err.errno not in (errno.EAGAIN, errno.EACCES):
                     logger.warning("%s: cannot lock %s (%s)", self.folder, name, err)
-                path.unlink(missing_ok=True)
+                staged.unlink(missing_ok=True)
                 os.close(fd)
         logger.warning("%s: %s could not be announced (locked by another process each time)", self.folder, name)
         return None

@@ -270,3 +270,25 @@ def test_another_processes_timing_freezes_this_processes_build_cgroup(registry):
         timer.end()
         build.end()
         freezer.close()
+
+
+def test_a_token_takes_its_name_only_once_it_is_live(registry, monkeypatch):
+    # A scan that found a timing's want made but not yet locked took it for none, and started a use beside the timing
+    # (tests/sandbox/test_gpu_gate.py failed so on a loaded machine). A token is locked under a name no scan reads,
+    # then renamed: its name never shows before it is live.
+    from evalkit.sandbox import host_timing
+
+    timing, scan = open_registry(), open_registry()
+    assert timing is not None and scan is not None
+    renames: list[tuple[bool, bool]] = []  # at each rename: whether the name was there, whether the file was live
+    real_rename = os.rename
+
+    def rename(source: Path, target: Path) -> None:
+        renames.append((Path(target).exists(), scan._is_live(Path(source))))
+        real_rename(source, target)
+
+    monkeypatch.setattr(host_timing.os, "rename", rename)
+    with timing.wanting("0"):
+        assert renames == [(False, True)]
+        assert scan.timing_wanted("0")
+    assert not scan.timing_wanted("0") and not list(registry.iterdir())
