@@ -15,8 +15,8 @@ its events, and once there are ``MIN_BEYOND`` of these their median is the part 
 figure for both (``window_overhead``), kept within ``OVERHEAD_BOUND_MS`` of the same figure measured by pings
 of the baseline's worker before it loaded. A baseline timed alone measures it the same way on itself; an answer
 timed alone keeps the pings' figure it was prepared with (``Contender.prepare``), and both sides of a problem given
-as text, whose reference is a client's code, take the baseline's pings' figure. An answer's own clock is never used. The window stops
-by the repetition rule (``repetitions``), its precision asked of the pairs' ratios when there is a partner; its
+as text, whose reference is a client's code, take the baseline's pings' figure. An answer's own clock is never
+used. The window stops by the repetition rule (``repetitions``), its precision asked of the pairs' ratios when there is a partner; its
 budget counts both sides' requests.
 
 Which of the answer's requests are checked against the reference is drawn once the pair's replies are in

@@ -5,8 +5,9 @@ module lets every freezer of the host see the others, so that builds are kept of
 host and two judges of different runs never time on one GPU at once. The registry is a folder
 (``registry_folder``: ``$EVALKIT_TIMING_DIR``, else ``evalkit-timing`` under ``/dev/shm``, else under ``/tmp``)
 of *tokens*: small files, each made fresh by one freezer and **live while that freezer holds a write lock on
-it** (an open-file-description lock, ``F_OFD_SETLK``; each is locked before it takes its name). The kernel drops the lock when its holder dies, so a
-dead process's token is dead at once, whatever is left on disk (old dead tokens are removed by the next scan).
+it** (an open-file-description lock, ``F_OFD_SETLK``; each is locked before it takes its name). The kernel drops
+the lock when its holder dies, so a dead process's token is dead at once, whatever is left on disk (old dead tokens
+are removed by the next scan).
 
 - ``timing.<id>``: that freezer has a judge timing. Every other freezer freezes its builds while one is live.
 - ``running.<id>``: that freezer's builds may run. A judge that starts timing waits (at most ``FREEZE_WAIT_S``)

@@ -225,7 +225,7 @@ def test_an_answer_takes_its_live_baselines_pings_and_pings_itself_only_while_no
     judgement = judge.judge_with(answer, Path("submission.py"), partner=baseline)
     assert judgement.finding is Finding.PASSED, judgement.reason
     answer_pings = log.count("answer ping")
-    assert answer_pings == 1 if live_before else answer_pings > 30
+    assert (answer_pings == 1) if live_before else (answer_pings > 30)
     timing = judgement.timing
     assert timing["overhead_ms"] == pytest.approx(1.0 / judge.batch)
     assert timing["speedup"]["value"] == pytest.approx((11.0 - 1.0) / (4.0 - 1.0))
