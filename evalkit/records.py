@@ -216,7 +216,8 @@ def to_jsonable(value: object) -> Any:
 
 # Keys of a row's ``stage_seconds`` that are parts of other stages, not stages of their own: a total of the judge's
 # time adds the others only. ``turn_wait_s``: waiting for the GPU's turn (in calibrate_s and timing_s);
-# ``checks_s``: the judge's checks of timed requests against the reference (in timing_s).
+# ``checks_s``: the judge's checks of timed requests against the reference (in timing_s; made while the profile's
+# worker loads, where there is one: then in profile_s).
 STAGE_PARTS = ("turn_wait_s", "checks_s")
 
 

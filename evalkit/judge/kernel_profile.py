@@ -30,13 +30,15 @@ ProfilingWorker = Callable[[], tuple[WorkerChannel, Path]]
 
 
 def observe_kernels(session: Session, fields: dict[str, Any], specs: list[OutputSpec], templates: list[Any],
-                    originals: list[Any], correctness: CorrectnessRecord) -> list[str]:
+                    originals: list[Any], correctness: CorrectnessRecord,
+                    meanwhile: Callable[[], None] | None = None) -> list[str]:
     """Set up and load the answer in ``session``'s worker, call it once on ``originals``, then profile one call:
-    the flags its kernels earn. Records the kernels and their shares of the device time in ``correctness``."""
+    the flags its kernels earn. Records the kernels and their shares of the device time in ``correctness``.
+    ``meanwhile``: the judge's own work, done while the worker sets up and loads (``Session.load``)."""
     code = Path(fields["code_path"]).read_text(errors="replace")  # before it can run
     uses_load_inline, own = "load_inline" in code, own_kernels(code)
     session.start(fields, specs, templates)
-    session.load()
+    session.load(meanwhile)
     session.observe([originals])
     claim = session.profile()
     correctness["kernels"] = claim.kernels[:50]

@@ -148,14 +148,19 @@ class Session:
             beyond.append(wall_ms - sum(pong.call_ms))
         return beyond
 
-    def load(self) -> protocol.ReadyClaim:
-        """Have the worker import the submission and construct ModelNew."""
-        return self._exchange(Op.LOAD, protocol.ReadyClaim, "load", self.limits.load_s)
+    def load(self, meanwhile: Callable[[], None] | None = None) -> protocol.ReadyClaim:
+        """Have the worker import the submission and construct ModelNew; ``meanwhile``: the judge's own work, done
+        while the worker loads, before its reply is read."""
+        return self._exchange(Op.LOAD, protocol.ReadyClaim, "load", self.limits.load_s, meanwhile)
 
-    def _exchange(self, op: str, claim_type: type[Any], stage: str, limit_s: float) -> Any:
-        """One untimed request: wake the worker, ask, take its ``claim_type`` reply, freeze it again."""
+    def _exchange(self, op: str, claim_type: type[Any], stage: str, limit_s: float,
+                  meanwhile: Callable[[], None] | None = None) -> Any:
+        """One untimed request: wake the worker, ask, (do ``meanwhile``,) take its ``claim_type`` reply, freeze it
+        again."""
         self.worker.thaw()
         self.worker.send(protocol.simple_request(op))
+        if meanwhile is not None:
+            meanwhile()
         claim = self.expect(claim_type, stage, limit_s)
         self.worker.freeze()
         return claim

@@ -144,8 +144,10 @@ class Judge:
         native code it built and called, in its own worker once timed (``kernel_profile.observe_native_calls``)."""
         limits = self.time_limits.for_answer(compiles_on_first_call)
         native = profiler is None and self.ref.device == "cpu"
-        judgement = self.judge_with(worker, code_path, limits=limits, partner=partner, native_calls=native)
-        if profiler is None or judgement.finding is not Finding.PASSED:
+        checks = DeferredChecks(self) if profiler is not None else None
+        judgement = self.judge_with(worker, code_path, limits=limits, partner=partner, native_calls=native,
+                                    checks=checks)
+        if profiler is None or checks is None or judgement.finding is not Finding.PASSED:
             return judgement
         start, timed_stages = time.monotonic(), dict(judgement.stage_seconds)  # the profile's close is its own
         worker, code_path = profiler()
@@ -155,11 +157,15 @@ class Judge:
 
             def observe() -> Judgement:
                 judgement.correctness = judgement.correctness or CorrectnessRecord()  # a passing answer's: never None
-                judgement.flags.extend(observe_kernels(session, self.setup_fields(code_path), self.specs,
-                                                       self.input_templates, originals, judgement.correctness))
+                try:
+                    judgement.flags.extend(observe_kernels(session, self.setup_fields(code_path), self.specs,
+                                                           self.input_templates, originals, judgement.correctness,
+                                                           meanwhile=checks.run))
+                finally:  # whatever the profile's worker did, a wrong output of a timed request is the verdict
+                    checks.run()
                 return judgement
             result = self._through(worker, session, observe, {})
-        result.stage_seconds = {**timed_stages, "profile_s": time.monotonic() - start}
+        result.stage_seconds = {**timed_stages, **checks.seconds(), "profile_s": time.monotonic() - start}
         return result
 
     def setup_fields(self, code_path: Path) -> dict[str, Any]:
@@ -220,16 +226,17 @@ class Judge:
 
     def judge_with(self, worker: WorkerChannel, code_path: Path, *, settings: JudgeSettings | None = None,
                    limits: TimeLimits | None = None, partner: Partner | None = None,
-                   native_calls: bool = False) -> Judgement:
+                   native_calls: bool = False, checks: DeferredChecks | None = None) -> Judgement:
         """Judge through ``worker`` (any channel speaking the protocol), then close it. ``native_calls``: once it
-        passed, profile one more call there for the native code the answer built and called (a CPU's flags)."""
+        passed, profile one more call there for the native code the answer built and called (a CPU's flags).
+        ``checks``: where the timed requests' checks go to be made later (``DeferredChecks``); else made at once."""
         stages: dict[str, float] = {}
         answer = Contender(self, settings or self.settings, self.session(worker, limits or self.time_limits))
         return self._through(worker, answer.session,
-                             lambda: self._run(answer, code_path, stages, partner, native_calls), stages)
+                             lambda: self._run(answer, code_path, stages, partner, native_calls, checks), stages)
 
     def _run(self, answer: Contender, code_path: Path, stages: dict[str, float], partner: Partner | None,
-             native_calls: bool) -> Judgement:
+             native_calls: bool, checks: DeferredChecks | None) -> Judgement:
         code = code_path.read_text(errors="replace") if native_calls else ""  # before it can run
         # The live baseline's pings stand for the answer's, whose window subtracts one figure from both sides; an
         # answer pings its own worker only while no baseline is live, in case none can be started for its timing.
@@ -241,7 +248,7 @@ class Judge:
             if partner is not None:
                 stages["baseline_s"] = time.monotonic() - start  # starting the live baseline, when none was kept
             start = time.monotonic()
-            judgement.timing = self._time_answer(answer, baseline, judgement)
+            judgement.timing = self._time_answer(answer, baseline, judgement, checks)
             stages["timing_s"] = time.monotonic() - start
         stages.update(answer.waits())
         if native_calls:
@@ -252,17 +259,21 @@ class Judge:
         judgement.reason = _correct_reason(judgement.correctness or CorrectnessRecord(), judgement.timing)
         return judgement
 
-    def _time_answer(self, answer: Contender, baseline: tuple[str, Contender] | None,
-                     judgement: Judgement) -> TimingRecord:
-        """The answer's timing record, its speedup over ``baseline`` (kind, live worker) from their window."""
+    def _time_answer(self, answer: Contender, baseline: tuple[str, Contender] | None, judgement: Judgement,
+                     checks: DeferredChecks | None) -> TimingRecord:
+        """The answer's timing record, its speedup over ``baseline`` (kind, live worker) from their window; its
+        requests' checks made now, or handed to ``checks``."""
         with answer.turn() as contended:
             try:
                 record, speedup = _timed(answer, baseline[1] if baseline else None, judgement.flags)
             except PartnerFailed as failure:
                 judgement.warnings.append(f"no speedup: {failure}")
                 record, speedup = _timed(answer, None, judgement.flags)
-        with self.use():  # the float64 checks of what the window took need the GPU, not to themselves
-            answer.finish_checks()
+        if checks is not None:
+            checks.answer = answer
+        else:
+            checks = DeferredChecks(self, answer)
+            checks.run()
         note_contention(contended, judgement.flags, judgement.warnings)
         if speedup is not None and baseline is not None:
             record["speedup"] = WindowSpeedupRecord(vs=baseline[0], **speedup.to_dict())
@@ -290,6 +301,27 @@ class Judge:
             if result.finding is Finding.WORKER_DIED:
                 result.reason = crash_reason(result.reason, stderr)
         return result
+
+
+class DeferredChecks:
+    """An answer's timed requests' checks against the float64 reference (``Contender.finish_checks``), made once,
+    when ``run`` is first called: ``Judge.examine`` makes them while the profile's worker sets up and loads, so the
+    judge's float64 work and that worker's start overlap. They need the GPU, not to themselves (``Judge.use``); no
+    reply of the profile's worker is read before they are made."""
+
+    def __init__(self, judge: Judge, answer: Contender | None = None) -> None:
+        self.judge, self.answer, self.done = judge, answer, False
+
+    def run(self) -> None:
+        if self.done or self.answer is None:
+            return
+        self.done = True
+        with self.judge.use():
+            self.answer.finish_checks()
+
+    def seconds(self) -> dict[str, float]:
+        """The answer's ``checks_s`` once they are made (``Contender.waits`` counted them before)."""
+        return {"checks_s": self.answer.checks_s} if self.answer is not None and self.answer.checks_s else {}
 
 
 def note_contention(contended: list[str] | None, flags: list[str], warnings: list[str]) -> None:

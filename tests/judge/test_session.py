@@ -747,6 +747,49 @@ def test_a_passing_answer_is_profiled_in_a_worker_of_its_own_once_its_timed_work
     assert {"timing_s", "profile_s"} <= set(judgement.stage_seconds) and profiling.closed
 
 
+def test_the_timed_requests_checks_are_made_while_the_profiles_worker_loads(judge, tmp_path, monkeypatch):
+    # The judge's float64 work for the checks overlaps the profile's worker's start: made once its load request is
+    # sent, before any reply of it is read.
+    code = tmp_path / "submission.py"
+    code.write_text("")
+    timed = FakeWorker(judge.ref)
+    profiling = _profiling(judge, lambda worker: protocol.ProfiledClaim(kernels=[], aten_ops=[], kernel_us=[]), timed)
+    seen = []
+    expected = judge.ref.expected_read_at_once
+
+    def watched(inputs: list[Any]) -> list[torch.Tensor]:
+        if timed.closed:  # a timed request's check, not a correctness trial's reference
+            seen.append(([r.op for r in profiling.requests], [op for op, _ in profiling.waits_s]))
+        return expected(inputs)
+    monkeypatch.setattr(judge.ref, "expected_read_at_once", watched)
+    judgement = judge.examine(timed, code, profiler=lambda: (profiling, code))
+    assert VERDICT_OF[judgement.finding] is Verdict.CORRECT, judgement.reason
+    assert len(seen) == len(judgement.timing["verified_calls"]) >= 3
+    assert all(sent == [Op.SETUP, Op.LOAD] and Op.LOAD not in read for sent, read in seen), seen
+    assert judgement.stage_seconds["checks_s"] > 0
+
+
+def _dies_at_setup(worker: FakeWorker) -> FakeWorker:
+    def send(message: protocol.Request) -> None:
+        raise WorkerGone("crash", "the profile's worker ended at its setup")
+    worker.send = send  # type: ignore[method-assign]
+    return worker
+
+
+@pytest.mark.parametrize("profiled", [lambda worker: worker, _dies_at_setup], ids=["honest", "dies_at_setup"])
+def test_a_wrong_timed_output_is_the_verdict_of_an_answer_profiled_in_a_worker_of_its_own(judge, tmp_path, profiled):
+    # Its checks are made during the profile's stage: their verdict stands whatever that worker does, and it is
+    # never called.
+    code = tmp_path / "submission.py"
+    code.write_text("")
+    timed = FakeWorker(judge.ref, every_timed_call(lambda out: out.fill_(float("nan"))))
+    profiling = profiled(_profiling(judge, lambda worker: protocol.ProfiledClaim(kernels=[], aten_ops=[],
+                                                                                  kernel_us=[]), timed))
+    judgement = judge.examine(timed, code, profiler=lambda: (profiling, code))
+    assert judgement.finding is Finding.WRONG_DURING_TIMING, judgement.reason
+    assert not {Op.CALL, Op.PROFILE} & {r.op for r in profiling.requests} and profiling.closed
+
+
 def test_an_answer_that_fails_when_profiled_gets_that_verdict(judge, tmp_path):
     code = tmp_path / "submission.py"
     code.write_text("")
