@@ -240,6 +240,21 @@ def compiling(pids: set[int] | list[int]) -> bool:
     return False
 
 
+def pin_threads(pid: int, cpus: tuple[int, ...]) -> None:
+    """Move every thread of process ``pid`` onto ``cpus``: an affinity is each thread's own, and ``pin`` sets the
+    first thread's only, which a started worker's later threads inherit (those it has already keep theirs).
+    Advisory, as ``pin``."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:  # already gone
+        return
+    for thread in threads:
+        try:
+            os.sched_setaffinity(int(thread), cpus)
+        except OSError as err:  # the thread ended meanwhile, or cores this machine does not have
+            logger.debug("could not pin thread %s of %d to cores %s: %s", thread, pid, cpus, err)
+
+
 def pin(pid: int, cpus: tuple[int, ...] | None) -> None:
     """Start the sandbox on ``cpus``: keeps it off a judge's cores. Advisory only, since a process may change its
     own affinity: what enforces isolation while a judge times is the build cgroup's cpuset or the freeze

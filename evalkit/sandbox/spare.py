@@ -21,10 +21,12 @@ import tempfile
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
+from evalkit.sandbox.processes import pin_threads
 from evalkit.sandbox.programs import ANSWER_WORKER, Program
 
 T = TypeVar("T")
@@ -38,8 +40,13 @@ class SpareWorker:
     come back to back: a worker's start pauses whenever the judge measures, so one started with the current
     answer may not be ready for the next). One judge thread uses it; not thread-safe."""
 
-    def __init__(self, limits: Limits, env: dict[str, str], count: int = 1, program: Program = ANSWER_WORKER) -> None:
-        self._limits, self._env, self._count, self._program = limits, env, count, program
+    def __init__(self, limits: Limits, env: dict[str, str], count: int = 1, program: Program = ANSWER_WORKER,
+                 start_cpus: tuple[int, ...] | None = None) -> None:
+        self._env, self._count, self._program = env, count, program
+        # Started on ``start_cpus`` (more cores than the judge's: a start on the judge's own cores slowed the judge
+        # and the worker it was timing), then moved onto ``limits.cpus`` when taken.
+        self._limits = replace(limits, cpus=start_cpus) if start_cpus and limits.cpus else limits
+        self._pin_to = limits.cpus if start_cpus and limits.cpus else None
         self._spares: deque[UntrustedProcess] = deque()  # oldest first
         self._starter: ThreadPoolExecutor | None = None  # the thread every worker here is started by
         self._stopped = False  # set by ``stop`` (any thread): no worker is started from then on
@@ -54,6 +61,8 @@ class SpareWorker:
                 discard(worker)
                 worker = None
         worker = worker or self._start()
+        if self._pin_to:
+            pin_threads(worker.pid, self._pin_to)
         worker.extensions_dir = extensions_dir
         self.fill()
         return worker

@@ -89,10 +89,12 @@ class LocalBackend:
     def station(self, slot: JudgeSlot, spec: StationSpec, judges: int, freezer: BuildFreezer,
                 progress: Callable[[str], None], report: ReportFolder | None = None) -> Station:
         spec = replace(spec, gpu=host_device(slot, os.environ.get(VISIBLE)), gpu_judges=slot.gpu_judges)
-        if judges == 1 and slot.gpu in (None, 0):
+        if judges == 1 and slot.gpu is None:
             # This process is not pinned (it may be a caller's training loop), so neither is its worker: a worker
             # on the judge's two cores shared them with this process's own thread once builds had pushed it
             # there, and read 6-13% slow under build load on the H200. The slot's cores still stay free of builds.
+            # On a GPU one judge has a process of its own, pinned with its timed workers as each of several is:
+            # in this process its runs parted by up to 12% (docs/gpu-runs/2026-12-01-checks-overlap-h200/).
             return DirectStation(slot.name, replace(spec, limits=replace(spec.limits, cpus=None)),
                                  quiet=partial(freezer.timing, device=host_device(slot, os.environ.get(VISIBLE))),
                                  progress=progress, report=report)

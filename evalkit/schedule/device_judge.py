@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -85,14 +86,16 @@ class DeviceJudge:
         cuda_started = {PRELOAD_CUDA_VARIABLE: "1"} if device == "cuda" else {}  # in every worker started ahead
         env = {**extension_env(device), **header_env(builds_root(spec.cache_dir), device), **_pinned(limits),
                **cuda_started}
-        self._spare = SpareWorker(limits, env, count=SPARE_WORKERS.get(device, 1))
+        self._spare = SpareWorker(limits, env, count=SPARE_WORKERS.get(device, 1), start_cpus=spec.start_cpus)
         self._spare.fill()  # a judge starts for an answer on its way (or ahead of one): its worker starts now
         # On CUDA a passing answer's kernels are profiled in a worker of their own (``evalkit.judge.kernel_profile``).
         # They start with the judge, after its spares: started for the first passing answer instead, their start was
         # that answer's, on the judge's critical path, on every GPU (3-5 s on a quiet H200; a corpus's passing
         # answers spent 14.7 s each in the profile stage beside its builds on a 4-GPU host: docs/judge.md). Starting
         # beside the first spare did not slow it (docs/gpu-runs/2026-11-27-settle-ab-corpus-rescore-h200/).
-        self._profilers = SpareWorker(limits, {**env, PRELOAD_PROFILER_VARIABLE: "1"},
+        # Never timed, they stay on the cores they start on.
+        self._profilers = SpareWorker(replace(limits, cpus=spec.start_cpus or limits.cpus),
+                                      {**env, PRELOAD_PROFILER_VARIABLE: "1"},
                                       count=PROFILING_WORKERS) if device == "cuda" else None
         if self._profilers is not None:
             self._profilers.fill()

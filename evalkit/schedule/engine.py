@@ -85,7 +85,8 @@ class Engine:
         self._build_limits = replace(limits, cpus=placement.build_cpus or None)
         spec = StationSpec(problems, plans, options.baselines, options.cache_dir, device, seed, limits, baselines,
                            driver)
-        self.stations: list[Station] = [self.backend.station(slot, replace(spec, limits=self._judge_limits(slot)),
+        self.stations: list[Station] = [self.backend.station(slot, replace(spec, limits=self._judge_limits(slot),
+                                                                           start_cpus=self._start_cpus(slot)),
                                                              len(placement.slots), self.freezer, self.progress,
                                                              report)
                                         for slot in placement.slots]
@@ -216,6 +217,10 @@ class Engine:
 
     def _judge_limits(self, slot: JudgeSlot) -> Limits:
         return replace(self.limits, cpus=slot.cpus or None)
+
+    def _start_cpus(self, slot: JudgeSlot) -> tuple[int, ...] | None:
+        """Where a pinned judge's workers start: its cores and the builds' (never another judge's)."""
+        return tuple(sorted({*slot.cpus, *self.placement.build_cpus})) if slot.cpus else None
 
     def _start_build(self, submission: Submission, early: Triage) -> Future[BuildOutcome]:
         problem, plan = self.problems[submission.problem], self.plans[submission.problem]

@@ -45,7 +45,7 @@ from evalkit.sandbox.typed_fields import wrong_field
 from evalkit.sources.problems import Problem
 from evalkit.sources.settings import JudgingPlan
 
-PROTOCOL_VERSION = 11  # bump when a message changes; a judge refuses a Start (a Ray task its request) of another version
+PROTOCOL_VERSION = 12  # bump when a message changes; a judge refuses a Start (a Ray task its request) of another version
 # 2: AddProblem. 3: Started, Judged, Prepare.report_entries (one vocabulary for judge processes and Ray actors).
 # 4: Cancel. 5: Build (a Ray build task's request, which took positional arguments before). 6: Probe, NodeFacts,
 # Sweep, ActorStart (the Ray probe and sweep tasks and the judge actor took positional arguments before).
@@ -92,6 +92,9 @@ class StationSpec:
     driver: str | None
     gpu: str | None = None  # how every process of the host names its GPU (its gate: ``evalkit.sandbox.gpu_gate``)
     gpu_judges: int = 1  # the judges of the run that share its GPU
+    # The cores its answers' workers start on (its own and the builds'), each moved onto ``limits.cpus`` when taken
+    # for an answer; its profiling workers stay there. None: on ``limits.cpus``.
+    start_cpus: tuple[int, ...] | None = None
 
 
 # ---- scheduler -> judge --------------------------------------------------------------------------------------

@@ -15,8 +15,10 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from evalkit.sandbox.launcher import Limits, WorkerGone
-from evalkit.sandbox.processes import sandbox_members
+from evalkit.sandbox.processes import pin_threads, sandbox_members
 from evalkit.sandbox.protocol import setup_request
 from evalkit.sandbox.spare import SpareWorker, discard
 
@@ -47,6 +49,46 @@ def test_the_next_answer_gets_the_worker_started_during_this_one(tmp_path):
     finally:
         spares.close()
     assert not spare.alive()
+
+
+def _cores(pid: int) -> set[frozenset[int]]:
+    """The affinity of every thread of ``pid``."""
+    return {frozenset(os.sched_getaffinity(int(thread))) for thread in os.listdir(f"/proc/{pid}/task")}
+
+
+def test_a_spare_starts_on_the_wider_cores_and_every_thread_of_it_moves_to_the_judges_when_taken(tmp_path):
+    # A pinned judge's spares start beside it, on its cores and the builds', and are moved onto its own when taken.
+    cores = tuple(sorted(os.sched_getaffinity(0)))
+    if len(cores) < 2:
+        pytest.skip("needs two cores")
+    spares = SpareWorker(replace(_limits(), cpus=cores[:1]), {}, count=1, start_cpus=cores[:2])
+    try:
+        discard(spares.take(None))
+        waiting = spares._spares[0]
+        assert waiting.armed(5.0)
+        assert _cores(waiting.pid) == {frozenset(cores[:2])}
+        taken = spares.take(tmp_path / "a")
+        assert taken is waiting and _cores(taken.pid) == {frozenset(cores[:1])}
+        discard(taken)
+    finally:
+        spares.close()
+
+
+def test_every_thread_of_a_process_is_moved_not_only_its_first(tmp_path):
+    # A GPU worker started ahead has CUDA's threads besides its own: each keeps its own affinity.
+    cores = tuple(sorted(os.sched_getaffinity(0)))
+    if len(cores) < 2:
+        pytest.skip("needs two cores")
+    done = threading.Event()
+    other = threading.Thread(target=done.wait)
+    other.start()
+    try:
+        pin_threads(os.getpid(), cores[:1])
+        assert _cores(os.getpid()) == {frozenset(cores[:1])}
+    finally:
+        pin_threads(os.getpid(), cores)
+        done.set()
+        other.join()
 
 
 def test_every_spare_is_stopped_while_the_judge_measures():

@@ -88,3 +88,37 @@ def test_builds_default_to_the_build_cores_as_far_as_free_memory_holds_one_each(
     assert options.build_jobs(60, available_bytes=40 * 2**30, device="cuda") == 9
     assert options.build_jobs(60, available_bytes=40 * 2**30, device="cpu") == 26
     assert JudgeOptions(jobs=3).build_jobs(60, available_bytes=0) == 3  # --jobs as given
+
+
+def test_a_pinned_judges_workers_start_on_its_cores_and_the_builds_never_on_another_judges():
+    from types import SimpleNamespace
+
+    from evalkit.schedule.engine import Engine
+
+    placement = plan("cuda", "all", 2, list(range(16)), visible_gpus=1)
+    engine = SimpleNamespace(placement=placement)
+    first, second = placement.slots
+    assert Engine._start_cpus(engine, first) == (*first.cpus, *placement.build_cpus)  # type: ignore[arg-type]
+    assert not set(Engine._start_cpus(engine, second)) & set(first.cpus)  # type: ignore[arg-type]
+    unpinned = plan("cuda", "all", 1, [0, 1], visible_gpus=1)
+    assert Engine._start_cpus(SimpleNamespace(placement=unpinned), unpinned.slots[0]) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("device, gpu, station", [("cuda", 0, "process"), ("cpu", None, "direct")])
+def test_one_gpu_judge_has_a_process_of_its_own_one_cpu_judge_runs_in_the_callers(monkeypatch, tmp_path, device, gpu,
+                                                                                  station):
+    # On a GPU, one judge in the scheduler's own (unpinned) process parted by up to 12% from run to run.
+    from types import SimpleNamespace
+
+    from evalkit.schedule import backend
+    from station_helpers import cpu_station_spec
+
+    monkeypatch.setattr(backend, "ProcessStation", lambda *args, **kwargs: "process")
+    monkeypatch.setattr(backend, "DirectStation", lambda *args, **kwargs: "direct")
+    local = backend.LocalBackend(1)
+    try:
+        made = local.station(JudgeSlot(f"{device}:0", device, gpu, (0, 1)), cpu_station_spec(tmp_path), 1,
+                             freezer=SimpleNamespace(timing=lambda **kwargs: None), progress=lambda text: None)  # type: ignore[arg-type]
+    finally:
+        local.close()
+    assert made == station
