@@ -56,6 +56,7 @@ PROTOCOL_VERSION = 12  # bump when a message changes; a judge refuses a Start (a
 # comes back stamped with its problem's sha256; the report's baselines reach every judge by Prepare.report_entries
 # (BaselineFiles.in_report), as they reached a Ray actor's, and the judge writes no file of the report folder.
 # 11: Judged.kept (the problems the judge holds loaded, for the dispatcher to hand it their answers first).
+# 12: StationSpec.start_cpus (where a pinned judge's workers start, before one is moved onto its cores).
 
 
 @dataclass(frozen=True)
