@@ -10,12 +10,17 @@ STAGES = ("calibrate_s", "baseline_s", "setup_s", "profile_s", "timing_s")
 def main() -> None:
     runs = sorted(Path(__file__).parent.glob("[abc]_*.json"), key=lambda p: (p.name[0], p.name != f"{p.name[0]}_cold.json",
                                                                              int("".join(c for c in p.stem if c.isdigit()) or 0)))
-    print("run | step | wall s | rewards/min | correct | " + " | ".join(STAGES) + " | server MiB | GPU max GiB")
+    steps_table(runs, STAGES)
+
+
+def steps_table(runs: list[Path], stages: tuple[str, ...]) -> None:
+    """The table's rows of ``runs`` (rl_step --json files), with the stages ``stages`` (also used by later records)."""
+    print("run | step | wall s | rewards/min | correct | " + " | ".join(stages) + " | server MiB | GPU max GiB")
     for path in runs:
         for number, step in enumerate(json.loads(path.read_text())["steps"], 1):
             stages = step["stage_seconds"]
             print(f"{path.stem} | {number} | {step['wall_s']:.1f} | {step['rewards_per_minute']:.1f} | "
-                  f"{step['verdicts'].get('correct', 0)} | " + " | ".join(f"{stages.get(s, 0):.1f}" for s in STAGES)
+                  f"{step['verdicts'].get('correct', 0)} | " + " | ".join(f"{stages.get(s, 0):.1f}" for s in stages)
                   + f" | {step['server_rss_mib']:.0f} | {step['gpu']['memory_mib_max'] / 1024:.1f}")
 
 
