@@ -18,9 +18,9 @@ def steps_table(runs: list[Path], stages: tuple[str, ...]) -> None:
     print("run | step | wall s | rewards/min | correct | " + " | ".join(stages) + " | server MiB | GPU max GiB")
     for path in runs:
         for number, step in enumerate(json.loads(path.read_text())["steps"], 1):
-            stages = step["stage_seconds"]
+            seconds = step["stage_seconds"]
             print(f"{path.stem} | {number} | {step['wall_s']:.1f} | {step['rewards_per_minute']:.1f} | "
-                  f"{step['verdicts'].get('correct', 0)} | " + " | ".join(f"{stages.get(s, 0):.1f}" for s in stages)
+                  f"{step['verdicts'].get('correct', 0)} | " + " | ".join(f"{seconds.get(s, 0):.1f}" for s in stages)
                   + f" | {step['server_rss_mib']:.0f} | {step['gpu']['memory_mib_max'] / 1024:.1f}")
 
 
