@@ -7,7 +7,7 @@ host and two judges of different runs never time on one GPU at once. The registr
 of *tokens*: small files, each made fresh by one freezer and **live while that freezer holds a write lock on
 it** (an open-file-description lock, ``F_OFD_SETLK``; each is locked before it takes its name). The kernel drops
 the lock when its holder dies, so a dead process's token is dead at once, whatever is left on disk (old dead tokens
-are removed by the next scan).
+are removed by the next scan, staged ones left before their rename too).
 
 - ``timing.<id>``: that freezer has a judge timing. Every other freezer freezes its builds while one is live.
 - ``running.<id>``: that freezer's builds may run. A judge that starts timing waits (at most ``FREEZE_WAIT_S``)
@@ -252,13 +252,18 @@ class HostTiming:
                 waiting.release()
 
     def _live(self, prefix: str) -> list[str]:
-        """The names of the other freezers' live tokens starting with ``prefix``; removes old dead ones of its user.
-        An unreadable folder counts as holding none: a broken registry never stops builds or judging."""
+        """The names of the other freezers' live tokens starting with ``prefix``; removes old dead ones of its user,
+        staged ones (``STAGED``) a maker left by dying before it renamed them among them. An unreadable folder
+        counts as holding none: a broken registry never stops builds or judging."""
         try:
-            names = sorted(name for name in os.listdir(self.folder) if name.startswith(prefix))
+            every = os.listdir(self.folder)
         except OSError as err:
             logger.debug("%s: cannot be listed (%s): no other timing seen", self.folder, err)
             return []
+        for name in every:
+            if name.startswith(STAGED):
+                self._is_live(self.folder / name)  # never counted; removed once old and unlocked
+        names = sorted(name for name in every if name.startswith(prefix))
         return [name for name in names if not name.endswith(f".{self.id}") and self._is_live(self.folder / name)]
 
     def _is_live(self, path: Path) -> bool:

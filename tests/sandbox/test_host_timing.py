@@ -242,6 +242,22 @@ def test_a_token_nobody_write_locks_counts_for_nothing(registry):
         assert not host.others_timing()
 
 
+def test_a_staged_token_its_maker_left_is_removed_once_old_and_a_fresh_one_is_left_alone(registry):
+    # A process that died between making a token's file and renaming it left it under the staged name, which no
+    # scan counts; a scan removes it once it is older than a live token's maker could take to rename it.
+    from evalkit.sandbox.host_timing import STAGED, STALE_S
+
+    host = open_registry()
+    assert host is not None
+    old, fresh = registry / f"{STAGED}timing.dead", registry / f"{STAGED}timing.making"
+    old.write_text("")
+    fresh.write_text("")
+    past = time.time() - 2 * STALE_S
+    os.utime(old, (past, past))
+    assert not host.others_timing()
+    assert not old.exists() and fresh.exists()
+
+
 def test_a_registry_other_users_could_tamper_with_is_refused(tmp_path, caplog):
     folder = tmp_path / "open"
     folder.mkdir()
