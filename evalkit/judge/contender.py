@@ -53,6 +53,16 @@ class JudgeState(Protocol):
     def expected(self, call: int, originals: list[Any]) -> list[torch.Tensor]: ...
 
 
+@dataclass(frozen=True)
+class BeyondEvents:
+    """A timed request's parts beyond the worker's own events, on the judge's clock (ms): until its reply less the
+    events (None when the reply gave none for every call), the freeze, the idle probe (``session.RequestParts``)."""
+
+    reply_beyond_events_ms: float | None
+    freeze_ms: float
+    idle_ms: float
+
+
 @dataclass
 class _PendingCheck:
     """A timed request's call taken for a check: its outputs' values (at secret positions, or whole when small) and
@@ -79,8 +89,7 @@ class Contender:
         self.zeros: list[list[Any]] = []
         self.last_claim_ms: float | None = None  # the worker's own time of its last request's calls, per call
         self.last_events_ms: float | None = None  # and of all of them: what its request took by its own events
-        # its last request beyond its events on the judge's clock: until the reply less the events, freeze, idle
-        self.last_parts: tuple[float | None, float, float] = (None, 0.0, 0.0)
+        self.last_parts = BeyondEvents(None, 0.0, 0.0)  # its last request's
         self.failed = False  # set once a request of it failed: a kept baseline is then started anew
         self.stage_seconds: dict[str, float] = {}
         self.flags: list[str] = []
@@ -229,7 +238,7 @@ class Contender:
         self.last_claim_ms = self.last_events_ms / len(originals) if self.last_events_ms is not None else None
         parts = self.session.last_parts
         beyond = parts.reply_ms - self.last_events_ms if self.last_events_ms is not None else None
-        self.last_parts = (beyond, parts.freeze_ms, parts.idle_ms)
+        self.last_parts = BeyondEvents(beyond, parts.freeze_ms, parts.idle_ms)
         return wall_ms, originals
 
     def check_timed(self, originals: list[list[Any]], request: int, drawn: bool) -> bool:

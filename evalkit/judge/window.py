@@ -29,7 +29,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.judge.contender import Contender
+from evalkit.judge.contender import BeyondEvents, Contender
 from evalkit.judge.repetitions import Repetitions, RepetitionRule
 from evalkit.judge.speedups import Speedup, paired_ratios, paired_speedup
 from evalkit.judge.timing import Overhead, request_resolution_ms, timing_stats
@@ -48,7 +48,7 @@ class Side:
 
     walls: list[float] = field(default_factory=list)
     claimed: list[float] = field(default_factory=list)  # the worker's own events, per call of each request
-    parts: list[tuple[float | None, float, float]] = field(default_factory=list)  # ``Contender.last_parts``
+    parts: list[BeyondEvents] = field(default_factory=list)  # each request's ``Contender.last_parts``
 
     def per_call(self, contender: Contender) -> list[float]:
         return [contender.per_call_ms(wall) for wall in self.walls]
@@ -168,9 +168,9 @@ def side_stats(side: Side, contender: Contender) -> PartnerRecord:
     return record
 
 
-def parts_record(parts: list[tuple[float | None, float, float]]) -> RequestPartsRecord:
+def parts_record(parts: list[BeyondEvents]) -> RequestPartsRecord:
     """The medians of one side's requests' parts beyond their events (``Contender.last_parts``)."""
-    beyond = [part[0] for part in parts if part[0] is not None]
+    beyond = [part.reply_beyond_events_ms for part in parts if part.reply_beyond_events_ms is not None]
     return RequestPartsRecord(reply_beyond_events_ms=statistics.median(beyond) if beyond else None,
-                              freeze_ms=statistics.median(part[1] for part in parts),
-                              idle_ms=statistics.median(part[2] for part in parts))
+                              freeze_ms=statistics.median(part.freeze_ms for part in parts),
+                              idle_ms=statistics.median(part.idle_ms for part in parts))
