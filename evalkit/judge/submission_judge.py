@@ -306,8 +306,9 @@ class Judge:
 class DeferredChecks:
     """An answer's timed requests' checks against the float64 reference (``Contender.finish_checks``), made once,
     when ``run`` is first called: ``Judge.examine`` makes them while the profile's worker sets up and loads, so the
-    judge's float64 work and that worker's start overlap. They need the GPU, not to themselves (``Judge.use``); no
-    reply of the profile's worker is read before they are made."""
+    judge's float64 work and that worker's start overlap. They need the GPU, not to themselves (``Judge.use``); on a
+    GPU no reply of the profile's worker is read before they are made (a CPU worker's setup reply is, before its
+    load is asked for), and whatever it did, a wrong output they find is the verdict."""
 
     def __init__(self, judge: Judge, answer: Contender | None = None) -> None:
         self.judge, self.answer, self.done = judge, answer, False
