@@ -4,7 +4,8 @@ Starts `python3 -m evalkit serve` (the CLI only) and runs STEPS steps; each step
 as text (`reference_code`, as an RL dataset carries it) with its group of answers, one `POST /v1/batch` per
 problem, all at once, then polls every batch until it is done. Printed per step: the time to the first reward
 (the first row of any batch), the step's wall time, rewards per minute, the verdicts, and the server's resident
-memory (its process and every child's) after the step. A later step sends the same texts again: its builds and
+memory (its process and every child's) after the step, with the bytes of the rows it keeps for polls (bounded by
+`evalkit serve --kept-mib`). A later step sends the same texts again: its builds and
 baselines are cached, so it shows what a warm reward service costs, and its memory shows whether the server grows.
 
 Answers come from ANSWERS/<problem>/<file> (`.py`, `.md` or `.txt`, each one answer), for the problems of
@@ -79,6 +80,11 @@ def call(url: str, body: Any = None) -> Any:
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=600) as reply:
         return json.loads(reply.read())
+
+
+def kept_rows_mib(base: str) -> float:
+    """The rows the server keeps for polls, in MiB: part of its memory by design, bounded (``--kept-mib``)."""
+    return call(f"{base}/v1/health").get("kept_bytes", 0) / 2**20
 
 
 def resident_mib(pid: int) -> float:
@@ -276,6 +282,7 @@ def run_steps(args: argparse.Namespace, base: str, work: dict[str, tuple[str, li
     for number in range(1, args.steps + 1):
         figures = step(base, work, args.step_limit)
         figures["server_rss_mib"] = resident_mib(server_pid)
+        figures["kept_rows_mib"] = kept_rows_mib(base)
         figures["gpu"] = (sampler.window_figures() or {}).get("0")
         before, used = used, cpu_seconds(server_pid)
         figures["cpu_s"] = {"server": used[0] - before[0], "ended_children": used[1] - before[1]}
@@ -283,7 +290,8 @@ def run_steps(args: argparse.Namespace, base: str, work: dict[str, tuple[str, li
         first = f"{figures['first_reward_s']:.2f} s" if figures["first_reward_s"] is not None else "none"
         print(f"step {number}: {figures['rewards']} rewards in {figures['wall_s']:.1f} s "
               f"({figures['rewards_per_minute']:.1f}/min), first after {first}, "
-              f"server {figures['server_rss_mib']:.0f} MiB; {figures['verdicts']}; flags {figures['flags']}\n"
+              f"server {figures['server_rss_mib']:.0f} MiB (rows kept {figures['kept_rows_mib']:.1f}); "
+              f"{figures['verdicts']}; flags {figures['flags']}\n"
               f"  stage seconds {figures['stage_seconds']}\n  CPU seconds {figures['cpu_s']}"
               + (f"\n  GPU {figures['gpu']}" if figures["gpu"] else ""), flush=True)
         if args.json:  # after every step: a run cut short keeps the steps it finished

@@ -16,6 +16,7 @@ import click
 
 from evalkit.cli.console import is_quiet, verbosity_options
 from evalkit.cli.score import judging_options, machine_options, setting_options
+from evalkit.server.batches import KEEP_AT_LEAST_S, KEPT_MIB
 
 TOKEN_VARIABLE = "EVALKIT_SERVE_TOKEN"
 READ_TIMEOUT_S = 30.0
@@ -36,12 +37,15 @@ logger = logging.getLogger("evalkit.server")
 @click.option("--read-timeout", "read_timeout_s", type=click.FloatRange(min=0.1, max=3600), default=READ_TIMEOUT_S,
               show_default=True, help="Seconds a request may take to arrive (headers and body); a slower client is "
                                       "cut off (408).")
+@click.option("--kept-mib", type=click.FloatRange(min=0), default=KEPT_MIB, show_default=True,
+              help=f"MiB of finished batches' rows kept for their pollers; past it the oldest finished are forgotten "
+                   f"(each kept {KEEP_AT_LEAST_S:g} s at least). A poll of a forgotten batch is a 404.")
 @machine_options
 @setting_options
 @judging_options(baselines="eager")
 @verbosity_options
 def serve_command(host: str, port: int, problems_dir: Path | None, token: str | None, read_timeout_s: float,
-                  device: str, **settings: object) -> None:
+                  kept_mib: float, device: str, **settings: object) -> None:
     """Serve the judge over HTTP: POST /v1/judge, POST /v1/batch, GET and DELETE /v1/batch/ID, GET /v1/health
     (docs/rl.md).
 
@@ -70,7 +74,7 @@ def serve_command(host: str, port: int, problems_dir: Path | None, token: str | 
     _log_requests(not is_quiet())
     dump_stacks_on_signal()
     with Evaluator(problems=problems_dir, device=device, **options) as evaluator:
-        config = uvicorn.Config(create_app(evaluator, token), host=host, port=port, log_level="warning",
+        config = uvicorn.Config(create_app(evaluator, token, kept_mib), host=host, port=port, log_level="warning",
                                 http=read_timeout_protocol(read_timeout_s), timeout_graceful_shutdown=600)
         server = _server_class(uvicorn)(config)
         server.started_line = (f"problems: {len(evaluator.problems)} from {problems_dir}" if problems_dir else

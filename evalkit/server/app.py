@@ -1,7 +1,7 @@
 """Trusted side: the HTTP API of ``evalkit serve`` (Starlette): one ``Evaluator`` behind it, every request judged
 on its judges and caches.
 
-    GET    /v1/health          {"ok": true, "version": ..., "in_flight": N, "batches": N}
+    GET    /v1/health          {"ok": true, "version": ..., "in_flight": N, "batches": N, "kept_bytes": N}
     POST   /v1/judge           {"problem": ID} or {"reference_code": STR, "name"?, "settings"?}, plus "answer": STR,
                                "sample"?, "id"?, "deadline_s"? -> the row
     POST   /v1/batch           {"items": [judge bodies], "deadline_s"?} -> {"id": ID, "size": N}
@@ -35,6 +35,7 @@ from starlette.routing import Route
 from evalkit.records import EvalkitError
 from evalkit.schedule.engine import DeadlinePassed
 from evalkit.schedule.evaluator import Evaluator
+from evalkit.server.batches import KEPT_MIB, Batch, KeptBatches
 from evalkit.server.bodies import BadRequest, Item, batch_body, judge_body, read_body
 from evalkit.server.http import error_body, guarded
 from evalkit.sources.problems import INLINE_FOLDER, Problem, problem_from_source
@@ -43,45 +44,22 @@ from evalkit.version import __version__
 logger = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 4096  # answers accepted and not yet decided, over every request
-MAX_BATCHES_KEPT = 1024  # finished batches kept for polling; the oldest finished one goes first
 CANCEL_WAIT_S = 30.0  # how long a DELETE waits for its batch's answers in hand to end
 GONE_POLL_S = 1.0  # how often a judge request looks whether its client is still there
 
 
-@dataclass
-class _Batch:
-    items: list[Item]
-    problems: list[str]
-    samples: list[str]  # the name each item is judged under: unique, whatever the client named its samples
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    decided: set[int] = field(default_factory=set)
-    task: asyncio.Task | None = None
-
-    @property
-    def done(self) -> bool:
-        return len(self.rows) >= len(self.items)
-
-    def add(self, row: dict[str, Any]) -> None:
-        """A row of this batch, given back its item (the client's id, else its index) and the client's sample."""
-        index = int(row["sample"].rsplit("-", 1)[1])  # named ``<batch>-<index>`` (``submit_batch``)
-        self.decided.add(index)
-        row.update(item=self.items[index].id if self.items[index].id is not None else index,
-                   sample=self.items[index].sample or row["sample"])
-        self.rows.append(row)
-
-    def end(self, evaluator: Evaluator, kind: str, message: str) -> None:
-        """Every item without a row gets a ``skipped`` one saying why (``error.kind``): one row per item, always."""
-        for index, item in enumerate(self.items):
-            if index not in self.decided:
-                self.add(evaluator.unjudged_row(self.problems[index], item.answer, self.samples[index], kind,
-                                                message).to_dict())
+def _end(batch: Batch, evaluator: Evaluator, kind: str, message: str) -> None:
+    """Every item without a row gets a ``skipped`` one saying why (``error.kind``): one row per item, always."""
+    for index, item in list(batch.undecided()):
+        batch.add(evaluator.unjudged_row(batch.problems[index], item.answer, batch.samples[index], kind,
+                                         message).to_dict())
 
 
 @dataclass
 class _Service:
     evaluator: Evaluator
     in_flight: int = 0
-    batches: dict[str, _Batch] = field(default_factory=dict)
+    batches: KeptBatches = field(default_factory=KeptBatches)
 
     def public(self, text: str) -> str:
         """``text`` with the server's own folders (its cache, its problems, its temporary files) left out."""
@@ -93,14 +71,15 @@ class _Service:
         return text
 
 
-def create_app(evaluator: Evaluator, token: str | None = None) -> Any:
+def create_app(evaluator: Evaluator, token: str | None = None, kept_mib: float = KEPT_MIB) -> Any:
     """The ASGI app serving ``evaluator`` (the caller keeps it, and closes it after the server stops); with ``token``,
-    every route but health needs it as a bearer token."""
-    service = _Service(evaluator)
+    every route but health needs it as a bearer token. Finished batches' rows are kept up to ``kept_mib``
+    (``batches.KeptBatches``)."""
+    service = _Service(evaluator, batches=KeptBatches(max_bytes=int(kept_mib * 2**20)))
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"ok": True, "version": __version__, "in_flight": service.in_flight,
-                             "batches": len(service.batches)})
+                             "batches": len(service.batches), "kept_bytes": service.batches.kept_bytes()})
 
     async def judge(request: Request) -> Response:
         item, deadline = judge_body(await _body(request))
@@ -123,16 +102,15 @@ def create_app(evaluator: Evaluator, token: str | None = None) -> Any:
         problems = await _problems(service, items)
         _admit(service, len(items))
         batch_id = uuid.uuid4().hex
-        batch = _Batch(items, [p if isinstance(p, str) else p.id for p in problems],
-                       [f"{batch_id[:12]}-{n}" for n in range(len(items))])
+        batch = Batch(items, [p if isinstance(p, str) else p.id for p in problems],
+                      [f"{batch_id[:12]}-{n}" for n in range(len(items))])
         batch.task = asyncio.create_task(_run_batch(service, batch, problems, deadline))
-        service.batches[batch_id] = batch
-        _forget_old(service)
+        service.batches.add(batch_id, batch)
         return JSONResponse({"id": batch_id, "size": len(items)})
 
-    async def poll_batch(request: Request) -> JSONResponse:
+    async def poll_batch(request: Request) -> Response:
         batch = _batch_of(service, request)
-        return JSONResponse({"done": batch.done, "size": len(batch.items), "rows": list(batch.rows)})
+        return Response(batch.poll_body(), media_type="application/json")
 
     async def cancel_batch(request: Request) -> JSONResponse:
         batch = _batch_of(service, request)
@@ -140,7 +118,7 @@ def create_app(evaluator: Evaluator, token: str | None = None) -> Any:
         if batch.task is not None and not batch.task.done():
             batch.task.cancel()  # its answers queued are dropped, those in a judge's hands killed (their sandboxes)
             await asyncio.wait({batch.task}, timeout=CANCEL_WAIT_S)
-        return JSONResponse({"id": request.path_params["batch_id"], "done": batch.done, "size": len(batch.items),
+        return JSONResponse({"id": request.path_params["batch_id"], "done": batch.done, "size": batch.size,
                              "cancelled": len(batch.decided) - before if batch.done else 0})
 
     async def refused(request: Request, err: Exception) -> Response:
@@ -178,7 +156,7 @@ def _error(message: str, field_name: str, status: int, headers: dict[str, str] |
                     headers={**(headers or {}), **({"connection": "close"} if status == 413 else {})})
 
 
-async def _run_batch(service: _Service, batch: _Batch, problems: list[Any], deadline: float | None) -> None:
+async def _run_batch(service: _Service, batch: Batch, problems: list[Any], deadline: float | None) -> None:
     evaluator = service.evaluator
     try:
         async for row in evaluator.judge_many_async(
@@ -186,17 +164,18 @@ async def _run_batch(service: _Service, batch: _Batch, problems: list[Any], dead
                 deadline_s=deadline):
             batch.add(row)
     except DeadlinePassed as passed:
-        batch.end(evaluator, "deadline_passed", f"the batch's deadline_s passed first ({passed})")
+        _end(batch, evaluator, "deadline_passed", f"the batch's deadline_s passed first ({passed})")
     except asyncio.CancelledError:
-        batch.end(evaluator, "cancelled", "its batch was cancelled (DELETE /v1/batch/ID) before it was judged")
+        _end(batch, evaluator, "cancelled", "its batch was cancelled (DELETE /v1/batch/ID) before it was judged")
     except Exception:  # noqa: BLE001 - the batch's poller sees it end; the server goes on
-        logger.exception("a batch of %d answers failed", len(batch.items))
-        batch.end(evaluator, "server_failed", "the server failed judging its batch (its log says why)")
+        logger.exception("a batch of %d answers failed", batch.size)
+        _end(batch, evaluator, "server_failed", "the server failed judging its batch (its log says why)")
     finally:
-        service.in_flight -= len(batch.items)
+        service.in_flight -= batch.size
+        service.batches.forget_old()
 
 
-def _batch_of(service: _Service, request: Request) -> _Batch:
+def _batch_of(service: _Service, request: Request) -> Batch:
     batch = service.batches.get(request.path_params["batch_id"])
     if batch is None:
         raise BadRequest(f"no batch {request.path_params['batch_id'][:64]!r} (unknown, or forgotten long after it "
@@ -265,9 +244,3 @@ class _admitted:
 
     def __exit__(self, *exc: object) -> None:
         self.service.in_flight -= self.count
-
-
-def _forget_old(service: _Service) -> None:
-    finished = [key for key, batch in service.batches.items() if batch.done]
-    for key in finished[: max(0, len(service.batches) - MAX_BATCHES_KEPT)]:
-        del service.batches[key]

@@ -93,11 +93,13 @@ def test_each_steps_gpu_figures_are_the_samplers_window_over_that_step(monkeypat
                                                                      "rewards_per_minute": 0.0, "verdicts": {},
                                                                      "flags": {}, "stage_seconds": {}})
     monkeypatch.setattr(rl_step, "resident_mib", lambda pid: 1.0)
+    monkeypatch.setattr(rl_step, "kept_rows_mib", lambda base: 0.5)
     used = iter([(10.0, 100.0), (13.0, 140.0), (13.5, 141.0)])  # the server's CPU seconds: before, after each step
     monkeypatch.setattr(rl_step, "cpu_seconds", lambda pid: next(used))
     args = SimpleNamespace(steps=2, step_limit=math.inf, json=None)
     steps = rl_step.run_steps(args, "http://judge", {}, 1, Sampler())
     assert [figures["gpu"] for figures in steps] == [{"samples": 3, "busy_pct_median": 50.0}, {"samples": 0}]
+    assert [figures["kept_rows_mib"] for figures in steps] == [0.5, 0.5]
     assert [figures["cpu_s"] for figures in steps] == [{"server": 3.0, "ended_children": 40.0},
                                                        {"server": 0.5, "ended_children": 1.0}]
 
