@@ -28,6 +28,15 @@ def _decide(batch: Batch, clock: Clock, note: str = "") -> None:
         batch.add({"sample": batch.samples[index], "verdict": "correct", "feedback": note}, now=clock)
 
 
+def _finish(kept: KeptBatches, clock: Clock, names: str, every_s: float, note: str = "") -> None:
+    """A batch of two answers for each of ``names``, held by ``kept`` and decided, ``every_s`` apart."""
+    for name in names:
+        batch = _batch(name)
+        kept.add(name, batch)
+        _decide(batch, clock, note)
+        clock.now += every_s
+
+
 def test_a_decided_batch_keeps_its_rows_as_a_poll_sends_them_and_lets_go_of_its_answers() -> None:
     clock, batch = Clock(), _batch("b", size=3)
     batch.add({"sample": "b-2", "verdict": "incorrect", "feedback": "ünïcode"}, now=clock)
@@ -43,11 +52,7 @@ def test_a_decided_batch_keeps_its_rows_as_a_poll_sends_them_and_lets_go_of_its_
 def test_finished_batches_past_the_byte_bound_are_forgotten_oldest_first_after_their_grace() -> None:
     clock = Clock()
     kept = KeptBatches(max_bytes=3000, keep_at_least_s=300, now=clock)
-    for name in ("a", "b", "c"):
-        batch = _batch(name)
-        kept.add(name, batch)
-        _decide(batch, clock, note="n" * 600)  # two rows of some 650 bytes
-        clock.now += 100
+    _finish(kept, clock, "abc", every_s=100, note="n" * 600)  # each two rows of some 650 bytes
     running = _batch("r")
     kept.add("r", running)  # 3 finished batches, ~3,900 bytes: over the bound, but "a" finished 300 s ago only now
     assert [key for key in ("a", "b", "c", "r") if kept.get(key)] == ["b", "c", "r"]
@@ -61,10 +66,7 @@ def test_finished_batches_past_the_byte_bound_are_forgotten_oldest_first_after_t
 def test_a_finished_batch_is_kept_for_its_grace_even_past_both_bounds() -> None:
     clock = Clock()
     kept = KeptBatches(max_bytes=0, max_count=1, keep_at_least_s=300, now=clock)
-    for name in ("a", "b"):
-        batch = _batch(name)
-        kept.add(name, batch)
-        _decide(batch, clock)
+    _finish(kept, clock, "ab", every_s=0)
     kept.forget_old()
     assert len(kept) == 2  # both just finished: a poller may not have read them yet
     clock.now += 301
@@ -76,10 +78,6 @@ def test_a_finished_batch_is_kept_for_its_grace_even_past_both_bounds() -> None:
 def test_the_count_bound_alone_forgets_the_oldest_finished() -> None:
     clock = Clock()
     kept = KeptBatches(max_count=2, keep_at_least_s=0, now=clock)
-    for name in ("a", "b", "c"):
-        batch = _batch(name)
-        kept.add(name, batch)
-        _decide(batch, clock)
-        clock.now += 1
+    _finish(kept, clock, "abc", every_s=1)
     kept.forget_old()
     assert [key for key in ("a", "b", "c") if kept.get(key)] == ["b", "c"]
