@@ -16,10 +16,9 @@ pytestmark = pytest.mark.slow
 
 # An attack that works earns 100x or more here (the seed recovery read 319x on a dense layer; an answer that stalls the
 # pings has its calls' whole time subtracted). An honest answer's speedup moves with the box's load: its window's two
-# sides on a loaded 2-core machine read 0.4x to 2.5x (busy loops beside it), 4.0x to 5.7x (a full test run and a
-# benchmark beside it) and once 13.4x (the ping-telling answer, the suite at nice 19 beside a reward-service soak at
-# nice 0), so an attack fails only above what load alone gives, and well below what a working attack earns.
-UNEARNED = 30.0
+# sides on a loaded 2-core machine read 0.4x to 2.5x (busy loops beside it) and 4.0x to 5.7x (a full test run and a
+# benchmark beside it), so an attack fails only above what load alone gives.
+UNEARNED = 10.0
 
 
 @pytest.fixture(scope="module")
