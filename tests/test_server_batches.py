@@ -81,3 +81,13 @@ def test_the_count_bound_alone_forgets_the_oldest_finished() -> None:
     _finish(kept, clock, "abc", every_s=1)
     kept.forget_old()
     assert [key for key in ("a", "b", "c") if kept.get(key)] == ["b", "c"]
+
+
+def test_serve_refuses_a_negative_kept_mib_before_anything_starts() -> None:
+    from click.testing import CliRunner
+
+    from evalkit.cli.main import main
+
+    result = CliRunner().invoke(main, ["serve", "--kept-mib", "-1"])
+    assert result.exit_code == 2 and "--kept-mib" in result.output, result.output
+    assert "--kept-mib" in CliRunner().invoke(main, ["serve", "--help"]).output
