@@ -264,3 +264,15 @@ def pin(pid: int, cpus: tuple[int, ...] | None) -> None:
             os.sched_setaffinity(pid, cpus)
         except OSError as err:  # already gone, or cores this machine does not have
             logger.debug("could not pin sandbox %d to cores %s: %s", pid, cpus, err)
+
+
+def lower_priority(pid: int, nice: int) -> None:
+    """Give process ``pid`` (its first thread, and the threads and processes it starts from now on) the nice value
+    ``nice``: less CPU than its peers where they share a cgroup or there is no cpu controller. The sandbox cannot
+    take it back: lowering a nice value needs a privilege its user lacks. Advisory, as ``pin``."""
+    if nice > 0:
+        try:
+            os.setpriority(os.PRIO_PROCESS, pid, min(nice, 19))
+        except OSError as err:  # already gone
+            logger.debug("could not lower the priority of sandbox %d: %s", pid, err)
+
