@@ -1,6 +1,6 @@
 """Builds running at once take the CPU oldest first: each started gets a higher nice value than the youngest running
 (``backend.BUILD_NICE_STEP``), so they end one after another and the judge starts on the first while the rest
-build; a sandbox's nice value reaches its processes and its cgroup's CPU weight."""
+build; a sandbox's nice value reaches its processes, its session's autogroup and its cgroup's CPU weight."""
 
 from __future__ import annotations
 
@@ -64,6 +64,8 @@ def test_a_sandboxs_nice_value_reaches_its_process_and_its_cgroups_cpu_weight(tm
     worker = UntrustedProcess(tmp_path, Limits(group=f"test-{uuid.uuid4().hex[:8]}", nice=6))
     try:
         assert os.getpriority(os.PRIO_PROCESS, worker.pid) == 6
+        if Path("/proc/sys/kernel/sched_autogroup_enabled").exists():  # its session's share, beside other sessions
+            assert Path(f"/proc/{worker.pid}/autogroup").read_text().split()[-1] == "6"
         cgroup = worker.cgroup
         if cgroup is None or "cpu" not in cgroup.paths:
             return  # no cpu controller here: the nice value alone orders the builds
