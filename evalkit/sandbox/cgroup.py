@@ -40,7 +40,6 @@ FREEZER_ROOTS = (("cgroup2", V2_ROOT), ("cgroup2", V2_ROOT / "unified"), ("cgrou
 FREEZE_WAIT_S = 5.0  # how long a freeze waits for every process to stop (one in uninterruptible sleep stops on waking)
 TASKS_PER_PROCESS = 64  # pids.max counts threads: a torch worker runs dozens (OpenMP, CUDA)
 CPU_PERIOD_US = 100_000
-NICE_STEP_RATIO = 1.25  # the kernel's weight of nice n over that of nice n + 1 (about; its table is rounded)
 
 
 class CgroupFreezer:
@@ -140,12 +139,11 @@ class SandboxCgroup:
 
     @classmethod
     def create(cls, name: str, group: str, memory_bytes: int, max_processes: int,
-               parent: Path | None = None, cpu_cores: int | None = None, nice: int = 0) -> "SandboxCgroup | None":
+               parent: Path | None = None, cpu_cores: int | None = None) -> "SandboxCgroup | None":
         """A cgroup for sandbox ``name`` of the run ``group`` with its limits and its freezer, or None where none can be
         made. ``parent``: the freezer cgroup of the run's builds (``freezer.BuildFreezer.cgroup_parent``), which the
         sandbox is frozen with: on v2 its cgroup is made beneath it, elsewhere its freezer. ``cpu_cores``: the cores'
-        worth of CPU time it may use (default: every core of the machine). ``nice``: its share of the CPU beside
-        its siblings, as its processes' nice value gives one (``_weigh_cpu``)."""
+        worth of CPU time it may use (default: every core of the machine)."""
         try:
             if (V2_ROOT / "cgroup.controllers").exists():
                 made = cls._create_v2(parent or V2_ROOT / f"evalkit-{group}-sandboxes", name, memory_bytes,
@@ -160,8 +158,6 @@ class SandboxCgroup:
             return None
         if made is not None:
             made._bound_cpu(cpu_cores or os.cpu_count() or 1)
-            if nice:
-                made._weigh_cpu(nice)
         return made
 
     @classmethod
@@ -221,20 +217,6 @@ class SandboxCgroup:
         except OSError as err:
             logger.debug("no CPU bound for cgroup %s: %s", path, err)
             del self.paths["cpu"]
-
-    def _weigh_cpu(self, nice: int) -> None:
-        """The CPU weight a process of nice value ``nice`` has, where the cpu controller is there: between cgroups
-        the kernel shares the CPU by their weights, and a nice value counts only within a cgroup."""
-        path = self.paths.get("cpu")
-        if path is None:
-            return
-        try:
-            if self.kind == "cgroup2":
-                (path / "cpu.weight").write_text(f"{max(1, round(100 * NICE_STEP_RATIO ** -nice))}\n")
-            else:
-                (path / "cpu.shares").write_text(f"{max(2, round(1024 * NICE_STEP_RATIO ** -nice))}\n")
-        except OSError as err:
-            logger.debug("no CPU weight for cgroup %s: %s", path, err)
 
     @property
     def walls(self) -> str:

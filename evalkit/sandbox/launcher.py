@@ -26,8 +26,8 @@ from typing import Any, Callable
 
 from evalkit.sandbox.cgroup import FREEZE_WAIT_S, SandboxCgroup, host_oom_kills, sigkill_from_outside
 from evalkit.sandbox.identity import hand_over, scrubbed_env
-from evalkit.sandbox.processes import (MARKER_VARIABLE, ProcessTable, compiling, continue_all, lower_priority,
-                                      pin, resident_bytes, signal_group, stop_all, until_gone)
+from evalkit.sandbox.processes import (MARKER_VARIABLE, ProcessTable, compiling, continue_all, pin,
+                                      resident_bytes, signal_group, stop_all, until_gone)
 from evalkit.sandbox.programs import ANSWER_WORKER, SETUP_REQUESTS, Program
 from evalkit.sandbox.protocol import ARMED_FILE, MAX_REPLY_BYTES, ProtocolViolation
 from evalkit.sandbox.capture import BoundedCapture
@@ -58,7 +58,6 @@ class Limits:
     group: str = ""  # the sandboxes of one run share it, so ``kill_group`` can end them all at once
     run_as: tuple[int, int] | None = None  # (uid, gid) a worker started by root becomes (``unprivileged_identity``)
     cpus: tuple[int, ...] | None = None  # the cores the sandbox starts on (its judge's, or the builds'); None: any
-    nice: int = 0  # 0-19: how far its CPU share falls below its peers' (its processes' nice, its cgroup's weight)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,13 +82,15 @@ class UntrustedProcess:
         self.idle_s, self._compiled_at = idle_s, float("inf")
         # Watchers of many sandboxes (a run's builds) share one table: one /proc reading per period for all.
         self._processes = processes or ProcessTable(WATCHDOG_PERIOD_S)
-        # A build's ``BuildFreezer``: frozen time does not count against its limit, nor does its watcher scan /proc.
+        # A build's ``BuildFreezer``: the time it spends frozen does not count against its limit, and while
+        # frozen its watcher waits instead of scanning /proc beside a judge that is timing.
         self._paused_s: Callable[[], float] = freezer.paused_s if freezer else (lambda: 0.0)
         self._hold: Callable[[], None] = freezer.wait_while_frozen if freezer else (lambda: None)
         self.marker = f"{MARKER_VARIABLE}={limits.group}.{uuid.uuid4().hex}"
         env_extra = env_extra or {}
         # The extension folder may also be chosen after the start (a worker started ahead: ``sandbox.spare``).
-        self.extensions_dir = Path(env_extra["TORCH_EXTENSIONS_DIR"]) if env_extra.get("TORCH_EXTENSIONS_DIR") else None
+        self.extensions_dir: Path | None = \
+            Path(env_extra["TORCH_EXTENSIONS_DIR"]) if env_extra.get("TORCH_EXTENSIONS_DIR") else None
         self._uid = UidLease.take() if limits.run_as else None  # a uid of the pool, its own (``limits.run_as``: may)
         self.run_as = self._uid.identity if self._uid else None
         parent_sock, child_sock = socket.socketpair()
@@ -106,10 +107,9 @@ class UntrustedProcess:
         # Its cgroup before it runs anything untrusted: every process it starts is born inside (``sandbox.cgroup``).
         self.cgroup = SandboxCgroup.create(uuid.uuid4().hex[:12], limits.group, limits.memory_bytes,
                                            limits.max_processes, freezer.cgroup_parent() if freezer else None,
-                                           cpu_cores=len(limits.cpus) if limits.cpus else None, nice=limits.nice)
+                                           cpu_cores=len(limits.cpus) if limits.cpus else None)
         self._join_cgroup()
         pin(self._proc.pid, limits.cpus)
-        lower_priority(self._proc.pid, limits.nice)
         self._stdout = BoundedCapture(self._proc.stdout, limits.output_bytes)
         self._stderr = BoundedCapture(self._proc.stderr, limits.output_bytes)
         self.killed_because, self._last_watch = "", 0.0

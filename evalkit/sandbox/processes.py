@@ -264,22 +264,3 @@ def pin(pid: int, cpus: tuple[int, ...] | None) -> None:
             os.sched_setaffinity(pid, cpus)
         except OSError as err:  # already gone, or cores this machine does not have
             logger.debug("could not pin sandbox %d to cores %s: %s", pid, cpus, err)
-
-
-def lower_priority(pid: int, nice: int) -> None:
-    """Give process ``pid`` (its first thread, and the threads and processes it starts from now on) the nice value
-    ``nice``, and its session's autogroup the same: the kernel shares the CPU between sessions by their autogroups'
-    nice values, and a sandbox is a session of its own, so its processes' nice alone counts only within it. So it
-    gets less CPU than its peers where they share a cgroup or there is no cpu controller. The sandbox cannot take it
-    back: lowering a nice value needs a privilege its user lacks. Advisory, as ``pin``."""
-    if nice <= 0:
-        return
-    try:
-        os.setpriority(os.PRIO_PROCESS, pid, min(nice, 19))
-    except OSError as err:  # already gone
-        logger.debug("could not lower the priority of sandbox %d: %s", pid, err)
-    try:
-        with open(f"/proc/{pid}/autogroup", "w", encoding="ascii") as autogroup:
-            autogroup.write(str(min(nice, 19)))
-    except OSError as err:  # no autogroups in this kernel, or already gone
-        logger.debug("could not lower the autogroup priority of sandbox %d: %s", pid, err)

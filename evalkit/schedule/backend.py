@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
@@ -32,11 +31,6 @@ logger = logging.getLogger(__name__)
 
 VISIBLE = "CUDA_VISIBLE_DEVICES"
 BUILD_STOP_S = 5.0  # how long an interrupted run keeps killing sandboxes while its running builds end
-# Each build started gets this much more nice than the one started before it among those running: the oldest build
-# takes the cores first, so the builds end one after another and the judge starts on the first while the rest build
-# (at equal shares they all ended together and the judge waited for the last: docs/gpu-runs/2026-11-30-gpu-busy-cold-
-# builds-h200/). The cores stay as busy: the younger builds take what the older ones leave.
-BUILD_NICE_STEP = 3
 
 
 class Station(Protocol):
@@ -80,32 +74,17 @@ class LocalBackend:
         self._pool = ThreadPoolExecutor(max_workers=build_jobs, thread_name_prefix="evalkit-build")
         self._builds: list[Future[BuildOutcome]] = []
         self._processes = ProcessTable(WATCHDOG_PERIOD_S)  # one /proc reading per period for every build's watcher
-        self._running: list[int] = []  # the nice values of the builds running now
-        self._running_lock = threading.Lock()
 
     def start_build(self, code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits,
                     init_inputs: Any, freezer: BuildFreezer) -> Future[BuildOutcome]:
-        future = self._pool.submit(self._build_after_the_older, code, cache_root, device, timeout_s, limits,
-                                   init_inputs, freezer)
+        future = self._pool.submit(build, code, cache_root, device, timeout_s, limits, init_inputs, freezer,
+                                   processes=self._processes)
         self._builds = [*(kept for kept in self._builds if not kept.done()), future]  # only those abandon may kill
         return future
 
-    def _build_after_the_older(self, code: str, cache_root: Path, device: str, timeout_s: float, limits: Limits,
-                               init_inputs: Any, freezer: BuildFreezer) -> BuildOutcome:
-        """``build``, at a nice value a step above the youngest build running (``BUILD_NICE_STEP``)."""
-        with self._running_lock:
-            nice = min(19, max(self._running, default=-BUILD_NICE_STEP) + BUILD_NICE_STEP)
-            self._running.append(nice)
-        try:
-            return build(code, cache_root, device, timeout_s, replace(limits, nice=nice), init_inputs, freezer,
-                         processes=self._processes)
-        finally:
-            with self._running_lock:
-                self._running.remove(nice)
-
     @property
     def sizes(self) -> dict[str, int]:
-        return {"builds": len(self._builds), "running_builds": len(self._running)}
+        return {"builds": len(self._builds)}
 
     def station(self, slot: JudgeSlot, spec: StationSpec, judges: int, freezer: BuildFreezer,
                 progress: Callable[[str], None], report: ReportFolder | None = None) -> Station:
