@@ -40,6 +40,11 @@ FREEZER_ROOTS = (("cgroup2", V2_ROOT), ("cgroup2", V2_ROOT / "unified"), ("cgrou
 FREEZE_WAIT_S = 5.0  # how long a freeze waits for every process to stop (one in uninterruptible sleep stops on waking)
 TASKS_PER_PROCESS = 64  # pids.max counts threads: a torch worker runs dozens (OpenMP, CUDA)
 CPU_PERIOD_US = 100_000
+# A sandbox whose memory the kernel cannot reclaim (anonymous and shared: no swap) is this share of its limit while it
+# presses on it can only thrash, reclaiming the few pages it still runs from, until the kernel's OOM kill comes, which on
+# a loaded host may outlast its stage's limit (a memory hog once came back "timeout" in CI). The watchdog kills it at
+# once (``SandboxCgroup.cornered``).
+CORNERED_SHARE, AT_LIMIT_SHARE = 0.9, 0.98
 
 
 class CgroupFreezer:
@@ -244,17 +249,32 @@ class SandboxCgroup:
         except (OSError, ValueError):
             return 0
 
+    def cornered(self, limit_bytes: int) -> bool:
+        """Whether the sandbox presses on its memory limit (what the kernel charges it within ``AT_LIMIT_SHARE`` of
+        ``limit_bytes``) while the memory it cannot reclaim is ``CORNERED_SHARE`` of it: it can go on only by
+        thrashing. (Not the limit's fail counts: a v1 cgroup held at its limit counted none on kernel 6.18.)"""
+        if self.memory_bytes() < AT_LIMIT_SHARE * limit_bytes:
+            return False
+        stat = self._stat("memory.stat")
+        own = stat.get("anon" if self.kind == "cgroup2" else "rss", 0) + stat.get("shmem", 0)
+        return own >= CORNERED_SHARE * limit_bytes
+
+    def _stat(self, name: str) -> dict[str, int]:
+        """A memory file's "key value" lines as numbers; {} where it cannot be read."""
+        try:
+            lines = (self.paths["memory"] / name).read_text().splitlines()
+        except OSError:
+            return {}
+        found = {}
+        for line in lines:
+            key, _, value = line.partition(" ")
+            if value.isdigit():
+                found[key] = int(value)
+        return found
+
     def out_of_memory(self) -> bool:
         """Whether the kernel killed a process of the sandbox for going over its memory limit."""
-        name = "memory.events" if self.kind == "cgroup2" else "memory.oom_control"
-        try:
-            for line in (self.paths["memory"] / name).read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill" and int(value) > 0:
-                    return True
-        except (OSError, ValueError):
-            pass
-        return False
+        return self._stat("memory.events" if self.kind == "cgroup2" else "memory.oom_control").get("oom_kill", 0) > 0
 
     def kill(self) -> None:
         """SIGKILL every process of the sandbox (v2: ``cgroup.kill`` where the kernel has it, 5.14+)."""

@@ -18,20 +18,20 @@ import subprocess
 import sys
 import time
 import uuid
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable
 
+from evalkit.sandbox.capture import BoundedCapture
 from evalkit.sandbox.cgroup import FREEZE_WAIT_S, SandboxCgroup, host_oom_kills, sigkill_from_outside
+from evalkit.sandbox.frames import FrameTimeout, FrameTooLarge, read_frame, readable
 from evalkit.sandbox.identity import hand_over, scrubbed_env
 from evalkit.sandbox.processes import (MARKER_VARIABLE, ProcessTable, compiling, continue_all, pin,
                                       resident_bytes, signal_group, stop_all, until_gone)
 from evalkit.sandbox.programs import ANSWER_WORKER, SETUP_REQUESTS, Program
 from evalkit.sandbox.protocol import ARMED_FILE, MAX_REPLY_BYTES, ProtocolViolation
-from evalkit.sandbox.capture import BoundedCapture
-from evalkit.sandbox.frames import FrameTimeout, FrameTooLarge, read_frame, readable
 from evalkit.sandbox.remains import entry_lock, files_under, folder_usage, remove_added, remove_shared_memory
 from evalkit.sandbox.shared_buffers import receive_fds, send_fds
 from evalkit.sandbox.uid_pool import UidLease
@@ -263,8 +263,9 @@ class UntrustedProcess:
             self.kill(f"killed: {len(members)} processes exceed the limit of {self.limits.max_processes}")
             return
         rss = max(sum(resident_bytes(pid) for pid in members), self.cgroup.memory_bytes() if self.cgroup else 0)
-        if rss > self.limits.memory_bytes:
-            self.kill(f"killed: host memory {rss / 2**30:.1f} GiB exceeds the limit of "
+        held = self.cgroup is not None and self.cgroup.cornered(self.limits.memory_bytes)  # its own, at the limit
+        if rss > self.limits.memory_bytes or held:
+            self.kill(f"killed: host memory {rss / 2**30:.1f} GiB {'held at' if held else 'exceeds'} the limit of "
                       f"{self.limits.memory_bytes / 2**30:.1f} GiB")
             return
         used, files = folder_usage(self._folders(), self.limits.max_files)
@@ -337,10 +338,8 @@ class UntrustedProcess:
             targets = self._members(fresh=True)
             signal_group(self._proc.pid, signal.SIGKILL)
             for pid in targets:
-                try:
+                with suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
             self._seen.update(targets)
             if not targets:
                 self._none_left = True  # nothing of the sandbox was alive to start anything new
@@ -352,8 +351,8 @@ class UntrustedProcess:
             logger.warning("worker %s did not exit after SIGKILL", self._proc.pid)
         if self._none_left:
             self._give_uid_back()
-        if self.cgroup is not None and self._none_left:
-            self.cgroup.remove()
+            if self.cgroup is not None:
+                self.cgroup.remove()
         remove_shared_memory(sorted(self._seen))
 
     def close(self) -> tuple[str, str]:

@@ -123,10 +123,11 @@ def test_a_build_spinning_every_core_does_not_bend_the_timings(rows):
 
 
 def test_fork_bomb_and_memory_hog_are_stopped(rows):
-    assert rows["fork_bomb"]["verdict"] == "crash"
+    assert rows["fork_bomb"]["verdict"] == "crash", rows["fork_bomb"]["reason"]
     assert "killed" in rows["fork_bomb"]["reason"]  # by the process count or the memory it adds up to
-    assert rows["host_memory_hog"]["verdict"] in ("crash", "runtime_error")
-    assert "memory" in rows["host_memory_hog"]["reason"].lower()
+    hog = rows["host_memory_hog"]
+    assert hog["verdict"] in ("crash", "runtime_error"), hog["reason"]  # never left to thrash until its time limit
+    assert "memory" in hog["reason"].lower(), hog["reason"]
 
 
 def test_printing_a_lot_is_bounded(rows):

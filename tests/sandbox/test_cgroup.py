@@ -92,3 +92,46 @@ def test_a_sandbox_gets_no_more_cpu_time_than_the_cores_it_was_pinned_to(cgroups
         assert quota == "200000" and "cpu time" in made.walls  # two cores' worth of each 100 ms period
     finally:
         made.remove()
+
+
+@pytest.mark.parametrize("kind, usage_file, own_key", [("cgroup1", "memory.usage_in_bytes", "rss"),
+                                                      ("cgroup2", "memory.current", "anon")])
+def test_a_sandbox_pressing_its_limit_with_memory_of_its_own_is_cornered(tmp_path, kind, usage_file, own_key):
+    made = SandboxCgroup(kind, {"memory": tmp_path})
+    limit = 1000 * 2**20
+
+    def reading(usage_mib: int, own_mib: int) -> bool:
+        (tmp_path / usage_file).write_text(f"{usage_mib * 2**20}\n")
+        (tmp_path / "memory.stat").write_text(f"{own_key} {(own_mib - 10) * 2**20}\nfile 7\nshmem {10 * 2**20}\n")
+        return made.cornered(limit)
+
+    assert reading(usage_mib=995, own_mib=950)  # at the limit with nothing of its own to give back
+    assert not reading(usage_mib=960, own_mib=950)  # below it: it may grow no further, and need not
+    assert not reading(usage_mib=1000, own_mib=500)  # at it with page cache, which the kernel reclaims
+
+
+CORNERED = """
+limit, chunk, hoard = {limit}, 16 * 2**20, []
+with open("churn.bin", "wb") as out:  # page cache: all the kernel can take back once the memory below is held
+    for _ in range(32):
+        out.write(b"x" * chunk)
+def anon():
+    for line in open("/proc/self/status"):
+        if line.startswith(("RssAnon:", "RssShmem:")):
+            yield int(line.split()[1]) * 1024
+while sum(anon()) < 0.92 * limit:  # and its files resident (torch: under 100 MiB) under the limit
+    hoard.append(bytearray(chunk))
+while True:  # at its limit, but the kernel has page cache to reclaim: it never kills this process
+    with open("churn.bin", "rb") as churn:
+        while churn.read(chunk):
+            pass
+"""
+
+
+def test_a_sandbox_held_at_its_memory_limit_is_killed_not_left_to_thrash(tmp_path, cgroups):
+    limit = 2 * 2**30
+    started = time.monotonic()
+    outcome = builder.build(CORNERED.format(limit=limit), tmp_path / "cache", "cpu", 120, _limits(memory_bytes=limit))
+    assert outcome.status == "crash", outcome
+    assert "held at the limit" in outcome.message, outcome.message
+    assert time.monotonic() - started < 100, "killed only at the build's time limit"
