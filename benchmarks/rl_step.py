@@ -177,18 +177,27 @@ def outstanding(size: int, rows: list[dict[str, Any]]) -> list[int]:
 
 def step_figures(decided: list[dict[str, Any]], wall_s: float, first_s: float | None) -> dict[str, Any]:
     """A step's figures from the rows back (``decided``) after ``wall_s`` seconds."""
-    stages: Counter[str] = Counter()
-    for row in decided:
-        stages.update({name: seconds for name, seconds in (row.get("stage_seconds") or {}).items()})
+    by_problem = {problem: {"answers": sum(1 for r in decided if r["problem"] == problem),
+                            "correct": sum(1 for r in decided if r["problem"] == problem and r["verdict"] == "correct"),
+                            **stage_sums([r for r in decided if r["problem"] == problem])}
+                  for problem in sorted({row["problem"] for row in decided})}
     return {"wall_s": wall_s, "last_reward_s": wall_s, "first_reward_s": first_s, "rewards": len(decided),
             "rewards_per_minute": len(decided) / wall_s * 60, "verdicts": dict(Counter(r["verdict"] for r in decided)),
             "feedback_chars_median": statistics.median(len(r.get("feedback") or "") for r in decided) if decided else None,
-            "stage_seconds": {name: round(seconds, 2) for name, seconds in stages.most_common()},
+            "stage_seconds": stage_sums(decided), "stage_seconds_by_problem": by_problem,
             "flags": dict(Counter(flag for r in decided for flag in r.get("flags") or [])),
             "reasons": dict(Counter(f"{r['verdict']}: {r.get('reason', '')[:200]}" for r in decided
                                     if r["verdict"] != "correct")),
             "speedups": {answer_key(row): speedup_figures(row) for row in decided if row["verdict"] == "correct"},
             "answers": {answer_key(row): answer_figures(row) for row in decided}}
+
+
+def stage_sums(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The rows' stage seconds summed by stage, largest first: where the judge's time went."""
+    stages: Counter[str] = Counter()
+    for row in rows:
+        stages.update({name: seconds for name, seconds in (row.get("stage_seconds") or {}).items()})
+    return {name: round(seconds, 2) for name, seconds in stages.most_common()}
 
 
 def answer_figures(row: dict[str, Any]) -> dict[str, Any]:
@@ -292,7 +301,9 @@ def run_steps(args: argparse.Namespace, base: str, work: dict[str, tuple[str, li
               f"({figures['rewards_per_minute']:.1f}/min), first after {first}, "
               f"server {figures['server_rss_mib']:.0f} MiB (rows kept {figures['kept_rows_mib']:.1f}); "
               f"{figures['verdicts']}; flags {figures['flags']}\n"
-              f"  stage seconds {figures['stage_seconds']}\n  CPU seconds {figures['cpu_s']}"
+              f"  stage seconds {figures['stage_seconds']}\n"
+              + "".join(f"    {problem}: {stages}\n" for problem, stages in figures["stage_seconds_by_problem"].items())
+              + f"  CPU seconds {figures['cpu_s']}"
               + (f"\n  GPU {figures['gpu']}" if figures["gpu"] else ""), flush=True)
         if args.json:  # after every step: a run cut short keeps the steps it finished
             write_json(args, len(work), steps)

@@ -36,6 +36,8 @@ def test_a_step_past_its_limit_is_cut_short_with_the_rewards_back_and_the_answer
     figures = rl_step.step("http://judge", work, limit_s=0.0)
     assert figures["rewards"] == 2 and figures["outstanding"] == {"q": [0, 2]}
     assert figures["last_reward_s"] is None and set(figures["answers"]) == {"p#0", "q#1"}
+    assert figures["stage_seconds_by_problem"] == {"p": {"answers": 1, "correct": 1, "timing_s": 2.0},
+                                                   "q": {"answers": 1, "correct": 1, "timing_s": 2.0}}
 
 
 def test_the_steps_whose_verdicts_moved_are_named_a_step_cut_short_aside() -> None:
@@ -91,7 +93,8 @@ def test_each_steps_gpu_figures_are_the_samplers_window_over_that_step(monkeypat
 
     monkeypatch.setattr(rl_step, "step", lambda base, work, limit: {"first_reward_s": None, "rewards": 0, "wall_s": 1.0,
                                                                      "rewards_per_minute": 0.0, "verdicts": {},
-                                                                     "flags": {}, "stage_seconds": {}})
+                                                                     "flags": {}, "stage_seconds": {},
+                                                                     "stage_seconds_by_problem": {}})
     monkeypatch.setattr(rl_step, "resident_mib", lambda pid: 1.0)
     monkeypatch.setattr(rl_step, "kept_rows_mib", lambda base: 0.5)
     used = iter([(10.0, 100.0), (13.0, 140.0), (13.5, 141.0)])  # the server's CPU seconds: before, after each step
