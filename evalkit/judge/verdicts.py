@@ -180,7 +180,7 @@ def built_row(submission: Submission, early: Triage, outcome: BuildOutcome, devi
     record = outcome.to_dict()
     record["errors"] = [_with_submission_line(e, early) for e in outcome.errors]
     row.build = record
-    row.stage_seconds["build_s"] = outcome.seconds
+    row.stage_seconds["build_s"] = 0.0 if outcome.cached else outcome.seconds  # this judging's; the build's: ``build``
     return row
 
 

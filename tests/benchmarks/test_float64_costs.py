@@ -23,8 +23,9 @@ def test_a_call_is_timed_by_part_and_its_checks_pass():
 @pytest.mark.slow
 def test_the_script_prints_both_ways_and_writes_its_figures(tmp_path):
     out = tmp_path / "float64.json"
-    done = subprocess.run([sys.executable, "benchmarks/float64_costs.py", str(FIXTURES / "judge_problems" / "scale_rows"),
-                           "--device", "cpu", "--calls", "1", "--json", str(out)],
+    problem = FIXTURES / "judge_problems" / "scale_rows"
+    done = subprocess.run([sys.executable, "benchmarks/float64_costs.py", str(problem), "--device", "cpu", "--calls", "1",
+                           "--json", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     figures = json.loads(out.read_text())["problems"]["scale_rows"]

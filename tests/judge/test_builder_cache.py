@@ -124,3 +124,17 @@ def test_a_compiler_is_told_by_its_process_name(tmp_path: Path):
         for process in (running, other):
             process.kill()
             process.wait()
+
+
+def test_a_cached_build_costs_its_row_nothing_and_keeps_what_it_once_took():
+    # A warm reward step's stage seconds summed the builds of earlier steps (264 s of building in a 30 s step).
+    from evalkit.judge.builder import BuildOutcome
+    from evalkit.judge.verdicts import built_row
+    from evalkit.records import Submission
+
+    early = triage(CODE)
+    submission = Submission("r", "linear_relu", "s", "s.py", CODE)
+    fresh = built_row(submission, early, BuildOutcome(status="ok", seconds=12.5), "cpu")
+    cached = built_row(submission, early, BuildOutcome(status="ok", seconds=12.5, cached=True), "cpu")
+    assert fresh.stage_seconds["build_s"] == 12.5
+    assert cached.stage_seconds["build_s"] == 0.0 and cached.build["seconds"] == 12.5 and cached.build["cached"]
