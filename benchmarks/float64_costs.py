@@ -24,7 +24,6 @@ import argparse
 import dataclasses
 import json
 import secrets
-import shutil
 import statistics
 import tempfile
 import time
@@ -40,7 +39,7 @@ from evalkit.sandbox.launcher import UntrustedProcess
 from evalkit.sandbox.programs import REFERENCE_WORKER
 from evalkit.sandbox.remains import kill_group
 from evalkit.schedule.options import default_limits
-from evalkit.sources.problems import load_problem
+from evalkit.sources.problems import Problem, ProblemError, load_problem
 
 TOLERANCE = 1e-2  # the comparisons' own cost hardly depends on it
 PARTS = ("inputs", "float64", "compare", "sample")
@@ -79,8 +78,8 @@ def medians(ref: ReferenceProblem, calls: int) -> dict[str, float]:
     return {part: round(statistics.median(s[part] for s in samples), 3) for part in PARTS}
 
 
-def in_process(folder: Path, device: str, calls: int) -> dict[str, Any]:
-    ref = ReferenceProblem(load_problem(folder), device, init_seed=0, precision="fp32")
+def in_process(problem: Problem, device: str, calls: int) -> dict[str, Any]:
+    ref = ReferenceProblem(problem, device, init_seed=0, precision="fp32")
     try:
         ref.pick_float64_backend(ref.make_inputs(input_seed(1, 0)))
         return {**medians(ref, calls), "float64_cudnn": ref.float64_cudnn, "precision": ref.precision}
@@ -88,37 +87,46 @@ def in_process(folder: Path, device: str, calls: int) -> dict[str, Any]:
         ref.close()
 
 
-def sandboxed(folder: Path, device: str, calls: int) -> dict[str, Any]:
-    problem = dataclasses.replace(load_problem(folder), trusted=False)
+def sandboxed(problem: Problem, device: str, calls: int) -> dict[str, Any]:
     limits = default_limits(device, None)
     worker = UntrustedProcess(Path(tempfile.mkdtemp(prefix="evalkit-float64-")), limits, {},
                               program=REFERENCE_WORKER)
     try:
-        ref = SandboxedReference(problem, device, 0, "fp32", worker, limits.memory_bytes)
+        ref = SandboxedReference(dataclasses.replace(problem, trusted=False), device, 0, "fp32", worker,
+                                 limits.memory_bytes)  # it ends its worker, folder too, on close or a failed load
         try:
             return {**medians(ref, calls), "precision": ref.precision}
         finally:
             ref.close()
     finally:
-        worker.close()
-        shutil.rmtree(worker.workdir, ignore_errors=True)
         kill_group(limits.group)
+
+
+def positive(text: str) -> int:
+    number = int(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{text}: at least one call is needed for a median")
+    return number
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("problems", type=Path, nargs="+", help="problem folders")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--calls", type=int, default=5)
+    parser.add_argument("--calls", type=positive, default=5)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    try:  # every folder checked before anything slow
+        problems = [load_problem(folder) for folder in args.problems]
+    except ProblemError as err:
+        parser.error(str(err))
     results: dict[str, Any] = {}
-    for folder in args.problems:
-        figures = {"in_process": in_process(folder, args.device, args.calls),
-                   "sandboxed": sandboxed(folder, args.device, args.calls)}
-        results[folder.name] = figures
+    for problem in problems:
+        figures = {"in_process": in_process(problem, args.device, args.calls),
+                   "sandboxed": sandboxed(problem, args.device, args.calls)}
+        results[problem.id] = figures
         added = figures["sandboxed"]["float64"] - figures["in_process"]["float64"]
-        print(f"{folder.name}: ms a call, medians of {args.calls}")
+        print(f"{problem.id}: ms a call, medians of {args.calls}")
         for way in ("in_process", "sandboxed"):
             print(f"  {way:10}  " + "  ".join(f"{part} {figures[way][part]:9.3f}" for part in PARTS))
         print(f"  the sandboxed float64 request adds {added:.3f} ms to the computing "
