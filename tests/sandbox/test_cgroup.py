@@ -130,8 +130,6 @@ while True:  # at its limit, but the kernel has page cache to reclaim: it never 
 
 def test_a_sandbox_held_at_its_memory_limit_is_killed_not_left_to_thrash(tmp_path, cgroups):
     limit = 2 * 2**30
-    started = time.monotonic()
     outcome = builder.build(CORNERED.format(limit=limit), tmp_path / "cache", "cpu", 120, _limits(memory_bytes=limit))
-    assert outcome.status == "crash", outcome
+    assert outcome.status == "crash", outcome  # left to thrash, it reached its 120 s limit: "timeout"
     assert "held at the limit" in outcome.message, outcome.message
-    assert time.monotonic() - started < 100, "killed only at the build's time limit"
