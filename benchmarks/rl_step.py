@@ -177,10 +177,11 @@ def outstanding(size: int, rows: list[dict[str, Any]]) -> list[int]:
 
 def step_figures(decided: list[dict[str, Any]], wall_s: float, first_s: float | None) -> dict[str, Any]:
     """A step's figures from the rows back (``decided``) after ``wall_s`` seconds."""
-    by_problem = {problem: {"answers": sum(1 for r in decided if r["problem"] == problem),
-                            "correct": sum(1 for r in decided if r["problem"] == problem and r["verdict"] == "correct"),
-                            **stage_sums([r for r in decided if r["problem"] == problem])}
-                  for problem in sorted({row["problem"] for row in decided})}
+    rows_of: dict[str, list[dict[str, Any]]] = {}
+    for row in decided:
+        rows_of.setdefault(row["problem"], []).append(row)
+    by_problem = {problem: {"answers": len(rows), "correct": sum(r["verdict"] == "correct" for r in rows),
+                            **stage_sums(rows)} for problem, rows in sorted(rows_of.items())}
     return {"wall_s": wall_s, "last_reward_s": wall_s, "first_reward_s": first_s, "rewards": len(decided),
             "rewards_per_minute": len(decided) / wall_s * 60, "verdicts": dict(Counter(r["verdict"] for r in decided)),
             "feedback_chars_median": statistics.median(len(r.get("feedback") or "") for r in decided) if decided else None,

@@ -40,10 +40,10 @@ FREEZER_ROOTS = (("cgroup2", V2_ROOT), ("cgroup2", V2_ROOT / "unified"), ("cgrou
 FREEZE_WAIT_S = 5.0  # how long a freeze waits for every process to stop (one in uninterruptible sleep stops on waking)
 TASKS_PER_PROCESS = 64  # pids.max counts threads: a torch worker runs dozens (OpenMP, CUDA)
 CPU_PERIOD_US = 100_000
-# A sandbox whose memory the kernel cannot reclaim (anonymous and shared: no swap) is this share of its limit while it
-# presses on it can only thrash, reclaiming the few pages it still runs from, until the kernel's OOM kill comes, which on
-# a loaded host may outlast its stage's limit (a memory hog once came back "timeout" in CI). The watchdog kills it at
-# once (``SandboxCgroup.cornered``).
+# A sandbox whose memory the kernel cannot reclaim (anonymous and shared: no swap) is this share of its limit while
+# it presses on it can only thrash, reclaiming the few pages it still runs from, until the kernel's OOM kill comes,
+# which on a loaded host may outlast its stage's limit (a memory hog once came back "timeout" in CI). The watchdog
+# kills it at once (``SandboxCgroup.cornered``).
 CORNERED_SHARE, AT_LIMIT_SHARE = 0.9, 0.98
 
 
@@ -249,11 +249,12 @@ class SandboxCgroup:
         except (OSError, ValueError):
             return 0
 
-    def cornered(self, limit_bytes: int) -> bool:
-        """Whether the sandbox presses on its memory limit (what the kernel charges it within ``AT_LIMIT_SHARE`` of
-        ``limit_bytes``) while the memory it cannot reclaim is ``CORNERED_SHARE`` of it: it can go on only by
-        thrashing. (Not the limit's fail counts: a v1 cgroup held at its limit counted none on kernel 6.18.)"""
-        if self.memory_bytes() < AT_LIMIT_SHARE * limit_bytes:
+    def cornered(self, charged_bytes: int, limit_bytes: int) -> bool:
+        """Whether the sandbox presses on its memory limit (``charged_bytes``, its ``memory_bytes``, within
+        ``AT_LIMIT_SHARE`` of ``limit_bytes``) while the memory it cannot reclaim is ``CORNERED_SHARE`` of it: it can
+        go on only by thrashing. (Not the limit's fail counts: a v1 cgroup held at its limit counted none on kernel
+        6.18.)"""
+        if charged_bytes < AT_LIMIT_SHARE * limit_bytes:
             return False
         stat = self._stat("memory.stat")
         own = stat.get("anon" if self.kind == "cgroup2" else "rss", 0) + stat.get("shmem", 0)

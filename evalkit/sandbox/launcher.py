@@ -262,8 +262,9 @@ class UntrustedProcess:
         if len(members) > self.limits.max_processes:
             self.kill(f"killed: {len(members)} processes exceed the limit of {self.limits.max_processes}")
             return
-        rss = max(sum(resident_bytes(pid) for pid in members), self.cgroup.memory_bytes() if self.cgroup else 0)
-        held = self.cgroup is not None and self.cgroup.cornered(self.limits.memory_bytes)  # its own, at the limit
+        charged = self.cgroup.memory_bytes() if self.cgroup else 0
+        rss = max(sum(resident_bytes(pid) for pid in members), charged)
+        held = self.cgroup is not None and self.cgroup.cornered(charged, self.limits.memory_bytes)  # its own, at it
         if rss > self.limits.memory_bytes or held:
             self.kill(f"killed: host memory {rss / 2**30:.1f} GiB {'held at' if held else 'exceeds'} the limit of "
                       f"{self.limits.memory_bytes / 2**30:.1f} GiB")

@@ -103,7 +103,7 @@ def test_a_sandbox_pressing_its_limit_with_memory_of_its_own_is_cornered(tmp_pat
     def reading(usage_mib: int, own_mib: int) -> bool:
         (tmp_path / usage_file).write_text(f"{usage_mib * 2**20}\n")
         (tmp_path / "memory.stat").write_text(f"{own_key} {(own_mib - 10) * 2**20}\nfile 7\nshmem {10 * 2**20}\n")
-        return made.cornered(limit)
+        return made.cornered(made.memory_bytes(), limit)
 
     assert reading(usage_mib=995, own_mib=950)  # at the limit with nothing of its own to give back
     assert not reading(usage_mib=960, own_mib=950)  # below it: it may grow no further, and need not
