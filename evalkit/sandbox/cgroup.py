@@ -24,6 +24,7 @@ and its freezer of that name (a build's: ``<sandbox>`` under the run's build fre
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -45,6 +46,12 @@ CPU_PERIOD_US = 100_000
 # which on a loaded host may outlast its stage's limit (a memory hog once came back "timeout" in CI). The watchdog
 # kills it at once (``SandboxCgroup.cornered``).
 CORNERED_SHARE, AT_LIMIT_SHARE = 0.9, 0.98
+
+
+def removed(err: OSError) -> bool:
+    """Whether ``err`` says the cgroup was removed meanwhile: its files gone (ENOENT), or going while another thread
+    removes it (ENODEV: a run's clean-up thawed a sandbox's freezer as the sandbox's own kill removed it)."""
+    return err.errno in (errno.ENOENT, errno.ENODEV)
 
 
 class CgroupFreezer:
@@ -92,15 +99,18 @@ class CgroupFreezer:
         try:
             (self.path / self._control).write_text("1\n" if self.kind == "cgroup2" else "FROZEN\n")
             return self._wait_until_frozen(wait_s)
-        except FileNotFoundError:
+        except OSError as err:
+            if not removed(err):
+                raise
             return True
 
     def thaw(self) -> None:
         """Let the cgroup run again (at once: the kernel wakes its processes as it returns)."""
         try:
             (self.path / self._control).write_text("0\n" if self.kind == "cgroup2" else "THAWED\n")
-        except FileNotFoundError:  # removed: nothing left to thaw
-            pass
+        except OSError as err:  # removed: nothing left to thaw
+            if not removed(err):
+                raise
 
     def frozen(self) -> bool:
         """Whether the kernel says every process of the cgroup is frozen now."""

@@ -4,6 +4,7 @@ environment (the marker sweep cannot find it) is still killed with it."""
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 import uuid
@@ -133,3 +134,26 @@ def test_a_sandbox_held_at_its_memory_limit_is_killed_not_left_to_thrash(tmp_pat
     outcome = builder.build(CORNERED.format(limit=limit), tmp_path / "cache", "cpu", 120, _limits(memory_bytes=limit))
     assert outcome.status == "crash", outcome  # left to thrash, it reached its 120 s limit: "timeout"
     assert "held at the limit" in outcome.message, outcome.message
+
+
+@pytest.mark.parametrize("code", [errno.ENOENT, errno.ENODEV])
+def test_a_freezer_removed_meanwhile_has_nothing_to_freeze_or_thaw(tmp_path, monkeypatch, code):
+    # ENODEV: a run's clean-up thawed a sandbox's freezer while the sandbox's own kill removed it (CI, test_api).
+    from evalkit.sandbox.cgroup import CgroupFreezer
+
+    def gone(self, *args, **kwargs):
+        raise OSError(code, os.strerror(code))
+    monkeypatch.setattr(Path, "write_text", gone)
+    freezer = CgroupFreezer("cgroup2", tmp_path)
+    freezer.thaw()
+    assert freezer.freeze(wait_s=0.0)
+
+
+def test_a_freezer_that_cannot_be_written_for_another_reason_says_so(tmp_path, monkeypatch):
+    from evalkit.sandbox.cgroup import CgroupFreezer
+
+    def refused(self, *args, **kwargs):
+        raise PermissionError(errno.EACCES, "refused")
+    monkeypatch.setattr(Path, "write_text", refused)
+    with pytest.raises(PermissionError):
+        CgroupFreezer("cgroup2", tmp_path).thaw()
