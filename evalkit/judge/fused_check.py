@@ -35,22 +35,46 @@ def passing_figures(actual: torch.Tensor, expected: torch.Tensor, atol: float,
     within ``|a - e| <= atol + rtol * |e|`` (``tensor_check._passing_chunk``'s figures, for the whole tensor); None
     when one is not, or where this pass does not apply (off CUDA, no Triton, small or unusual tensors): then the
     caller compares the long way."""
-    if not _applies(actual, expected):
+    if not (_applies(actual, expected) and _usable(actual.dtype, expected.dtype, expected.device)):
         return None
-    kernel = _kernel()
-    if kernel is None:
-        return None
-    n = expected.numel()
-    blocks = math.ceil(n / BLOCK_ELEMENTS)
-    figures = torch.empty((blocks, FIGURES), dtype=torch.float64, device=expected.device)
-    # float64 on the device: Triton would pass Python floats as float32
-    bounds = torch.tensor([atol, rtol, FLOAT64_MAX], dtype=torch.float64, device=expected.device)
-    kernel[(blocks,)](actual.contiguous(), expected.contiguous(), bounds, figures, n, BLOCK=BLOCK_ELEMENTS)
+    figures = _block_figures(actual.contiguous(), expected.contiguous(), atol, rtol)
     max_abs, excess, max_rel = figures[:, :3].max(dim=0).values.tolist()
     sq_err, sq_ref, nonfinite = figures[:, 3:].sum(dim=0).tolist()
     if nonfinite or not (math.isfinite(max_abs) and math.isfinite(sq_ref) and excess <= atol):
         return None
     return [0.0, 0.0, max_abs, max_rel, sq_err, sq_ref]
+
+
+def _block_figures(actual: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
+    """Each block's ``FIGURES``, one row a block."""
+    n = expected.numel()
+    blocks = math.ceil(n / BLOCK_ELEMENTS)
+    figures = torch.empty((blocks, FIGURES), dtype=torch.float64, device=expected.device)
+    # float64 on the device: Triton would pass Python floats as float32
+    bounds = torch.tensor([atol, rtol, FLOAT64_MAX], dtype=torch.float64, device=expected.device)
+    _kernel()[(blocks,)](actual, expected, bounds, figures, n, BLOCK=BLOCK_ELEMENTS)
+    return figures
+
+
+@cache
+def _usable(actual_dtype: torch.dtype, expected_dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether the kernel is there and compiles and runs right for these dtypes, tried once a process on a small
+    pair: a Triton that fails here costs the comparison its speed, never an answer its verdict."""
+    try:
+        if _kernel() is None:
+            return False
+        expected = torch.tensor([0.0, 1.0, 3.0], dtype=expected_dtype, device=device)
+        figures = _block_figures(torch.tensor([0.0, 1.0, 2.0], dtype=actual_dtype, device=device), expected, 0.0, 0.0)
+        read = figures[0].tolist()
+    except Exception as err:  # noqa: BLE001 - Triton's compiler or the driver: the long way, as without Triton
+        logger.warning("the one-pass comparison does not run here (%s, %s): %s: %s", actual_dtype, expected_dtype,
+                       type(err).__name__, err)
+        return False
+    if read != [1.0, 1.0, 1.0 / 3.0, 1.0, 10.0, 0.0]:
+        logger.warning("the one-pass comparison read %s where [1, 1, 1/3, 1, 10, 0] is right (%s, %s): not used",
+                       read, actual_dtype, expected_dtype)
+        return False
+    return True
 
 
 def _applies(actual: torch.Tensor, expected: torch.Tensor) -> bool:

@@ -16,6 +16,10 @@ def test_off_cuda_the_comparison_takes_the_long_way():
     assert result.ok and result.max_abs_err < 1e-6
 
 
+def test_a_kernel_that_cannot_run_here_is_not_used():
+    assert not fused_check._usable(torch.float32, torch.float64, torch.device("cpu"))
+
+
 def test_small_or_unusual_tensors_take_the_long_way():
     e = torch.zeros(16, dtype=torch.float64)
     assert not fused_check._applies(e.float(), e)  # small, and on the CPU
@@ -90,3 +94,20 @@ def test_a_whole_comparison_reads_the_same_figures_either_way(monkeypatch):
     assert fused.ok and chunked.ok
     assert (fused.max_abs_err, fused.max_rel_err) == (chunked.max_abs_err, chunked.max_rel_err)
     assert fused.rel_l2_err == pytest.approx(chunked.rel_l2_err, rel=1e-9)
+
+
+@pytest.mark.cuda
+def test_a_broken_triton_costs_the_comparison_its_speed_not_its_verdict(monkeypatch):
+    def broken() -> object:
+        raise RuntimeError("no compiler here")
+
+    fused_check._usable.cache_clear()
+    monkeypatch.setattr(fused_check, "_kernel", broken)
+    try:
+        a, e = _pair(torch.float32, FUSED_MIN_ELEMENTS)
+        assert passing_figures(a, e, 1e-2, 1e-2) is None
+        assert compare_outputs(a, e, atol=1e-2, rtol=1e-2, expected_dtype=a.dtype).ok
+        a[9] += 1.0
+        assert not compare_outputs(a, e, atol=1e-2, rtol=1e-2, expected_dtype=a.dtype).ok
+    finally:
+        fused_check._usable.cache_clear()
