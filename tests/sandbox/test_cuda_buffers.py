@@ -86,6 +86,7 @@ def test_an_outputs_allocation_keeps_its_handle_and_another_allocation_is_named_
     from evalkit.sandbox.cuda_buffers import SegmentExporter
 
     exporter = SegmentExporter()
+    torch.cuda.empty_cache()  # no block cached by earlier tests of this process for the 64 MiB one to land in
     first = torch.full((1 << 20,), 3.0, device="cuda")
     start, size, handle = exporter.segment(first.data_ptr())
     assert start <= first.data_ptr() < start + size
