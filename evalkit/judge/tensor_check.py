@@ -230,7 +230,7 @@ def _accumulate(result: Comparison, actual: torch.Tensor, expected: torch.Tensor
     whole = passing_figures(actual, expected, atol, rtol)  # one pass on CUDA, for an output that passes
     if whole is not None:
         _, _, result.max_abs_err, result.max_rel_err, sq_err, sq_ref = whole
-        result.rel_l2_err = (sq_err / sq_ref) ** 0.5 if sq_ref > 0 else (0.0 if sq_err == 0 else float("inf"))
+        result.rel_l2_err = _relative_l2(sq_err, sq_ref)
         return
     sq_err, sq_ref = 0.0, 0.0
     for start in range(0, n, CHUNK_ELEMENTS):
@@ -252,7 +252,12 @@ def _accumulate(result: Comparison, actual: torch.Tensor, expected: torch.Tensor
         sq_err += chunk_sq_err
         sq_ref += chunk_sq_ref
     result.bad_fraction = result.bad_count / n if n else 0.0
-    result.rel_l2_err = (sq_err / sq_ref) ** 0.5 if sq_ref > 0 else (0.0 if sq_err == 0 else float("inf"))
+    result.rel_l2_err = _relative_l2(sq_err, sq_ref)
+
+
+def _relative_l2(sq_err: float, sq_ref: float) -> float:
+    """``||a - e|| / ||e||`` from the two square sums (0 for two zero tensors, inf for an error on a zero one)."""
+    return (sq_err / sq_ref) ** 0.5 if sq_ref > 0 else (0.0 if sq_err == 0 else float("inf"))
 
 
 def _passing_chunk(a: torch.Tensor, e: torch.Tensor, atol: float, rtol: float) -> list[float] | None:
