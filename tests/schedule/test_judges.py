@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES
 from evalkit.cli.main import main
+from evalkit.sandbox.cgroup import remove_run_cgroups
 from evalkit.schedule.judge_messages import BaselineFiles, StationSpec
 from evalkit.schedule.judge_process import STACKS_SIGNAL, JudgeProcessDied, ProcessStation
 from evalkit.schedule.options import JudgeOptions, default_limits
@@ -61,7 +62,8 @@ def test_two_cpu_judges_give_one_judges_verdicts_and_share_the_work(tmp_path: Pa
 
 
 def test_a_judge_process_that_dies_fails_its_request_and_is_started_again(tmp_path: Path):
-    station = ProcessStation(JudgeSlot("cpu:0", "cpu", None, ()), cpu_station_spec(tmp_path), freezer=None)
+    spec = cpu_station_spec(tmp_path)
+    station = ProcessStation(JudgeSlot("cpu:0", "cpu", None, ()), spec, freezer=None)
     thread, failure = prepare_in_background(station, "linear_relu")
     wait_for(lambda: station._proc is not None, 30, "the judge process to start")
     os.kill(station._proc.pid, signal.SIGKILL)
@@ -74,6 +76,7 @@ def test_a_judge_process_that_dies_fails_its_request_and_is_started_again(tmp_pa
         assert station.current_problem == "linear_relu"
     finally:
         station.close()
+        remove_run_cgroups(spec.limits.group)  # what the killed judge could not remove
     assert station._proc is None
 
 
@@ -123,11 +126,13 @@ def test_a_message_of_the_wrong_kind_is_named_never_read_by_position():
 
 def test_closing_a_judge_process_that_is_already_gone_is_quiet(tmp_path: Path):
     # A signal that stops the run reaches the judge processes too: closing one that died raised AttributeError.
-    station = ProcessStation(JudgeSlot("cpu:0", "cpu", None, ()), cpu_station_spec(tmp_path), freezer=None)
+    spec = cpu_station_spec(tmp_path)
+    station = ProcessStation(JudgeSlot("cpu:0", "cpu", None, ()), spec, freezer=None)
     station._ensure_started()
     station._proc.kill()
     station._proc.wait()
     station.close()
+    remove_run_cgroups(spec.limits.group)  # what the killed judge could not remove
     assert station._proc is None
 
 
