@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import math
+import sys
 from functools import cache
 from typing import Any
 
@@ -26,7 +27,6 @@ BLOCK_ELEMENTS = 4096
 FIGURES = 6  # per block: max |a - e|, max(|a - e| - rtol |e|), max relative error, sum of squared errors,
 #              sum of the reference's squares, count of elements not finite in either
 FUSED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-FLOAT64_MAX = 1.7976931348623157e308
 
 
 def passing_figures(actual: torch.Tensor, expected: torch.Tensor, atol: float,
@@ -51,7 +51,7 @@ def _block_figures(actual: torch.Tensor, expected: torch.Tensor, atol: float, rt
     blocks = math.ceil(n / BLOCK_ELEMENTS)
     figures = torch.empty((blocks, FIGURES), dtype=torch.float64, device=expected.device)
     # float64 on the device: Triton would pass Python floats as float32
-    bounds = torch.tensor([atol, rtol, FLOAT64_MAX], dtype=torch.float64, device=expected.device)
+    bounds = torch.tensor([atol, rtol, sys.float_info.max], dtype=torch.float64, device=expected.device)
     _kernel()[(blocks,)](actual, expected, bounds, figures, n, BLOCK=BLOCK_ELEMENTS)
     return figures
 
