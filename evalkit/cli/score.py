@@ -66,6 +66,10 @@ def machine_options(command: Any) -> Any:
     command = click.option("--judges", type=click.IntRange(min=RUN_MINIMUMS["judges"]), default=1, show_default=True,
                            help="Judges at once: on the CPU, N judges; on GPUs, N per GPU of --gpus (they time in turn, "
                                 "their other work overlaps).")(command)
+    command = click.option("--overlap/--no-overlap", default=False, show_default=True,
+                           help="A GPU's only judge sets up, loads and checks the next answer while one answer's "
+                                "float64 checks and kernel profile run; never beside a timing (experimental: it "
+                                "gained no RL step yet).")(command)
     command = click.option("--gpus", default="all", show_default=True,
                            help="GPUs to judge on (--judges each): all, a count (2), or indices (0,2; 1, for GPU 1 "
                                 "alone).")(command)

@@ -23,7 +23,7 @@ import torch
 
 from evalkit.judge.plausibility import half_storage, precision_class, reduced_precision
 from evalkit.judge.judge_settings import JudgeSettings
-from evalkit.judge.reference import OutputSpec, ReferenceProblem, input_seed
+from evalkit.judge.reference import REFERENCE_TURN, OutputSpec, ReferenceProblem, input_seed
 from evalkit.judge.session import Session
 from evalkit.judge.tensor_check import Comparison, Taken, compare_outputs, compare_taken, take_sample
 from evalkit.judge.timing import CALIBRATION_PINGS, CALIBRATION_WARMUP, L2Flusher, Overhead, collector_paused
@@ -198,9 +198,10 @@ class Contender:
                 originals = [judge.correctness_inputs(number) for number in numbers]
                 self._call(originals)
             for k, (number, inputs) in enumerate(zip(numbers, originals)):
-                expected = judge.expected(number, inputs)
-                comparisons = self._compare(k, expected)
-                stored_as = stored_as or half_storage(self.session.outputs(k), expected)
+                with REFERENCE_TURN:  # its float64 outputs are read before the reference's next request
+                    expected = judge.expected(number, inputs)
+                    comparisons = self._compare(k, expected)
+                    stored_as = stored_as or half_storage(self.session.outputs(k), expected)
                 for index, result in enumerate(comparisons):
                     if not result.ok:
                         trial = number // batch + 1
@@ -263,11 +264,12 @@ class Contender:
         try:
             while self._pending:
                 check = self._pending.pop(0)
-                with self.judge.use():  # a point where another judge's timing may go first (``gpu_gate``)
+                with self.judge.use(), REFERENCE_TURN:  # a point where another judge's timing may go first
                     expected = self.ref.expected_read_at_once(self.ref.make_inputs(check.seed))
-                for index, (taken, exp, spec) in enumerate(zip(check.taken, expected, self.judge.specs)):
-                    result = compare_taken(taken, exp, atol=self.settings.atol, rtol=self.settings.rtol,
-                                           expected_dtype=spec.dtype)
+                    results = [compare_taken(taken, exp, atol=self.settings.atol, rtol=self.settings.rtol,
+                                             expected_dtype=spec.dtype)
+                               for taken, exp, spec in zip(check.taken, expected, self.judge.specs)]
+                for index, result in enumerate(results):
                     if not result.ok:
                         raise Stop(Finding.WRONG_DURING_TIMING,
                                    f"an output produced during timing (request {check.request + 1}, call "

@@ -10,6 +10,7 @@ import copy
 import hashlib
 import logging
 import math
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -24,6 +25,11 @@ from evalkit.sources.settings import PRECISION_DTYPES
 logger = logging.getLogger(__name__)
 
 EAGER_CALLS = 3  # calls of the eager reference timed for its time limits (after one warm-up)
+# Held around each use of a reference and the reading of what it returned: a judge that overlaps answers
+# (``schedule.overlap``) runs one answer's checks beside the next one's correctness trials, in two threads. Process-wide,
+# as what it guards is: torch's default generators, which every reference's ``make_inputs`` seeds, and the buffers a
+# sandboxed reference rewrites at its next request (``expected_read_at_once``). Re-entrant: a holder may use it again.
+REFERENCE_TURN = threading.RLock()
 
 
 def input_seed(secret: int, call: int) -> int:
@@ -116,10 +122,10 @@ class ReferenceProblem:
         """Fresh inputs from the problem's ``get_inputs()``, drawn on the judge's device under ``seed``. Only the
         generators a draw can use are seeded: ``torch.manual_seed`` also queues a call, with its stack formatted,
         for every backend not started (MTIA, XPU), 1.5 ms and a little memory per call for the life of the judge."""
-        torch.random.default_generator.manual_seed(seed)
-        if self.device == "cuda":
-            torch.cuda.default_generators[torch.cuda.current_device()].manual_seed(seed)
-        with torch.device(self.device):
+        with REFERENCE_TURN, torch.device(self.device):
+            torch.random.default_generator.manual_seed(seed)
+            if self.device == "cuda":
+                torch.cuda.default_generators[torch.cuda.current_device()].manual_seed(seed)
             values = list(self.module.get_inputs())
         return in_precision([v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values], self.dtype)
 

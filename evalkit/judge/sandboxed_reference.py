@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from evalkit.judge.reference import EAGER_CALLS, ReferenceProblem, precision_dtype
+from evalkit.judge.reference import EAGER_CALLS, REFERENCE_TURN, ReferenceProblem, precision_dtype
 from evalkit.records import EvalkitError
 from evalkit.sandbox import reference_protocol as rp
 from evalkit.sandbox import shared_buffers
@@ -226,14 +226,15 @@ class SandboxedReference(ReferenceProblem):
         judge's queued work finishes first: the request may rewrite buffers that the judge's copies of a former
         reply (``make_inputs`` clones its inputs without waiting) still read, and the worker reads what the judge
         copied into them (``_computed``)."""
-        if self.device == "cuda":
-            torch.cuda.synchronize()
-        self._worker.thaw()
-        try:
-            self._send(request)
-            done = self._reply(STEP_S, request.op, rp.Done)
-        finally:
-            self._freeze()
+        with REFERENCE_TURN:
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+            self._worker.thaw()
+            try:
+                self._send(request)
+                done = self._reply(STEP_S, request.op, rp.Done)
+            finally:
+                self._freeze()
         if done.request != request.op:
             raise ReferenceFailed(f"the reference's worker answered {done.request!r} to {request.op!r}")
         return done
@@ -245,14 +246,17 @@ class SandboxedReference(ReferenceProblem):
             raise ReferenceFailed(f"the reference's worker sent {what} that cannot be read: {err}") from None
 
     def make_inputs(self, seed: int) -> list[Any]:
-        done = self._ask(rp.ReferenceRequest("inputs", seed=seed))
-        if len(done.values) != self.n_inputs:
-            raise ReferenceFailed(f"the reference's worker sent {len(done.values)} values for {self.n_inputs} inputs")
-        return [view.clone() if view is not None else self._decoded(value, "an input")
-                for view, value in zip(self._views["inputs"], done.values)]
+        with REFERENCE_TURN:  # cloned before another thread's request rewrites them
+            done = self._ask(rp.ReferenceRequest("inputs", seed=seed))
+            if len(done.values) != self.n_inputs:
+                raise ReferenceFailed(f"the reference's worker sent {len(done.values)} values for {self.n_inputs} "
+                                      f"inputs")
+            return [view.clone() if view is not None else self._decoded(value, "an input")
+                    for view, value in zip(self._views["inputs"], done.values)]
 
     def expected(self, inputs: list[Any]) -> list[torch.Tensor]:
-        return [view.clone() for view in self.expected_read_at_once(inputs)]
+        with REFERENCE_TURN:
+            return [view.clone() for view in self.expected_read_at_once(inputs)]
 
     def expected_read_at_once(self, inputs: list[Any]) -> list[torch.Tensor]:
         done = self._computed("expected", inputs)
@@ -260,18 +264,20 @@ class SandboxedReference(ReferenceProblem):
         return list(self._views["expected"])  # the worker is frozen until the next request rewrites them
 
     def pytorch_own(self, inputs: list[Any]) -> list[torch.Tensor]:
-        self._computed("own", inputs)
-        return [view.clone() for view in self._views["own"]]
+        with REFERENCE_TURN:
+            self._computed("own", inputs)
+            return [view.clone() for view in self._views["own"]]
 
     def _computed(self, op: str, inputs: list[Any]) -> rp.Done:
         from evalkit.sandbox.values import encode
 
         values = []
-        for view, value in zip(self._views["inputs"], inputs):
-            if view is not None:
-                view.copy_(value)
-            values.append(None if view is not None else encode(value))
-        return self._ask(rp.ReferenceRequest(op, values=values))
+        with REFERENCE_TURN:  # its input buffers are written here, then read by the request
+            for view, value in zip(self._views["inputs"], inputs):
+                if view is not None:
+                    view.copy_(value)
+                values.append(None if view is not None else encode(value))
+            return self._ask(rp.ReferenceRequest(op, values=values))
 
     def pick_float64_backend(self, inputs: list[Any]) -> None:
         """The worker picked its own when it loaded."""

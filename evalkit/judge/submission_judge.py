@@ -136,17 +136,22 @@ class Judge:
         return Session(worker, self.ref, limits, batch or self.batch, idle=self.idle)
 
     def examine(self, worker: WorkerChannel, code_path: Path, compiles_on_first_call: bool = True,
-              profiler: ProfilingWorker | None = None, partner: Partner | None = None) -> Judgement:
+                profiler: ProfilingWorker | None = None, partner: Partner | None = None,
+                timed: Callable[[], None] | None = None) -> Judgement:
         """Judge the code at ``code_path`` in ``worker``, a fresh sandboxed one (the first call's limit is the longer
         one unless the caller knows the answer has nothing to compile then: ``time_limits.compiles_on_first_call``),
         timed beside the baseline ``partner`` gives, once it passed; then, when it passed and ``profiler`` gives a
         worker to profile in, which kernels it launches (``kernel_profile``); on a CPU, with no ``profiler``, which
-        native code it built and called, in its own worker once timed (``kernel_profile.observe_native_calls``)."""
+        native code it built and called, in its own worker once timed (``kernel_profile.observe_native_calls``).
+        ``timed`` is called once a passing answer's timing is over and its worker closed, before its checks and
+        profile: from there on nothing of it needs the GPU alone (``schedule.overlap``)."""
         limits = self.time_limits.for_answer(compiles_on_first_call)
         native = profiler is None and self.ref.device == "cpu"
         checks = DeferredChecks(self) if profiler is not None else None
         judgement = self.judge_with(worker, code_path, limits=limits, partner=partner, native_calls=native,
                                     checks=checks)
+        if timed is not None and judgement.finding is Finding.PASSED and judgement.timing:
+            timed()
         if profiler is None or checks is None or judgement.finding is not Finding.PASSED:
             return judgement
         start, timed_stages = time.monotonic(), dict(judgement.stage_seconds)  # the profile's close is its own

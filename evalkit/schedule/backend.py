@@ -40,6 +40,7 @@ class Station(Protocol):
 
     current_problem: str | None
     kept_problems: list[str]  # every problem the judge holds loaded, the least recently used first
+    lanes: int  # the answers it may be sent at once (``overlap``: two)
 
     def start(self) -> None: ...  # start the judge now (its process, its spare workers), ahead of its first request
     def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]: ...
@@ -62,6 +63,12 @@ class Backend(Protocol):
                 progress: Callable[[str], None], report: ReportFolder | None = None) -> Station: ...
     def abandon_builds(self, kill: Callable[[], object]) -> None: ...
     def close(self) -> None: ...
+
+
+def overlaps_answers(slot: JudgeSlot) -> bool:
+    """Whether the judge of ``slot`` overlaps answers (``overlap``): a GPU's only judge, whose answers' checks and
+    profiles otherwise leave the GPU idle between timings. Several judges of one GPU already overlap each other."""
+    return slot.gpu is not None and slot.gpu_judges == 1
 
 
 class LocalBackend:
@@ -88,7 +95,8 @@ class LocalBackend:
 
     def station(self, slot: JudgeSlot, spec: StationSpec, judges: int, freezer: BuildFreezer,
                 progress: Callable[[str], None], report: ReportFolder | None = None) -> Station:
-        spec = replace(spec, gpu=host_device(slot, os.environ.get(VISIBLE)), gpu_judges=slot.gpu_judges)
+        spec = replace(spec, gpu=host_device(slot, os.environ.get(VISIBLE)), gpu_judges=slot.gpu_judges,
+                       overlap=spec.overlap and overlaps_answers(slot))
         if judges == 1 and slot.gpu is None:
             # This process is not pinned (it may be a caller's training loop), so neither is its worker: a worker
             # on the judge's two cores shared them with this process's own thread once builds had pushed it

@@ -18,6 +18,7 @@ that answer's row.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import replace
@@ -31,7 +32,7 @@ from evalkit.judge.baselines import baseline_key
 from evalkit.judge.builder import BuildOutcome, builds_root, extension_env
 from evalkit.judge.torch_headers import header_env
 from evalkit.judge.contender import Contender
-from evalkit.judge.reference import ReferenceProblem
+from evalkit.judge.reference import REFERENCE_TURN, ReferenceProblem
 from evalkit.judge.sandboxed_reference import ReferenceFailed, SandboxedReference
 from evalkit.judge.submission_judge import BaselineFailed, Judge, JudgeSettings, close_contender
 from evalkit.judge.time_limits import compiles_on_first_call
@@ -41,11 +42,12 @@ from evalkit.sandbox.launcher import Limits, UntrustedProcess
 from evalkit.sandbox.programs import REFERENCE_WORKER
 from evalkit.sandbox.protocol import PRELOAD_CUDA_VARIABLE, PRELOAD_PROFILER_VARIABLE
 from evalkit.sandbox.spare import SpareWorker, at_once, discard
-from evalkit.schedule.gpu_memory import answer_memory, answers_memory_alone
+from evalkit.schedule.gpu_memory import answer_memory, answers_memory_alone, tail_memory
 from evalkit.schedule.judge_messages import StationSpec
 from evalkit.schedule.kept_problems import (KeptProblems, ProblemContext, ReferenceOutOfMemory,
                                             answer_reported_out_of_memory, close_judge, close_partner, free_garbage,
                                             kept_memory_share, release_cached_memory)
+from evalkit.schedule.overlap import Deliver, JudgeAgainAlone, Lanes
 from evalkit.sources.problems import Problem
 
 logger = logging.getLogger(__name__)
@@ -75,11 +77,15 @@ class DeviceJudge:
     """The judge of one device. ``quiet()`` is entered around every measurement (it freezes the builds)."""
 
     def __init__(self, spec: StationSpec, quiet: Quiet | None = None,
-                 progress: Callable[[str], None] | None = None) -> None:
+                 progress: Callable[[str], None] | None = None, deliver: Deliver | None = None) -> None:
         self.problems, self.plans, self.kinds = spec.problems, spec.plans, spec.kinds
         self.device, self.seed, self.limits, self.driver = spec.device, spec.seed, spec.limits, spec.driver
         self._cache = spec.baselines.open()
-        self._gate = GpuGate.open(spec.gpu) if spec.device == "cuda" else None  # its GPU's, host-wide (``gpu_gate``)
+        # Its GPU's gates, host-wide (``gpu_gate``): its own thread's, and one for each lane when it overlaps answers
+        # (``overlap``: rows decided after their answer's timing go to ``deliver``).
+        self._deliver = deliver if spec.overlap else None
+        gates = [GpuGate.open(spec.gpu) if spec.device == "cuda" else None for _ in range(3 if self._deliver else 1)]
+        self._lanes = Lanes(gates[0], gates[1:])
         self._shares_gpu = spec.gpu_judges > 1  # other judges of the run on its GPU, their answers' memory beside
         self._builds_frozen = quiet or nullcontext
         limits, device = spec.limits, spec.device
@@ -104,11 +110,18 @@ class DeviceJudge:
         # ``REFERENCE_SPARES``, CUDA started in them as in the answers' (``_reference``).
         self._references = SpareWorker(limits, {**_pinned(limits), **cuda_started}, count=0, program=REFERENCE_WORKER)
         self._progress = progress or (lambda text: None)
-        self._kept = KeptProblems(spec.problems, spec.device, kept_memory_share(spec.gpu_judges))
-        # The answer being judged (its resume key) and its workers: one tuple, replaced whole, so that ``cancel``
+        self._kept = KeptProblems(spec.problems, spec.device, kept_memory_share(spec.gpu_judges),
+                                  in_use=self._lanes.tail_problems)
+        # The answers being judged (their resume keys) and their workers: one dict, replaced whole, so that ``cancel``
         # (another thread, or a signal handler in a judge process) reads it without a lock.
-        self._in_hand: tuple[str, list[UntrustedProcess]] | None = None
+        self._in_hand: dict[str, list[UntrustedProcess]] = {}
+        self._hand_changed = threading.Lock()  # two lanes change ``_in_hand``; ``cancel`` only reads it
         self._cancel_pending: str | None = None  # a cancel that came before its answer was in hand
+
+    @property
+    def _gate(self) -> GpuGate | None:
+        """The gate of the thread judging (``overlap``: one per lane)."""
+        return self._lanes.gate
 
     @property
     def current_problem(self) -> str | None:
@@ -147,10 +160,25 @@ class DeviceJudge:
         context = self._kept.current_context()
         return dict(context.baselines or {}) if context else {}
 
-    def judge_answer(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
+    def judge_answer(self, submission: Submission, early: Triage, outcome: BuildOutcome,
+                     alone: bool = False) -> ResultRow | None:
         """The row of one built answer, stamped with the plan it was judged by; never raises for anything the answer
-        does."""
-        return verdicts.planned(self._row(submission, early, outcome), self.plans.get(submission.problem))
+        does. A judge that overlaps answers (``overlap``) returns None for an answer still judged past its timing:
+        its row goes to ``deliver`` once decided (or None there: judge it again ``alone``, with nothing beside it)."""
+        plan = self.plans.get(submission.problem)
+        if self._deliver is None or alone or not self._overlappable(submission.problem):
+            if self._deliver is not None:
+                self._lanes.wait_for_tails()
+            return verdicts.planned(self._row(submission, early, outcome), plan)
+        return self._lanes.judge(submission.key, submission.problem, outcome.extension_dir or "",
+                                 lambda: verdicts.planned(self._row(submission, early, outcome), plan), self._deliver)
+
+    def _overlappable(self, problem_id: str) -> bool:
+        """Whether an answer's tail could run beside the next answer: not when its problem's baselines are still to
+        be timed after it (a tail never times)."""
+        context = self._kept.get(problem_id)
+        known = context.baselines if context is not None else None
+        return known is not None and all(kind in known for kind in self.kinds)
 
     def _row(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
         try:
@@ -162,23 +190,35 @@ class DeviceJudge:
             except Exception as err:  # noqa: BLE001 - the GPU's memory running out is tried again, nothing else
                 if not self._kept.out_of_memory(submission.problem, err):
                     raise
+                self._alone_from_here(err)
                 again = self._judged_alone(submission, early, outcome, "the GPU ran out of memory")
                 if again is None:  # nothing freed, no other judge to wait out
                     raise
                 return again
             if answer_reported_out_of_memory(row) and (self._shares_gpu or len(self._kept.ids) > 1):
                 # Its word, not the judge's observation: enough for one more judging, never for a verdict.
+                self._alone_from_here(None)
                 return self._judged_alone(submission, early, outcome, "its worker ran out of GPU memory") or row
             return row
+        except JudgeAgainAlone:
+            raise
         except ReferenceFailed as err:  # an untrusted reference's worker, or the GPU's memory: not the answer's fault
+            self._alone_from_here(err)
             logger.warning("%s: %s", submission.problem, err)
             close_judge(self._kept.get(submission.problem))  # loaded anew for the problem's next answer
             return verdicts.unavailable_row(submission, early, outcome, self.device, str(err))
         except Exception as err:  # noqa: BLE001 - a hostile answer may find a way to upset the judge itself
+            self._alone_from_here(err)
             logger.exception("%s/%s: the judge failed on this answer", submission.problem, submission.sample)
             return verdicts.judge_failed_row(submission, early, self.device, err)
         finally:
             release_cached_memory(self.device)  # what this judge no longer uses, the next worker may need
+
+    def _alone_from_here(self, err: BaseException | None) -> None:
+        """In a tail (``overlap``), what follows (unloading problems, closing a reference, a judge failure's row) is
+        for the answer judged again alone: ``JudgeAgainAlone``. Elsewhere nothing."""
+        if self._lanes.in_tail():
+            raise JudgeAgainAlone(str(err or "its worker ran out of GPU memory")) from err
 
     def _judged_alone(self, submission: Submission, early: Triage, outcome: BuildOutcome, why: str) -> ResultRow | None:
         """The answer judged again with no other problem kept and no other judge's answer holding the GPU's memory
@@ -198,7 +238,9 @@ class DeviceJudge:
         start, kept = time.monotonic(), context.judge is not None
         judge = self._judge_of(context)
         load_s = time.monotonic() - start
-        with answer_memory(self._gate, judge, self.device):  # the problem loaded first: its size
+        with ExitStack() as held:
+            held.enter_context(answer_memory(self._gate, judge, self.device))  # the problem loaded first: its size
+            self._lanes.hold(held, lambda: tail_memory(self._gate, judge, self.device))
             row = self._judge_one(submission, early, outcome, context)
         if not kept and judge is not None:
             row.stage_seconds["problem_load_s"] = load_s
@@ -210,9 +252,9 @@ class DeviceJudge:
         """The answer ``key`` (``Submission.key``) is no longer wanted: if it is in hand, kill its workers now (its
         row, a crash, is dropped by its batch); else nothing."""
         self._cancel_pending = key
-        in_hand = self._in_hand
-        if in_hand is not None and in_hand[0] == key:
-            _cancel_workers(in_hand[1])
+        workers = self._in_hand.get(key)
+        if workers is not None:
+            _cancel_workers(workers)
 
     def abandon(self) -> None:
         """The run or evaluator is stopping (called from another thread): start no more workers (the group kill
@@ -221,6 +263,8 @@ class DeviceJudge:
             pool.stop()
 
     def close(self) -> None:
+        if self._deliver is not None:
+            self._lanes.wait_for_tails()  # a tail ends within its workers' limits
         at_once(lambda end: end(), [*(partial(close_judge, context) for context in self._kept),
                                      *(pool.close for pool in self._pools())])
         self._kept.clear()
@@ -278,6 +322,7 @@ class DeviceJudge:
     @contextmanager
     def _quiet(self) -> Iterator[list[str]]:
         """Around every measurement: the GPU its alone (yields the uses not waited out), builds and spares frozen."""
+        self._lanes.wait_for_tails()  # nothing of another answer beside a timing (``overlap``)
         turn = partial(self._gate.exclusive, self._builds_frozen) if self._gate is not None else self._builds_frozen
         with turn() as contended, ExitStack() as parked:
             for pool in self._pools():
@@ -302,7 +347,7 @@ class DeviceJudge:
             try:
                 plan.check_current(problem.sha256)
                 settings = JudgeSettings.of(plan, self.seed)
-                with self._use():  # the reference's weights and its first outputs on the GPU
+                with self._use(), REFERENCE_TURN:  # the reference's weights and first outputs on the GPU
                     ref = self._reference(problem, settings.precision)
                     context.judge = Judge(ref, settings, self.limits, quiet=self._quiet, use=self._use)
             except Exception as err:  # noqa: BLE001 - a broken problem is reported on every row, the run goes on
@@ -333,7 +378,8 @@ class DeviceJudge:
             return verdicts.unavailable_row(submission, early, outcome, self.device, context.setup_error)
         extensions = Path(outcome.extension_dir).parent / "extensions"  # the build stage already chose it
         workers = [self._entry_aside(self._spare.take(extensions))]
-        self._in_hand = (submission.key, workers)
+        with self._hand_changed:
+            self._in_hand = {**self._in_hand, submission.key: workers}
         if self._cancel_pending == submission.key:  # cancelled while its message was on the way
             _cancel_workers(workers)
 
@@ -344,9 +390,13 @@ class DeviceJudge:
             judgement = judge.examine(workers[0], _with_code(workers[0], early.code),
                                     compiles_on_first_call(early.code, extensions),
                                     profiler=profiler if self._profilers is not None else None,
-                                    partner=lambda start=True: self._partner(context, start))
+                                    partner=lambda start=True: self._partner(context, start),
+                                    timed=self._lanes.timing_over)
         finally:
-            self._in_hand = self._cancel_pending = None
+            with self._hand_changed:
+                self._in_hand = {key: held for key, held in self._in_hand.items() if key != submission.key}
+            if self._cancel_pending == submission.key:
+                self._cancel_pending = None
             for worker in workers:
                 discard(worker)  # closed already, unless the judge failed before reaching it
         # Baselines only for a timed answer (a speedup needs them), timed now unless known: a run whose answers all

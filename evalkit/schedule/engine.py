@@ -84,7 +84,7 @@ class Engine:
         self.backend = backend or LocalBackend(options.build_jobs(len(placement.build_cpus) or None, device=device))
         self._build_limits = replace(limits, cpus=placement.build_cpus or None)
         spec = StationSpec(problems, plans, options.baselines, options.cache_dir, device, seed, limits, baselines,
-                           driver)
+                           driver, overlap=options.overlap)
         self.stations: list[Station] = [self.backend.station(slot, replace(spec, limits=self._judge_limits(slot),
                                                                            start_cpus=self._start_cpus(slot)),
                                                              len(placement.slots), self.freezer, self.progress,
@@ -235,37 +235,42 @@ class Engine:
         with self._threads_guard:
             if self._judge_threads:
                 return
-            self._judge_threads = [threading.Thread(target=self._serve, args=(station, slot), daemon=True,
-                                                    name=f"evalkit-judge-{slot.name}")
-                                   for station, slot in zip(self.stations, self.placement.slots)]
+            # Two threads for a judge that overlaps answers (``overlap``): one sends it the next answer while the
+            # other waits for the row of the answer before, still judged past its timing.
+            self._judge_threads = [threading.Thread(target=self._serve, args=(station, slot, lane), daemon=True,
+                                                    name=f"evalkit-judge-{slot.name}" + (f"-{lane}" if lane else ""))
+                                   for station, slot in zip(self.stations, self.placement.slots)
+                                   for lane in range(getattr(station, "lanes", 1))]
             for thread in self._judge_threads:
                 thread.start()
 
-    def _serve(self, station: Station, slot: JudgeSlot) -> None:
+    def _serve(self, station: Station, slot: JudgeSlot, lane: int = 0) -> None:
         name, gpu = slot.name, f"{slot.gpu}" if slot.gpu is not None and slot.gpu_judges > 1 else ""
+        held = f"{name}/{lane}"  # this thread's entry in ``_busy`` and ``_in_hand``
         try:
-            station.start()  # ahead of its first request: a judge process, the spare workers, start meanwhile
+            if lane == 0:
+                station.start()  # ahead of its first request: a judge process, the spare workers, start meanwhile
         except Exception:  # noqa: BLE001 - its first request starts it again, and its row says what failed
             logger.exception("judge %s could not start ahead of its first answer", name)
         while (item := self._ready.take(station.current_problem, name, gpu, station.kept_problems)) is not None:
-            self._busy.add(name)
+            self._busy.add(held)
             try:
                 if isinstance(item, tuple):
                     self._prefetch(station, *item)
                 elif isinstance(item, Preparation):
                     self._prepare_all(station, item)
                 elif not item.batch.cancelled:
-                    self._in_hand[name] = (station, item)
+                    self._in_hand[held] = (station, item)
                     try:
                         row = self._judge_item(station, item)
                     finally:
-                        self._in_hand.pop(name, None)
+                        self._in_hand.pop(held, None)
                     if row.timing:
                         self.prepared.add(row.problem)  # a timed answer's problem has every baseline by now
                     row.judge = name
                     item.batch.put(row)
             finally:
-                self._busy.discard(name)
+                self._busy.discard(held)
 
     def _cancel_in_hand(self, batch: Batch) -> None:
         """``batch`` was cancelled: end its answers the stations hold now, not when they would have finished."""

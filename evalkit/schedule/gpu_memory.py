@@ -26,6 +26,16 @@ def answer_bytes(judge: Judge) -> int:
     return 2 * judge.batch * (inputs + outputs) + 2 * outputs + 2 * outputs
 
 
+def tail_memory(gate: GpuGate | None, judge: Judge | None, device: str) -> AbstractContextManager[Any]:
+    """What an answer holds once timed (``overlap``'s tail): the inputs and outputs of one call for its profile's
+    worker, and one call's float64 reference for its checks (a float64 output is twice a float32 one). conv2d_square's:
+    about 27 GiB of the 50 its whole judging holds, so the next answer's front fits beside it."""
+    if gate is None or judge is None:
+        return nullcontext()
+    outputs = values_bytes(judge.specs)
+    return gate.memory(values_bytes(judge.input_templates) + outputs + 2 * outputs, answers_budget_bytes(device))
+
+
 def answers_budget_bytes(device: str) -> int:
     """The GPU memory the answers judged at once on it may hold together (``ANSWERS_MEMORY_SHARE``)."""
     if device != "cuda" or not torch.cuda.is_initialized():

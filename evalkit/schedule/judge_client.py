@@ -11,6 +11,7 @@ An answer in hand whose caller left is ended at once on every kind: ``cancel`` s
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any, Callable
 
 from evalkit.intake.triage import Triage
@@ -39,12 +40,25 @@ class MessageStation:
         self.kept_problems: list[str] = []  # the problems the judge holds loaded, the least recently used first
         self._known: set[str] = set()  # the problems the running judge has
         self._abandoned = False
-        self._judging: str | None = None  # the key of the answer the judge holds, while a JudgeAnswer is out
+        self._judging: set[str] = set()  # the keys of the answers the judge holds (two when it overlaps them)
         self._cancel_pending: str | None = None  # a cancel that came before its JudgeAnswer went out
+        # One request at a time on the wire, whichever thread sends it (a judge that overlaps answers is sent the next
+        # one while the answer before waits for its ``Decided``).
+        self._wire = threading.RLock()
+        self._decided: dict[str, ResultRow | None] = {}  # rows decided past their timing, by answer key, until taken
+        self._decided_changed = threading.Condition()
+        self._lost_judges = 0  # judges lost so far: a row awaited from an earlier one never comes
+        self._decided_lost: Exception | None = None  # why the last judge lost was
+
+    @property
+    def lanes(self) -> int:
+        """How many answers the scheduler may have out to this judge at once (two when it overlaps them)."""
+        return 2 if self.spec.overlap else 1
 
     def start(self) -> None:
         """Start the judge now (its process or actor, its station and spare workers), ahead of its first request."""
-        self._ensure_started()
+        with self._wire:
+            self._ensure_started()
 
     def prepare(self, problem_id: str, kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
         self._tell(problem_id)
@@ -55,24 +69,59 @@ class MessageStation:
         return baselines
 
     def judge_answer(self, submission: Submission, early: Triage, outcome: BuildOutcome) -> ResultRow:
+        """The answer's row. From a judge that overlaps answers it may come apart from the reply (``Decided``),
+        while the judge is sent the next answer by another thread; or the judge may give the answer back, to be sent
+        again and judged alone."""
+        key = submission.key
         self._tell(submission.problem)
-        self._judging = submission.key
+        self._judging = {*self._judging, key}
         try:
-            if self._cancel_pending == submission.key:
+            if self._cancel_pending == key:
                 raise JudgeFailed(f"judge {self.name}: cancelled before it was sent")  # its row is dropped
-            judged = self._request(m.JudgeAnswer(submission, early, outcome), m.Judged)
+            for alone in (False, True):
+                judge = self._lost_judges
+                judged = self._request(m.JudgeAnswer(submission, early, outcome, alone), m.Judged)
+                self._baselines_seen(judged.baselines)
+                self.current_problem, self.kept_problems = judged.problem, judged.kept
+                row = judged.row if judged.row is not None else self._await_decided(key, judge)
+                if row is not None:
+                    return row
+            raise JudgeFailed(f"judge {self.name}: gave back an answer it was sent to judge alone")
         finally:
-            self._judging = self._cancel_pending = None
-        self._baselines_seen(judged.baselines)
-        self.current_problem, self.kept_problems = judged.problem, judged.kept
-        return judged.row
+            self._judging = self._judging - {key}
+            if self._cancel_pending == key:
+                self._cancel_pending = None
 
     def cancel(self, key: str) -> None:
         """The answer ``key`` is no longer wanted (any thread): if the judge holds it, end its workers now; the
         row that comes back (a crash) is dropped by its batch. Its judge goes on with the next answer."""
         self._cancel_pending = key
-        if self._judging == key:
+        if key in self._judging:
             self._cancel_in_judge(key)
+
+    # ---- rows decided apart from their reply (a judge that overlaps answers) ----
+
+    def _file_decided(self, decided: Any) -> None:
+        """A ``Decided`` from the judge (its transport's reader): kept for the thread that waits for its row."""
+        decided = m.expect(decided, m.Decided)
+        with self._decided_changed:
+            self._decided[decided.key] = decided.row
+            self._decided_changed.notify_all()
+
+    def _lose_decided(self, why: Exception) -> None:
+        """The judge that owed rows is gone: every thread waiting for one raises ``why``."""
+        with self._decided_changed:
+            self._decided_lost, self._lost_judges = why, self._lost_judges + 1
+            self._decided.clear()
+            self._decided_changed.notify_all()
+
+    def _await_decided(self, key: str, judge: int) -> ResultRow | None:
+        """The row ``Decided`` for ``key`` by the judge that was the ``judge``-th (counting those lost before it)."""
+        with self._decided_changed:
+            self._decided_changed.wait_for(lambda: key in self._decided or self._lost_judges != judge)
+            if key not in self._decided:
+                raise self._decided_lost or JudgeFailed(f"judge {self.name}: its rows were lost")
+            return self._decided.pop(key)
 
     # ---- what a transport gives ----
 
@@ -109,10 +158,11 @@ class MessageStation:
 
     def _tell(self, problem_id: str) -> None:
         """Send the judge a problem added since it started (``spec.problems`` is the scheduler's table)."""
-        self._ensure_started()
-        if problem_id not in self._known and problem_id in self.spec.problems:
-            self._request(m.AddProblem(self.spec.problems[problem_id], self.spec.plans[problem_id]), m.Done)
-            self._known.add(problem_id)
+        with self._wire:
+            self._ensure_started()
+            if problem_id not in self._known and problem_id in self.spec.problems:
+                self._request(m.AddProblem(self.spec.problems[problem_id], self.spec.plans[problem_id]), m.Done)
+                self._known.add(problem_id)
 
     def _ensure_started(self) -> None:
         if self._abandoned:
@@ -131,8 +181,9 @@ class MessageStation:
 
     def _request(self, message: Any, kind: type[M]) -> M:
         """Send a request; its reply, of ``kind`` (``JudgeFailed`` when the judge answers ``Failed``)."""
-        self._ensure_started()
-        reply = m.expect(self._exchange(message), kind, m.Failed)
+        with self._wire:
+            self._ensure_started()
+            reply = m.expect(self._exchange(message), kind, m.Failed)
         if isinstance(reply, m.Failed):
             raise JudgeFailed(f"judge {self.name}: {reply.message}")
         return reply
@@ -167,7 +218,8 @@ class DirectStation(MessageStation):
             server.device_judge.cancel(key)
 
     def _open(self) -> None:
-        self._server = JudgeServer(lambda spec: open_device_judge(spec, self._quiet, self._progress))
+        self._server = JudgeServer(lambda spec: open_device_judge(
+            spec, self._quiet, self._progress, lambda key, row: self._file_decided(m.Decided(key, row))))
 
     def _exchange(self, message: Any) -> Any:
         return self._server.handle(message)
@@ -176,4 +228,6 @@ class DirectStation(MessageStation):
         server, self._server = self._server, None
         if server is not None:
             server.close()
-        return JudgeFailed(f"judge {self.name}: {why}")
+        lost = JudgeFailed(f"judge {self.name}: {why}")
+        self._lose_decided(lost)
+        return lost

@@ -12,7 +12,9 @@ whichever way a judge is reached: in the scheduler's own process, a judge proces
                          | Done (the baselines for Prepare; nothing for AddProblem, Exit and Cancel) | Judged (for
                          JudgeAnswer) | Failed (any request the judge could not serve, or a message it does not
                          take there) | Hold / Release (a measurement begins / ends: the scheduler freezes the builds
-                         meanwhile; a judge process only) | Progress
+                         meanwhile; a judge process only) | Progress; and Decided (apart from the requests: the
+                         row of an answer judged past its timing beside the next one, ``overlap``; a judge process
+                         sends it on a second socket)
     scheduler -> node:   a Ray task's one argument, with the version: Build (``ray_judge.build_task``) | Probe
                          (``ray_judge.node_facts``) | Sweep (``ray_judge.kill_sandboxes``); and ActorStart, a Ray
                          judge actor's one argument at its creation (the version comes with its Start)
@@ -45,7 +47,7 @@ from evalkit.sandbox.typed_fields import wrong_field
 from evalkit.sources.problems import Problem
 from evalkit.sources.settings import JudgingPlan
 
-PROTOCOL_VERSION = 12  # bump when a message changes; a judge refuses a Start (a Ray task its request) of another version
+PROTOCOL_VERSION = 13  # bump when a message changes; a judge refuses a Start (a Ray task its request) of another version
 # 2: AddProblem. 3: Started, Judged, Prepare.report_entries (one vocabulary for judge processes and Ray actors).
 # 4: Cancel. 5: Build (a Ray build task's request, which took positional arguments before). 6: Probe, NodeFacts,
 # Sweep, ActorStart (the Ray probe and sweep tasks and the judge actor took positional arguments before).
@@ -57,6 +59,7 @@ PROTOCOL_VERSION = 12  # bump when a message changes; a judge refuses a Start (a
 # (BaselineFiles.in_report), as they reached a Ray actor's, and the judge writes no file of the report folder.
 # 11: Judged.kept (the problems the judge holds loaded, for the dispatcher to hand it their answers first).
 # 12: StationSpec.start_cpus (where a pinned judge's workers start, before one is moved onto its cores).
+# 13: StationSpec.overlap, JudgeAnswer.alone, Judged.row may be None, Decided (a judge overlapping answers).
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,9 @@ class StationSpec:
     # The cores its answers' workers start on (its own and the builds'), each moved onto ``limits.cpus`` when taken
     # for an answer; its profiling workers stay there. None: on ``limits.cpus``.
     start_cpus: tuple[int, ...] | None = None
+    # Whether the judge overlaps answers (``overlap``): one answer's checks and profile beside the next one's front,
+    # its rows decided after their timing sent apart (``Decided``). A judge alone on its GPU, in a process of its own.
+    overlap: bool = False
 
 
 # ---- scheduler -> judge --------------------------------------------------------------------------------------
@@ -125,6 +131,7 @@ class JudgeAnswer:
     submission: Submission
     triage: Triage
     outcome: BuildOutcome
+    alone: bool = False  # judged with nothing beside it: a tail gave it back (``Decided`` with no row)
 
 
 @dataclass(frozen=True)
@@ -246,14 +253,25 @@ class Done:
 
 @dataclass(frozen=True)
 class Judged:
-    """A JudgeAnswer's reply: the row, the problem the judge now has loaded (a build that failed loads none),
+    """A JudgeAnswer's reply: the row (None when the judge overlaps answers and this one is still judged past its
+    timing: its row comes as a ``Decided``), the problem the judge now has loaded (a build that failed loads none),
     that problem's baselines known so far (a timed answer may have timed them), and every problem the judge holds
     loaded, the least recently used first."""
 
-    row: ResultRow
+    row: ResultRow | None
     problem: str | None
     baselines: dict[str, Any]
     kept: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Decided:
+    """The row of an answer judged past its timing beside the next answer (``overlap``), sent apart from the
+    requests' replies (a judge process's second socket) whenever decided; None: send the answer again ``alone``."""
+
+    key: str
+    row: ResultRow | None
+    version: int = PROTOCOL_VERSION
 
 
 @dataclass(frozen=True)
@@ -282,6 +300,7 @@ REPLIES: dict[type, tuple[type, ...]] = {Build: (BuildOutcome, Refused, Failed),
                                          Sweep: (Done, Refused, Failed)}
 TO_NODE = (*REPLIES, ActorStart)
 FROM_NODE = tuple(dict.fromkeys(kind for kinds in REPLIES.values() for kind in kinds))
+DECIDED = (Decided,)  # judge -> scheduler, apart from the requests
 VERSIONED = (Start, *REPLIES)  # the messages whose receiver refuses another version, naming both
 
 M = TypeVar("M")

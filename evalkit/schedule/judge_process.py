@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from contextlib import ExitStack, contextmanager, suppress
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -62,6 +63,7 @@ class ProcessStation(MessageStation):
         self._progress = progress or (lambda text: None)
         self._proc: subprocess.Popen | None = None
         self._conn: Connection | None = None
+        self._rows: Connection | None = None  # the second socket: rows decided apart from the replies (``Decided``)
         self._cancel_file: Path | None = None  # the key of the answer to end, read on CANCEL_SIGNAL
 
     def abandon(self) -> None:
@@ -83,7 +85,7 @@ class ProcessStation(MessageStation):
         except (OSError, subprocess.TimeoutExpired, JudgeProcessDied):
             proc.kill()
             proc.wait()
-        self._proc, self._conn = None, None
+        self._proc, self._conn, self._rows = None, None, None
         self._forget_cancel_file()
 
     def _forget_cancel_file(self) -> None:
@@ -104,20 +106,37 @@ class ProcessStation(MessageStation):
 
     def _open(self) -> None:
         parent, child = socket.socketpair()
+        rows_parent, rows_child = socket.socketpair()
         handle, name = tempfile.mkstemp(prefix="evalkit-judge-cancel-")
         os.close(handle)
         self._cancel_file = Path(name)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(_import_path())}
         if self.slot.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = visible_devices_entry(self.slot.gpu, os.environ.get("CUDA_VISIBLE_DEVICES"))
-        child_fd = child.detach()
+        child_fd, rows_fd = child.detach(), rows_child.detach()
         self._proc = subprocess.Popen([sys.executable, "-W", NUMPY_WARNING_IGNORED, "-m", "evalkit.schedule.judge_process",
-                                       str(child_fd), name],
-                                      pass_fds=(child_fd,), env=env, stdin=subprocess.DEVNULL)
+                                       str(child_fd), name, str(rows_fd)],
+                                      pass_fds=(child_fd, rows_fd), env=env, stdin=subprocess.DEVNULL)
         os.close(child_fd)
+        os.close(rows_fd)
         if self.slot.cpus:
             os.sched_setaffinity(self._proc.pid, self.slot.cpus)
         self._conn = Connection(parent.detach())
+        self._rows = rows = Connection(rows_parent.detach())
+        threading.Thread(target=self._read_rows, args=(rows,), name=f"evalkit-rows-{self.slot.name}",
+                         daemon=True).start()
+
+    def _read_rows(self, rows: Connection) -> None:
+        """The rows the judge process decides apart from its replies, until it ends; then, if it is still this
+        station's judge, every row awaited from it is lost."""
+        try:
+            while True:
+                self._file_decided(pickle.loads(rows.recv_bytes()))  # noqa: S301 - our own judge process
+        except (EOFError, OSError, m.WrongMessage) as err:
+            if self._rows is rows:
+                self._lose_decided(JudgeProcessDied(f"judge process {self.slot.name}: its rows' socket ended ({err})"))
+        finally:
+            rows.close()
 
     def _exchange(self, message: Any) -> Any:
         """Send ``message``; its reply, once the judge's Hold / Release / Progress on the way are served."""
@@ -158,9 +177,11 @@ class ProcessStation(MessageStation):
         if self._proc is not None and code is None:
             self._proc.kill()
             self._proc.wait()
-        self._proc, self._conn = None, None
+        self._proc, self._conn, self._rows = None, None, None
         self._forget_cancel_file()
-        return JudgeProcessDied(f"judge process {self.slot.name} ended (exit code {code}): {why}")
+        died = JudgeProcessDied(f"judge process {self.slot.name} ended (exit code {code}): {why}")
+        self._lose_decided(died)
+        return died
 
 
 def _import_path() -> list[str]:
@@ -199,11 +220,16 @@ def dump_stacks_on_signal() -> None:
     faulthandler.register(STACKS_SIGNAL, all_threads=True)
 
 
-def serve(fd: int, cancel_file: str) -> int:
+def serve(fd: int, cancel_file: str, rows_fd: int) -> int:
     """The judge process: a ``JudgeServer`` answering the scheduler's messages until Exit (or a refused Start);
-    on ``CANCEL_SIGNAL``, the answer named in ``cancel_file`` is ended if it is in hand."""
-    channel = _Channel(fd)
-    server = JudgeServer(lambda spec: open_device_judge(spec, quiet=channel.quiet,
+    on ``CANCEL_SIGNAL``, the answer named in ``cancel_file`` is ended if it is in hand. Rows decided apart from the
+    replies (``overlap``) go on ``rows_fd``, from the thread that decided them."""
+    channel, rows, rows_sent = _Channel(fd), _Channel(rows_fd), threading.Lock()
+
+    def deliver(key: str, row: Any) -> None:
+        with rows_sent, suppress(OSError):  # the scheduler is gone: nobody waits for the row
+            rows.send(m.Decided(key, row))
+    server = JudgeServer(lambda spec: open_device_judge(spec, quiet=channel.quiet, deliver=deliver,
                                                    progress=lambda text: channel.send(m.Progress(text))))
 
     def cancel(signum: int, frame: Any) -> None:  # runs in this thread, between two bytecodes; takes no lock
@@ -226,4 +252,4 @@ def serve(fd: int, cancel_file: str) -> int:
 
 if __name__ == "__main__":
     logging.basicConfig(level=os.environ.get("EVALKIT_LOG_LEVEL", "WARNING"), format="evalkit judge: %(message)s")
-    sys.exit(serve(int(sys.argv[1]), sys.argv[2]))
+    sys.exit(serve(int(sys.argv[1]), sys.argv[2], int(sys.argv[3])))

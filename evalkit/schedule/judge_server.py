@@ -22,16 +22,18 @@ from evalkit.judge.baselines import merge_entry
 from evalkit.schedule import judge_messages as m
 from evalkit.schedule.judge_messages import StationSpec
 from evalkit.schedule.device_judge import DeviceJudge, Quiet
+from evalkit.schedule.overlap import Deliver
 
 logger = logging.getLogger(__name__)
 
 Reply = m.Started | m.Refused | m.Done | m.Judged | m.Failed
 
 
-def open_device_judge(spec: StationSpec, quiet: Quiet | None = None,
-                      progress: Callable[[str], None] | None = None) -> DeviceJudge:
-    """The device judge ``spec`` describes."""
-    return DeviceJudge(spec, quiet=quiet, progress=progress)
+def open_device_judge(spec: StationSpec, quiet: Quiet | None = None, progress: Callable[[str], None] | None = None,
+                      deliver: Deliver | None = None) -> DeviceJudge:
+    """The device judge ``spec`` describes; ``deliver`` takes the rows it decides after their answer's timing, when
+    it overlaps answers (``spec.overlap``)."""
+    return DeviceJudge(spec, quiet=quiet, progress=progress, deliver=deliver)
 
 
 class JudgeServer:
@@ -85,5 +87,5 @@ class JudgeServer:
             for key, entry in message.report_entries.items() if self._copy is not None else ():
                 merge_entry(self._copy, key, entry)
             return m.Done(judge.prepare(message.problem_id, message.kinds))
-        row = judge.judge_answer(message.submission, message.triage, message.outcome)
+        row = judge.judge_answer(message.submission, message.triage, message.outcome, alone=message.alone)
         return m.Judged(row, judge.current_problem, judge.current_baselines, judge.kept_problems)

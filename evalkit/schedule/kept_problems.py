@@ -14,7 +14,7 @@ import gc
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
@@ -152,8 +152,10 @@ class KeptProblems:
     """A device judge's loaded problems, the least recently used first; ``memory_bound`` is the share of the GPU's
     memory they may hold (``kept_memory_share``)."""
 
-    def __init__(self, problems: Mapping[str, Problem], device: str, memory_bound: float) -> None:
+    def __init__(self, problems: Mapping[str, Problem], device: str, memory_bound: float,
+                 in_use: Callable[[], set[str]] = set) -> None:
         self.problems, self.device, self.memory_bound = problems, device, memory_bound
+        self._in_use = in_use  # problems another thread judges with now (``overlap``'s tails): never unloaded
         self.contexts: OrderedDict[str, ProblemContext] = OrderedDict()
         self._reported: dict[str, None] = {}  # problems whose reference reported running out of memory, unanswered
         # since, the oldest first
@@ -197,11 +199,13 @@ class KeptProblems:
         recently used; past a memory bound, the one holding the most GPU memory. A step of an RL trainer goes
         through all its problems in turn: dropping the least recently used there dropped every problem before
         it was judged again, where dropping the largest keeps the rest loaded."""
-        kept = self.contexts
-        while kept and (len(kept) >= KEPT_PROBLEMS or self.memory_share() > self.memory_bound
-                        or self.free_share() < FREE_MEMORY_FLOOR_SHARE):
-            dropped = next(iter(kept)) if len(kept) >= KEPT_PROBLEMS else \
-                max(kept, key=lambda key: held_bytes(kept[key]))  # the first such: least recent
+        kept, in_use = self.contexts, self._in_use()
+        while any(key not in in_use for key in kept) and (
+                len(kept) >= KEPT_PROBLEMS or self.memory_share() > self.memory_bound
+                or self.free_share() < FREE_MEMORY_FLOOR_SHARE):
+            free = [key for key in kept if key not in in_use]
+            dropped = free[0] if len(kept) >= KEPT_PROBLEMS else \
+                max(free, key=lambda key: held_bytes(kept[key]))  # the first such: least recent
             close_judge(kept.pop(dropped))
             logger.debug("%s: unloaded to make room for another problem", dropped)
             free_garbage(self.device)

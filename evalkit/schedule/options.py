@@ -43,6 +43,9 @@ class JudgeOptions:
     device: str = "auto"
     gpus: str = "all"  # cuda: "all", a count "N", or a list "0,2"; one judge per GPU
     judges: int = 1  # cpu: how many judges run at once; cuda: how many per GPU
+    # A GPU's only judge judges the next answer beside one's checks and profile (``overlap``). Off by default: on the
+    # H200 it gained no step yet (docs/gpu-runs/2026-12-02-overlap-h200).
+    overlap: bool = False
     backend: str = "local"  # "local" (this machine) or "ray" (an existing Ray cluster: evalkit[ray])
     ray_address: str | None = None  # ray.init's address; None: RAY_ADDRESS, else a local cluster
     jobs: int = 0

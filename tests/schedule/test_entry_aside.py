@@ -8,11 +8,12 @@ from contextlib import nullcontext
 from types import SimpleNamespace
 
 from evalkit.schedule import device_judge
+from evalkit.schedule.overlap import Lanes
 
 
 def _judge(gate: object) -> device_judge.DeviceJudge:
     judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)  # no worker, no problem: only its gate
-    judge._gate = gate  # type: ignore[assignment]
+    judge._lanes = Lanes(gate, [])
     return judge
 
 

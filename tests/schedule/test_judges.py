@@ -168,7 +168,10 @@ def _one_of_each_message(cache: Path) -> list[object]:
             m.JudgeAnswer(Submission("run", "linear_relu", "s", "s.py", text), early, built),
             m.Exit(), m.Held(), m.Released(), m.Cancel("run/p/s@abc"), m.Started(), m.Hold(), m.Release(),
             m.Progress("x"), m.Failed("why"), m.Done(None), m.Done({"eager": {"median_ms": 1.0}}),
-            m.Judged(row, "linear_relu", {}), m.Judged(row, None, {"eager": {}}), m.Refused(4, 5),
+            m.Judged(None, "linear_relu", {}), m.Judged(row, "linear_relu", {}), m.Judged(row, None, {"eager": {}}),
+            m.Decided("run/p/s@abc", row), m.Decided("run/p/s@abc", None),
+            m.JudgeAnswer(Submission("run", "linear_relu", "s", "s.py", text), early, built, alone=True),
+            m.Refused(4, 5),
             _build_request(cache), replace(_build_request(cache), init_inputs=None, timeout_s=60), built,
             m.Probe(str(cache / "marker")), m.Sweep("group"), m.ActorStart({"p": {"reference.py": b"x"}}, "8.0"),
             m.NodeFacts({"torch": "2.13"}, True, "node"), m.Done(3)]
@@ -188,7 +191,7 @@ def test_every_declared_message_round_trips_with_its_fields_checked(tmp_path: Pa
 
     messages = _one_of_each_message(tmp_path)
     assert {type(message) for message in messages} == {*m.TO_JUDGE, *m.TO_SCHEDULER, *m.TO_NODE,
-                                                        *m.FROM_NODE}, "a message kind untested"
+                                                        *m.FROM_NODE, *m.DECIDED}, "a message kind untested"
     for message in messages:
         arrived = pickle.loads(pickle.dumps(message))  # as a judge process or a Ray actor carries it
         assert m.expect(arrived, type(message)) == message
@@ -220,10 +223,11 @@ def _wrong_fields(cache: Path) -> list[tuple[object, str]]:
         (replace(answer, outcome=replace(answer.outcome, cached=1)),
          "JudgeAnswer.outcome.cached: expected bool, got int"),
         (replace(answer, submission=("run", "p", "s", "s.py", "")), "JudgeAnswer.submission: expected Submission"),
-        (m.Judged({"verdict": "correct"}, None, {}), "Judged.row: expected ResultRow, got dict"),  # type: ignore
+        (m.Judged({"verdict": "correct"}, None, {}), "Judged.row: expected ResultRow | None, got dict"),  # type: ignore
         (replace(judged, row=replace(judged.row, speedup_vs_eager=True)),
          "Judged.row.speedup_vs_eager: expected float | None, got bool"),
         (m.Refused("4", 5), "Refused.version: expected int, got str"),  # type: ignore[arg-type]
+        (m.Decided("k", {"verdict": "correct"}), "Decided.row: expected ResultRow | None, got dict"),  # type: ignore
         (m.Progress(b"x"), "Progress.text: expected str, got bytes"),  # type: ignore[arg-type]
         (replace(messages[m.Build], timeout_s="900"), "Build.timeout_s: expected float, got str"),
         (replace(messages[m.Build], cache_root=str(cache)), "Build.cache_root: expected Path, got str"),
@@ -246,7 +250,8 @@ def test_a_field_of_the_wrong_type_is_refused_naming_the_message_the_field_and_b
 
     for message, why in _wrong_fields(tmp_path):
         with pytest.raises(m.WrongMessage, match=re.escape(f"judge protocol {m.PROTOCOL_VERSION}: {why}")):
-            m.expect(pickle.loads(pickle.dumps(message)), *m.TO_JUDGE, *m.TO_SCHEDULER, *m.TO_NODE, *m.FROM_NODE)
+            m.expect(pickle.loads(pickle.dumps(message)), *m.TO_JUDGE, *m.TO_SCHEDULER, *m.TO_NODE, *m.FROM_NODE,
+                     *m.DECIDED)
     with pytest.raises(m.WrongMessage, match="Cancel.key: expected str, got int"):
         m.Cancel.from_text('{"cancel": 3, "version": %d}' % m.PROTOCOL_VERSION)
 

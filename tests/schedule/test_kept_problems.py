@@ -18,6 +18,7 @@ from evalkit.sandbox.cuda_buffers import CudaDriverError
 from evalkit.sandbox.launcher import Limits
 from evalkit.sandbox.programs import REFERENCE_WORKER
 from evalkit.sandbox.spare import SpareWorker, discard
+from evalkit.schedule.overlap import Lanes
 from evalkit.schedule.kept_problems import KeptProblems, ProblemContext, ReferenceOutOfMemory
 
 PROBLEMS = FIXTURES / "judge_problems"
@@ -198,7 +199,7 @@ def _device_judge(monkeypatch, kept: list[str], gate: object, shares_gpu: bool |
     ``gate``, other judges of its run on that GPU when ``shares_gpu`` (by default, when it has a gate), with nothing
     to free and every answer built."""
     judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
-    judge.device, judge._kept, judge._gate = "cuda", _kept(**dict.fromkeys(kept, 0)), gate
+    judge.device, judge._kept, judge._lanes = "cuda", _kept(**dict.fromkeys(kept, 0)), Lanes(gate, [])
     judge._shares_gpu = gate is not None if shares_gpu is None else shares_gpu
     monkeypatch.setattr(kept_problems, "free_garbage", lambda device: None)
     monkeypatch.setattr(device_judge.verdicts, "build_failed_row", lambda *args: None)
@@ -351,7 +352,7 @@ def _judge_sharing_memory(events: list[object]):
     problem = SimpleNamespace(input_templates=[torch.empty(256, device="meta")],
                               specs=[OutputSpec((128,), torch.float32)], batch=1, ref="ref")
     judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
-    judge.device, judge._gate = "cuda", Gate()
+    judge.device, judge._lanes = "cuda", Lanes(Gate(), [])
     return judge, problem
 
 
@@ -429,7 +430,7 @@ def _judge_loading(monkeypatch, failures: list[Exception]) -> tuple[device_judge
     """A device judge and a problem whose reference's loads fail with ``failures`` in turn, then succeed."""
     judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
     problem = SimpleNamespace(id="p", broken="", sha256="h", trusted=False)
-    judge.device, judge._gate, judge.seed, judge.limits, judge._quiet = "cuda", None, 0, None, None
+    judge.device, judge._lanes, judge.seed, judge.limits, judge._quiet = "cuda", Lanes(None, []), 0, None, None
     judge._kept = _kept()
     judge.plans = {"p": SimpleNamespace(check_current=lambda sha256: None)}
     monkeypatch.setattr(device_judge.JudgeSettings, "of", lambda plan, seed: SimpleNamespace(precision="float64"))
@@ -471,7 +472,7 @@ def test_a_reference_that_says_at_every_answer_it_ran_out_of_memory_unloads_the_
     """Each believed report unloads every kept problem: a hostile reference reporting it at each of its answers
     would otherwise empty the judge's cache of every other client's problems, answer after answer."""
     judge = device_judge.DeviceJudge.__new__(device_judge.DeviceJudge)
-    judge.device, judge._kept, judge._gate = "cuda", _kept(), None
+    judge.device, judge._kept, judge._lanes = "cuda", _kept(), Lanes(None, [])
     monkeypatch.setattr(kept_problems, "free_garbage", lambda device: None)
     monkeypatch.setattr(device_judge.verdicts, "build_failed_row", lambda *args: None)
     monkeypatch.setattr(device_judge.verdicts, "unavailable_row", lambda submission, early, outcome, device, why: why)
