@@ -61,18 +61,32 @@ POLL_S = 0.2
 GPU_SAMPLE_MS = 500
 
 
-def groups(problems: Path, answers: Path, size: int) -> dict[str, tuple[str, list[str]]]:
-    """problem id -> (its reference's text, ``size`` answer texts cycling through its answer files)."""
+def groups(problems: Path, answers: Path, size: int, distinct: bool = False) -> dict[str, tuple[str, list[str]]]:
+    """problem id -> (its reference's text, ``size`` answer texts cycling through its answer files; ``distinct``:
+    each one's code made a text of its own, ``rollout``)."""
     found = {}
     for folder in sorted(p for p in answers.iterdir() if p.is_dir()):
         reference = problems / folder.name / "reference.py"
         files = sorted(f for f in folder.iterdir() if f.suffix in (".py", ".md", ".txt"))
         if reference.is_file() and files:
             texts = [files[n % len(files)].read_text() for n in range(size)]
+            texts = [rollout(text, n) for n, text in enumerate(texts)] if distinct else texts
             found[folder.name] = (reference.read_text(), texts)
     if not found:
         sys.exit(f"rl_step: no answers under {answers}/<problem>/ for a problem of {problems}")
     return found
+
+
+def rollout(text: str, place: int) -> str:
+    """``text`` with a comment naming its ``place`` in the group at the end of the code evalkit extracts from it: an
+    RL group's rollouts are distinct texts, each built on its own, where a group cycling through a few files sends the
+    same code again (one build, one cache entry: what a judge that overlaps answers serializes)."""
+    from evalkit.intake.extract import extract
+
+    code = extract(text).code
+    if not code or text.count(code) != 1:
+        return text
+    return text.replace(code, f"{code.rstrip()}\n# rollout {place}\n", 1)
 
 
 def call(url: str, body: Any = None) -> Any:
@@ -246,13 +260,16 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--cache", type=Path, default=None, help="the server's cache folder, kept (default: a new one)")
     parser.add_argument("--against", type=Path, default=None, help="another run's --json: compare the speedups")
+    parser.add_argument("--distinct", action="store_true",
+                        help="make each answer's code a text of its own (a comment naming its place), as an RL "
+                             "group's rollouts are: every answer builds on its own")
     parser.add_argument("--step-limit", type=float, default=math.inf,
                         help="seconds a step may take: then it is cut short, its answers still out recorded, and no "
                              "later step runs (default: none)")
     args = parser.parse_args()
     if not args.step_limit > 0:  # a NaN too
         parser.error(f"--step-limit must be a number of seconds > 0, got {args.step_limit}")
-    work = groups(args.problems, args.answers, args.group)
+    work = groups(args.problems, args.answers, args.group, args.distinct)
     other = json.loads(args.against.read_text()) if args.against and args.against.is_file() else None
     if args.against and other is None:
         print(f"rl_step: {args.against} does not exist (that run did not finish): no comparison", file=sys.stderr)

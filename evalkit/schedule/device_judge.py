@@ -21,7 +21,6 @@ import logging
 import threading
 import time
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -29,8 +28,7 @@ from typing import Any, Callable, Iterator
 from evalkit.intake.triage import Triage
 from evalkit.judge import verdicts
 from evalkit.judge.baselines import baseline_key
-from evalkit.judge.builder import BuildOutcome, builds_root, extension_env
-from evalkit.judge.torch_headers import header_env
+from evalkit.judge.builder import BuildOutcome
 from evalkit.judge.contender import Contender
 from evalkit.judge.reference import REFERENCE_TURN, ReferenceProblem
 from evalkit.judge.sandboxed_reference import ReferenceFailed, SandboxedReference
@@ -38,9 +36,7 @@ from evalkit.judge.submission_judge import BaselineFailed, Judge, JudgeSettings,
 from evalkit.judge.time_limits import compiles_on_first_call
 from evalkit.records import ResultRow, Submission
 from evalkit.sandbox.gpu_gate import GpuGate
-from evalkit.sandbox.launcher import Limits, UntrustedProcess
-from evalkit.sandbox.programs import REFERENCE_WORKER
-from evalkit.sandbox.protocol import PRELOAD_CUDA_VARIABLE, PRELOAD_PROFILER_VARIABLE
+from evalkit.sandbox.launcher import UntrustedProcess
 from evalkit.sandbox.spare import SpareWorker, at_once, discard
 from evalkit.schedule.gpu_memory import answer_memory, answers_memory_alone, tail_memory
 from evalkit.schedule.judge_messages import StationSpec
@@ -48,27 +44,10 @@ from evalkit.schedule.kept_problems import (KeptProblems, ProblemContext, Refere
                                             answer_reported_out_of_memory, close_judge, close_partner, free_garbage,
                                             kept_memory_share, release_cached_memory)
 from evalkit.schedule.overlap import Deliver, JudgeAgainAlone, Lanes
+from evalkit.schedule.worker_pools import REFERENCE_SPARES, WorkerPools
 from evalkit.sources.problems import Problem
 
 logger = logging.getLogger(__name__)
-
-# Workers a judge keeps started ahead. A GPU judge's worker takes 1.5-2 s to start (torch, CUDA, cuDNN,
-# cuBLAS), paused whenever the judge measures: on the H200 a single spare was still starting for one answer in
-# six, mostly when built answers queued up at a corpus's end. A CPU judge's start is cheaper, and CI has 2 cores.
-# Each passing answer takes one for itself and, at a switch of problems, one for its live baseline, and one
-# profiler's worker (below): 3 spares with 4 profilers took a warm RL step on the H200 from 60-65 s to 49-54 s, and
-# a fourth spare gained nothing (docs/gpu-runs/2026-11-30-spare-pools-h200).
-SPARE_WORKERS = {"cuda": 3}
-# Workers that started the profiler ahead, for passing answers only (CUDA): with 2, 3-5 of a warm RL step's 11
-# passing answers waited 1-3 s for one (their profile 0.45-0.75 s otherwise); with 4 (and 3 spares), none did.
-# More profilers with 2 spares only moved the wait to the spares
-# (docs/gpu-runs/2026-11-27-final-tree-rescore-first-answer-h200).
-PROFILING_WORKERS = 4
-
-# Workers started ahead for the references of problems given as text, once one came: an RL step's problems all come
-# as text, and a problem's load started its reference's worker on the judge's critical path (on the H200, loading a
-# problem again was a fifth of a warm step's judging: benchmarks/judge_samples.py).
-REFERENCE_SPARES = 1
 
 Quiet = Callable[[], AbstractContextManager[Any]]
 
@@ -88,27 +67,8 @@ class DeviceJudge:
         self._lanes = Lanes(gates[0], gates[1:])
         self._shares_gpu = spec.gpu_judges > 1  # other judges of the run on its GPU, their answers' memory beside
         self._builds_frozen = quiet or nullcontext
-        limits, device = spec.limits, spec.device
-        cuda_started = {PRELOAD_CUDA_VARIABLE: "1"} if device == "cuda" else {}  # in every worker started ahead
-        env = {**extension_env(device), **header_env(builds_root(spec.cache_dir), device), **_pinned(limits),
-               **cuda_started}
-        self._spare = SpareWorker(limits, env, count=SPARE_WORKERS.get(device, 1), start_cpus=spec.start_cpus)
-        self._spare.fill()  # a judge starts for an answer on its way (or ahead of one): its worker starts now
-        # On CUDA a passing answer's kernels are profiled in a worker of their own (``evalkit.judge.kernel_profile``).
-        # They start with the judge, after its spares: started for the first passing answer instead, their start was
-        # that answer's, on the judge's critical path, on every GPU (3-5 s on a quiet H200; a corpus's passing
-        # answers spent 14.7 s each in the profile stage beside its builds on a 4-GPU host: docs/judge.md). Starting
-        # beside the first spare did not slow it (docs/gpu-runs/2026-11-27-settle-ab-corpus-rescore-h200/).
-        # Never timed, they stay on the cores they start on.
-        self._profilers = SpareWorker(replace(limits, cpus=spec.start_cpus or limits.cpus),
-                                      {**env, PRELOAD_PROFILER_VARIABLE: "1"},
-                                      count=PROFILING_WORKERS) if device == "cuda" else None
-        if self._profilers is not None:
-            self._profilers.fill()
-        # The workers of untrusted references (problems given as text: ``sandboxed_reference``), by a thread of their
-        # own (they die with the thread that started them): none ahead until a problem comes as text, then
-        # ``REFERENCE_SPARES``, CUDA started in them as in the answers' (``_reference``).
-        self._references = SpareWorker(limits, {**_pinned(limits), **cuda_started}, count=0, program=REFERENCE_WORKER)
+        pools = WorkerPools.start(spec.limits, spec.device, spec.cache_dir, spec.start_cpus)
+        self._spare, self._profilers, self._references = pools.spare, pools.profilers, pools.references
         self._progress = progress or (lambda text: None)
         self._kept = KeptProblems(spec.problems, spec.device, kept_memory_share(spec.gpu_judges),
                                   in_use=self._lanes.tail_problems)
@@ -170,7 +130,7 @@ class DeviceJudge:
             if self._deliver is not None:
                 self._lanes.wait_for_tails()
             return verdicts.planned(self._row(submission, early, outcome), plan)
-        return self._lanes.judge(submission.key, submission.problem, outcome.extension_dir or "",
+        return self._lanes.run(submission.key, submission.problem, outcome.extension_dir or "",
                                  lambda: verdicts.planned(self._row(submission, early, outcome), plan), self._deliver)
 
     def _overlappable(self, problem_id: str) -> bool:
@@ -422,8 +382,3 @@ def _with_code(worker: UntrustedProcess, code: str) -> Path:
     path = worker.workdir / "submission.py"
     path.write_text(code)
     return path
-
-
-def _pinned(limits: Limits) -> dict[str, str]:
-    """A worker pinned to a few cores runs as many CPU threads as it has cores, not one per core of the host."""
-    return {"OMP_NUM_THREADS": str(len(limits.cpus))} if limits.cpus else {}

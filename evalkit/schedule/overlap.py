@@ -88,7 +88,7 @@ class Lanes(Generic[Gate]):
         with self._changed:
             self._changed.wait_for(lambda: not any(build in (None, built) for _, built in self._tails.values()))
 
-    def judge(self, key: str, problem: str, build: str, work: Callable[[], Row], deliver: Deliver) -> Row | None:
+    def run(self, key: str, problem: str, build: str, work: Callable[[], Row], deliver: Deliver) -> Row | None:
         """``work()`` in a lane of its own: its row when decided before it called ``timing_over``, else None (the row
         goes to ``deliver`` once decided; None there when the tail gave the answer back: ``JudgeAgainAlone``).
         ``build`` names the answer's build (its cache entry): a tail of the same build is waited for first."""

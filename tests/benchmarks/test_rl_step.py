@@ -119,3 +119,25 @@ def test_a_process_cpu_seconds_are_its_own_and_its_ended_childrens() -> None:
                     "while time.process_time() < end: pass"], check=True)
     own_after, children_after = rl_step.cpu_seconds(os.getpid())
     assert own_after - own >= 0.25 and children_after - children >= 0.25
+
+
+def test_distinct_rollouts_differ_in_the_code_evalkit_extracts_and_still_parse(tmp_path: Path) -> None:
+    """``--distinct``: each answer of a group is a text of its own down to the code evalkit judges (a group cycling
+    through one file would send one build again and again); an answer with no code stays as it is."""
+    import ast
+
+    from evalkit.intake.extract import extract
+
+    rl_step = benchmark_module("rl_step")
+    answers = tmp_path / "answers" / "linear_relu"
+    answers.mkdir(parents=True)
+    for name in ("correct_python.md", "correct_cpp.py", "no_code.txt"):
+        (answers / name).write_text((FIXTURES / "judge_submissions" / "fixtures" / "linear_relu" / name).read_text())
+    _, texts = rl_step.groups(FIXTURES / "judge_problems", tmp_path / "answers", 6, distinct=True)["linear_relu"]
+    codes = [extract(text).code for text in texts]
+    with_code = [code for code in codes if code]
+    assert len(with_code) == 4 and len(set(with_code)) == 4, "each answer's code is its own"
+    for code in with_code:
+        ast.parse(code)
+    _, same = rl_step.groups(FIXTURES / "judge_problems", tmp_path / "answers", 6)["linear_relu"]
+    assert len({extract(text).code for text in same if extract(text).code}) == 2

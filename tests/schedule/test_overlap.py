@@ -34,7 +34,7 @@ def _lanes() -> tuple[Lanes[str], dict[str, object], threading.Event]:
 
 def test_a_row_decided_before_its_timing_is_over_comes_back_at_once():
     lanes, delivered, _ = _lanes()
-    assert lanes.judge("k", "p", "b", lambda: "row of k", delivered.__setitem__) == "row of k"
+    assert lanes.run("k", "p", "b", lambda: "row of k", delivered.__setitem__) == "row of k"
     assert delivered == {} and lanes.tail_problems() == set()
 
 
@@ -53,7 +53,7 @@ def test_a_tail_runs_beside_the_next_front_and_a_timing_waits_for_it():
         delivered[key] = row
         arrived.set()
 
-    assert lanes.judge("first", "p", "build-1", first, deliver) is None, "its row comes apart, once its tail ends"
+    assert lanes.run("first", "p", "build-1", first, deliver) is None, "its row comes apart, once its tail ends"
     assert lanes.tail_problems() == {"p"}
 
     timed = threading.Event()
@@ -65,7 +65,7 @@ def test_a_tail_runs_beside_the_next_front_and_a_timing_waits_for_it():
         timed.set()
         return "row of second"
 
-    caller = threading.Thread(target=lambda: delivered.setdefault("second", lanes.judge("second", "q", "build-2", second,
+    caller = threading.Thread(target=lambda: delivered.setdefault("second", lanes.run("second", "q", "build-2", second,
                                                                                          deliver)))
     caller.start()
     assert not timed.wait(0.5), "the second answer's timing went beside the first one's tail"
@@ -94,7 +94,7 @@ def test_a_tail_may_not_time_and_gives_its_answer_back_when_it_would_unload_what
         delivered[key] = row
         arrived.set()
 
-    assert lanes.judge("k", "p", "b", timing_in_tail, deliver) is None
+    assert lanes.run("k", "p", "b", timing_in_tail, deliver) is None
     assert arrived.wait(WAIT_S) and delivered == {"k": None}, "given back: judged again alone"
     assert refused and "a tail may not time" in str(refused[0])
 
@@ -107,7 +107,7 @@ def test_what_a_front_raises_is_raised_in_its_caller_and_its_lane_is_freed():
 
     for _ in range(3):  # two lanes: a lane not freed would leave none the third time
         with pytest.raises(ValueError, match="the judge's own failure"):
-            lanes.judge("k", "p", "b", broken, delivered.__setitem__)
+            lanes.run("k", "p", "b", broken, delivered.__setitem__)
     assert delivered == {}
 
 
@@ -170,11 +170,37 @@ def test_an_answer_of_the_build_a_tail_runs_waits_for_that_tail_before_its_front
         delivered[key] = row
         arrived.set()
 
-    assert lanes.judge("first", "p", "same build", first, deliver) is None
+    assert lanes.run("first", "p", "same build", first, deliver) is None
     caller = threading.Thread(target=lambda: delivered.setdefault(
-        "second", lanes.judge("second", "p", "same build", lambda: front_began.set() or "row of second", deliver)))
+        "second", lanes.run("second", "p", "same build", lambda: front_began.set() or "row of second", deliver)))
     caller.start()
     assert not front_began.wait(0.5), "the second answer's front began beside a tail of its build"
     tail_may_end.set()
     caller.join(WAIT_S)
     assert front_began.is_set() and delivered == {"first": "row of first", "second": "row of second"}
+
+
+@pytest.mark.slow
+def test_an_evaluator_whose_judge_overlaps_answers_gives_the_verdicts_of_one_that_does_not(warm_cache: Path,
+                                                                                              monkeypatch):
+    """The engine sends an overlapping judge answers from two threads (``Engine._serve``'s lanes) through one station;
+    the first tries on the H200 raced two Starts of the judge, then waited forever on a build's cache entry. On a CPU,
+    with the overlap forced on, a batch gets the same verdicts with it as without."""
+    from evalkit import Evaluator
+    from evalkit.schedule import backend
+    from test_api import ANSWERS, PROBLEMS, SETTINGS
+
+    names = ["correct_python", "incorrect", "correct_cpp", "runtime_error", "correct_python", "crash"]
+    answers = [("linear_relu", next(ANSWERS.glob(f"{name}.*")).read_text(), f"{k}-{name}")
+               for k, name in enumerate(names)]
+    verdicts = {}
+    for overlap in (False, True):
+        monkeypatch.setattr(backend, "overlaps_answers", lambda slot: overlap)
+        with Evaluator(problems=PROBLEMS, cache_dir=warm_cache, overlap=overlap, **SETTINGS) as ev:
+            ev.prepare_baselines(["linear_relu"])
+            verdicts[overlap] = {row["sample"]: row["verdict"] for row in ev.judge_many(answers)}
+            lanes = [thread.name for thread in threading.enumerate() if thread.name.startswith("evalkit-judge-")]
+        assert len(lanes) == (2 if overlap else 1), lanes
+    assert verdicts[True] == verdicts[False]
+    assert [verdicts[True][sample] for _, _, sample in answers] == \
+        ["correct", "incorrect", "correct", "runtime_error", "correct", "crash"]
