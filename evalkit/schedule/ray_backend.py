@@ -32,6 +32,7 @@ import signal
 import threading
 import uuid
 from concurrent.futures import Future, InvalidStateError
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -319,7 +320,8 @@ class RayBackend:
     def station(self, slot: JudgeSlot, spec: StationSpec, judges: int, freezer: BuildFreezer,
                 progress: Callable[[str], None], report: ReportFolder | None = None) -> RayStation:
         self._groups.add(spec.limits.group)
-        self._stations.append(RayStation(self, slot, spec, report))
+        # A judge actor answers one request at a time and sends no row apart from its reply: no overlap there.
+        self._stations.append(RayStation(self, slot, replace(spec, overlap=False), report))
         return self._stations[-1]
 
     def start_judge(self, slot: JudgeSlot, spec: StationSpec) -> Any:
