@@ -12,6 +12,9 @@
 # judges (issue 43: two judges per GPU): the fidelity benchmark with one judge and with --judges 2 (does the overlap
 # move a speedup?), then benchmarks/rl_step.py (the curated solutions and seeds as answers) with one judge and with
 # --judges 2 (rewards a minute), on the first GPU; a step cut short after RL_STEP_LIMIT_S (default 300) seconds.
+# overlap (issue 43: one judge overlapping answers): the fidelity benchmark with each run followed by one with
+# --overlap (does it move a speedup?), then benchmarks/rl_step.py --distinct (each answer a text of its own, as an RL
+# group's rollouts are) at group 8: a cold step, then a new server without and one with --overlap, on the first GPU.
 # Everything worth keeping is written under $OUT (default /tmp/out).
 set -uo pipefail
 # .whl/ is optional (ignored by git): a GPU machine with no package registry may carry the wheels it lacks
@@ -139,4 +142,21 @@ if [ "$stage" = judges ]; then
     against=$OUT/rl_step_judges$judges.json
   done
   grep -h contended_gpu "$run_dir"/fidelity-judges*/*/set*/results.jsonl 2>/dev/null | wc -l | sed 's/^/rows flagged contended_gpu: /' | tee "$OUT/judges_contended.txt"
+fi
+if [ "$stage" = overlap ]; then
+  export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
+  python3 benchmarks/fidelity.py --runs "${FIDELITY_RUNS:-2}" --against "--overlap" --keep "$run_dir/fidelity" \
+    --json "$OUT/fidelity_overlap.json" 2>&1 | tee "$OUT/fidelity_overlap.log"
+  answers=$run_dir/rl-answers
+  for problem in problems/*/; do
+    name=$(basename "$problem"); mkdir -p "$answers/$name"
+    cp "$problem"solutions/*.py "$answers/$name/" 2>/dev/null; cp submissions/seeds/"$name"/* "$answers/$name/" 2>/dev/null
+  done
+  for setting in cold no-overlap overlap; do  # one cache: the cold step builds every answer once
+    steps=2; extra="--timing-trials 10 --$setting"
+    if [ "$setting" = cold ]; then steps=1; extra="--timing-trials 10"; fi
+    python3 benchmarks/rl_step.py --device cuda --answers "$answers" --distinct --steps $steps --group 8 \
+      --extra "$extra" --step-limit "${RL_STEP_LIMIT_S:-300}" --cache "$run_dir/rl-cache" \
+      --json "$OUT/rl_step_$setting.json" 2>&1 | tee "$OUT/rl_step_$setting.log"
+  done
 fi
