@@ -101,7 +101,7 @@ class MessageStation:
 
     # ---- rows decided apart from their reply (a judge that overlaps answers) ----
 
-    def _file_decided(self, decided: Any) -> None:
+    def _file_decided(self, decided: object) -> None:
         """A ``Decided`` from the judge (its transport's reader): kept for the thread that waits for its row."""
         decided = m.expect(decided, m.Decided)
         with self._decided_changed:

@@ -27,6 +27,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from evalkit.records import ResultRow
 from evalkit.report_folder import ReportFolder
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.schedule import judge_messages as m
@@ -226,7 +227,7 @@ def serve(fd: int, cancel_file: str, rows_fd: int) -> int:
     replies (``overlap``) go on ``rows_fd``, from the thread that decided them."""
     channel, rows, rows_sent = _Channel(fd), _Channel(rows_fd), threading.Lock()
 
-    def deliver(key: str, row: Any) -> None:
+    def deliver(key: str, row: ResultRow | None) -> None:
         with rows_sent, suppress(OSError):  # the scheduler is gone: nobody waits for the row
             rows.send(m.Decided(key, row))
     server = JudgeServer(lambda spec: open_device_judge(spec, quiet=channel.quiet, deliver=deliver,
