@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,30 @@ def test_an_evaluator_whose_judge_overlaps_answers_gives_the_verdicts_of_one_tha
     assert verdicts[True] == verdicts[False]
     assert [verdicts[True][sample] for _, _, sample in answers] == \
         ["correct", "incorrect", "correct", "runtime_error", "correct", "crash"]
+
+
+def test_the_overlap_setting_has_one_name_from_the_command_line_to_the_judge(tmp_path: Path):
+    """``--overlap`` (off by default) on both commands, ``overlap=`` in the API, ``StationSpec.overlap`` for the
+    judge: on only for a GPU's one judge, never for a CPU judge or one of several on a GPU."""
+    from evalkit.cli.score import score_command
+    from evalkit.cli.serve import serve_command
+    from evalkit.schedule.backend import LocalBackend
+    from evalkit.schedule.options import judge_options
+
+    for command, args in ((score_command, ["submissions"]), (serve_command, [])):
+        assert command.make_context(command.name, [*args, "--overlap"]).params["overlap"] is True
+        assert command.make_context(command.name, list(args)).params["overlap"] is False
+    assert judge_options("cpu", {"overlap": True}).overlap and not judge_options("cpu", {}).overlap
+    spec = type(cpu_station_spec(tmp_path))(**{**cpu_station_spec(tmp_path).__dict__, "overlap": True})
+    backend = LocalBackend(1)
+    try:
+        def overlaps(slot: JudgeSlot, asked: bool = True) -> bool:
+            made = backend.station(slot, type(spec)(**{**spec.__dict__, "overlap": asked}), 1,
+                                   SimpleNamespace(timing=lambda **_: None), lambda text: None)  # type: ignore[arg-type]
+            return made.spec.overlap and made.lanes == 2
+        assert overlaps(JudgeSlot("cuda:0", "cuda", 0, (0, 1)))
+        assert not overlaps(JudgeSlot("cuda:0", "cuda", 0, (0, 1)), asked=False)
+        assert not overlaps(JudgeSlot("cuda:0", "cuda", 0, (0, 1), gpu_judges=2))
+        assert not overlaps(JudgeSlot("cpu:0", "cpu", None, ()))
+    finally:
+        backend.close()
