@@ -131,7 +131,7 @@ class DeviceJudge:
                 self._lanes.wait_for_tails()
             return verdicts.planned(self._row(submission, early, outcome), plan)
         return self._lanes.run(submission.key, submission.problem, outcome.extension_dir or "",
-                                 lambda: verdicts.planned(self._row(submission, early, outcome), plan), self._deliver)
+                               lambda: verdicts.planned(self._row(submission, early, outcome), plan), self._deliver)
 
     def _overlappable(self, problem_id: str) -> bool:
         """Whether an answer's tail could run beside the next answer: not when its problem's baselines are still to

@@ -75,8 +75,10 @@ class Lanes(Generic[Gate]):
 
     def hold(self, stack: ExitStack, then: Callable[[], AbstractContextManager[Any]]) -> None:
         """What the calling lane holds until its timing is over (its answer's whole share of GPU memory): closed by
-        ``timed``, which enters ``then()`` (the tail's own smaller share) for the tail."""
-        self._local.front_held = (stack, then)
+        ``timed``, which enters ``then()`` (the tail's own smaller share) for the tail. Nothing outside a lane: a
+        thread that is no lane would keep ``then``'s judge (its problem's tensors) alive past its unloading."""
+        if getattr(self._local, "timed", None) is not None:
+            self._local.front_held = (stack, then)
 
     def wait_for_tails(self, build: str | None = None) -> None:
         """Until no tail runs (before a timing, or anything done alone), or, given ``build``, none of an answer of that
