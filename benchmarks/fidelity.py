@@ -86,10 +86,11 @@ def parse_args() -> argparse.Namespace:
                         "the L2 flushed, outputs kept, inputs alternating) [none]")
     parser.add_argument("--gap-ms", type=float, default=20.0, help="the idle gap of --variants [20]")
     parser.add_argument("--variant-calls", type=int, default=100, help="timed calls a variant and model [100]")
-    parser.add_argument("--extra", default="", help="more `evalkit score` options, e.g. '--timing-budget 5'")
+    parser.add_argument("--extra", default="", help="more `evalkit score` options, e.g. '--timing-budget 5'; a single "
+                        "option with '=': --extra=--overlap")
     parser.add_argument("--against", action="append", default=[], help="other `evalkit score` options to run too, "
-                        "each run alternated with --extra's, beside the same in-process figures, e.g. '--judges 2' "
-                        "(repeatable) [none]")
+                        "each run alternated with --extra's, beside the same in-process figures, e.g. '--judges 2'; "
+                        "a single option with '=': --against=--overlap (repeatable) [none]")
     parser.add_argument("--keep", type=Path, help="keep the report folders here")
     parser.add_argument("--json", type=Path, help="write the figures here, after every run")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")

@@ -145,7 +145,7 @@ if [ "$stage" = judges ]; then
 fi
 if [ "$stage" = overlap ]; then
   export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
-  python3 benchmarks/fidelity.py --runs "${FIDELITY_RUNS:-2}" --against "--overlap" --keep "$run_dir/fidelity" \
+  python3 benchmarks/fidelity.py --runs "${FIDELITY_RUNS:-2}" --against=--overlap --keep "$run_dir/fidelity" \
     --json "$OUT/fidelity_overlap.json" 2>&1 | tee "$OUT/fidelity_overlap.log"
   answers=$run_dir/rl-answers
   for problem in problems/*/; do
