@@ -68,8 +68,8 @@ def machine_options(command: Any) -> Any:
                                 "their other work overlaps).")(command)
     command = click.option("--overlap/--no-overlap", default=False, show_default=True,
                            help="A GPU's only judge sets up, loads and checks the next answer while one answer's "
-                                "float64 checks and kernel profile run; never beside a timing (experimental: it "
-                                "gained no RL step yet).")(command)
+                                "float64 checks and kernel profile run; never beside a timing (experimental: on one "
+                                "H200 it gained no RL step, the lanes' GPU work taking turns: docs/rl.md).")(command)
     command = click.option("--gpus", default="all", show_default=True,
                            help="GPUs to judge on (--judges each): all, a count (2), or indices (0,2; 1, for GPU 1 "
                                 "alone).")(command)
