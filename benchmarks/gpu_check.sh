@@ -15,6 +15,8 @@
 # overlap (issue 43: one judge overlapping answers): the fidelity benchmark with each run followed by one with
 # --overlap (does it move a speedup?), then benchmarks/rl_step.py --distinct (each answer a text of its own, as an RL
 # group's rollouts are) at group 8: a cold step, then a new server without and one with --overlap, on the first GPU.
+# cold (issue 43: a cold step within 1.3x of its builds alone): benchmarks/builds_alone.py (the builds of
+# rl_step.py's answers at group 8, distinct texts, nothing judged), then rl_step.py's cold step on an empty cache.
 # Everything worth keeping is written under $OUT (default /tmp/out).
 set -uo pipefail
 # .whl/ is optional (ignored by git): a GPU machine with no package registry may carry the wheels it lacks
@@ -50,6 +52,14 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'; } | tee "$OUT/environment.txt"
 stage=${1:-all}
 run_dir=$(mktemp -d)  # a fresh report folder per stage, so a machine reused between runs never resumes an old one
+rl_answers() {  # the answers of benchmarks/rl_step.py: every problem's curated solutions and seed answers; prints the folder
+  local answers=$run_dir/rl-answers problem name
+  for problem in problems/*/; do
+    name=$(basename "$problem"); mkdir -p "$answers/$name"
+    cp "$problem"solutions/*.py "$answers/$name/" 2>/dev/null; cp submissions/seeds/"$name"/* "$answers/$name/" 2>/dev/null
+  done
+  echo "$answers"
+}
 if [ "$stage" = all ] || [ "$stage" = seeds ]; then
   python3 -m evalkit score submissions/ --out "$run_dir/seeds" --jobs 8 2>&1 | tr '\r' '\n' | grep -v '^evalkit' | tee "$OUT/seeds_score.log"
   cp "$run_dir/seeds/results.jsonl" "$OUT/seeds_results.jsonl"; cp "$run_dir/seeds"/summary.json "$OUT/seeds_summary.json"; cp "$run_dir/seeds"/baselines.json "$OUT/seeds_baselines.json"
@@ -129,11 +139,7 @@ if [ "$stage" = judges ]; then
     python3 benchmarks/fidelity.py --runs "${FIDELITY_RUNS:-3}" --keep "$run_dir/fidelity-judges$judges" \
       --json "$OUT/fidelity_judges$judges.json" --extra "--judges $judges" 2>&1 | tee "$OUT/fidelity_judges$judges.log"
   done
-  answers=$run_dir/rl-answers
-  for problem in problems/*/; do
-    name=$(basename "$problem"); mkdir -p "$answers/$name"
-    cp "$problem"solutions/*.py "$answers/$name/" 2>/dev/null; cp submissions/seeds/"$name"/* "$answers/$name/" 2>/dev/null
-  done
+  answers=$(rl_answers)
   for judges in 1 2; do  # one cache: the second run's first step is warm too; its speedups compared with the first's
     python3 benchmarks/rl_step.py --device cuda --answers "$answers" --steps 2 --group 4 --extra "--judges $judges" \
       --step-limit "${RL_STEP_LIMIT_S:-300}" \
@@ -143,15 +149,22 @@ if [ "$stage" = judges ]; then
   done
   grep -h contended_gpu "$run_dir"/fidelity-judges*/*/set*/results.jsonl 2>/dev/null | wc -l | sed 's/^/rows flagged contended_gpu: /' | tee "$OUT/judges_contended.txt"
 fi
+if [ "$stage" = cold ]; then
+  # Issue 43's cold step against its builds alone: benchmarks/builds_alone.py (the same answers' builds, nothing judged,
+  # in a cache of their own), then rl_step.py's cold step on an empty cache, one judge, group 8, distinct texts.
+  export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
+  answers=$(rl_answers)
+  python3 benchmarks/builds_alone.py --answers "$answers" --distinct --group 8 --cache "$run_dir/builds-alone" \
+    --json "$OUT/builds_alone.json" 2>&1 | tee "$OUT/builds_alone.log"
+  python3 benchmarks/rl_step.py --device cuda --answers "$answers" --distinct --steps 1 --group 8 \
+    --extra "--timing-trials 10" --step-limit "${RL_STEP_LIMIT_S:-400}" --cache "$run_dir/rl-cold" \
+    --json "$OUT/rl_step_cold.json" 2>&1 | tee "$OUT/rl_step_cold.log"
+fi
 if [ "$stage" = overlap ]; then
   export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
   python3 benchmarks/fidelity.py --runs "${FIDELITY_RUNS:-2}" --against=--overlap --keep "$run_dir/fidelity" \
     --json "$OUT/fidelity_overlap.json" 2>&1 | tee "$OUT/fidelity_overlap.log"
-  answers=$run_dir/rl-answers
-  for problem in problems/*/; do
-    name=$(basename "$problem"); mkdir -p "$answers/$name"
-    cp "$problem"solutions/*.py "$answers/$name/" 2>/dev/null; cp submissions/seeds/"$name"/* "$answers/$name/" 2>/dev/null
-  done
+  answers=$(rl_answers)
   for setting in cold no-overlap overlap; do  # one cache: the cold step builds every answer once
     steps=2; extra="--timing-trials 10 --$setting"
     if [ "$setting" = cold ]; then steps=1; extra="--timing-trials 10"; fi
