@@ -43,6 +43,7 @@ from rl_step import groups  # noqa: E402  (the answers of a step, as rl_step.py 
 from evalkit.intake.static_scan import builds_nothing  # noqa: E402
 from evalkit.intake.triage import triage  # noqa: E402
 from evalkit.judge.builder import BuildOutcome, builds_root  # noqa: E402
+from evalkit.sandbox.freezer import BuildFreezer, partition_builds  # noqa: E402
 from evalkit.sandbox.launcher import Limits  # noqa: E402
 from evalkit.sandbox.remains import kill_group  # noqa: E402
 from evalkit.schedule.backend import LocalBackend  # noqa: E402
@@ -51,8 +52,9 @@ from evalkit.schedule.placement import plan  # noqa: E402
 from evalkit.sources.problems import discover_problems  # noqa: E402
 
 
-def build_pool(device: str, jobs: int) -> tuple[int, Limits]:
-    """The builds at once and their limits, as `evalkit serve --device DEVICE` with one judge takes them here."""
+def build_pool(device: str, jobs: int) -> tuple[int, Limits, tuple[int, ...]]:
+    """The builds at once, their limits and their cores, as `evalkit serve --device DEVICE` with one judge takes them
+    here."""
     visible = 0
     if device == "cuda":
         import torch
@@ -60,7 +62,7 @@ def build_pool(device: str, jobs: int) -> tuple[int, Limits]:
         visible = torch.cuda.device_count()
     placement = plan(device, "all", 1, sorted(os.sched_getaffinity(0)), visible)
     count = JudgeOptions(jobs=jobs).build_jobs(len(placement.build_cpus) or None, device=device)
-    return count, replace(default_limits(device, None), cpus=placement.build_cpus or None)
+    return count, replace(default_limits(device, None), cpus=placement.build_cpus or None), placement.build_cpus
 
 
 def codes(problems: Path, answers: Path, group: int, distinct: bool) -> tuple[list[tuple[str, str]], Counter[str]]:
@@ -80,16 +82,17 @@ def codes(problems: Path, answers: Path, group: int, distinct: bool) -> tuple[li
 
 def build_all(work: list[tuple[str, str]], problems: Path, cache: Path, device: str, jobs: int) -> dict[str, Any]:
     """Build every answer of ``work`` in one pool; the figures."""
-    count, limits = build_pool(device, jobs)
+    count, limits, cores = build_pool(device, jobs)
     known = discover_problems(problems)
-    backend = LocalBackend(count)
+    backend, freezer = LocalBackend(count), BuildFreezer(limits.group)  # the engine's: no judge here freezes it
+    partition_builds(freezer, device, cores)
     start = time.monotonic()
     ends: dict[int, float] = {}
 
     def submit(place: int, problem: str, code: str) -> Future[BuildOutcome]:
         settings = known[problem].settings
         future = backend.start_build(code, builds_root(cache), device, settings.build_timeout_s, limits,
-                                     known[problem].init_inputs_or_none(), None)
+                                     known[problem].init_inputs_or_none(), freezer)
         future.add_done_callback(lambda _: ends.setdefault(place, time.monotonic() - start))
         return future
 
@@ -98,10 +101,11 @@ def build_all(work: list[tuple[str, str]], problems: Path, cache: Path, device: 
         outcomes = [future.result() for future in futures]
     finally:
         backend.close()
+        freezer.close()
         kill_group(limits.group)
     builds = [{"problem": problem, "status": outcome.status, "seconds": outcome.seconds, "cached": outcome.cached,
                "ended_s": ends.get(place)} for place, ((problem, _), outcome) in enumerate(zip(work, outcomes))]
-    seconds = [build["seconds"] for build in builds]
+    seconds = [outcome.seconds for outcome in outcomes]
     return {"jobs": count, "builds": len(builds), "makespan_s": max(ends.values(), default=0.0),
             "build_s_median": statistics.median(seconds) if seconds else 0.0,
             "build_s_longest": max(seconds, default=0.0),
