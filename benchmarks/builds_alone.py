@@ -48,7 +48,7 @@ from evalkit.sandbox.launcher import Limits  # noqa: E402
 from evalkit.sandbox.remains import kill_group  # noqa: E402
 from evalkit.schedule.backend import LocalBackend  # noqa: E402
 from evalkit.schedule.options import JudgeOptions, default_limits  # noqa: E402
-from evalkit.schedule.placement import plan  # noqa: E402
+from evalkit.schedule.placement import PlacementError, plan  # noqa: E402
 from evalkit.sources.problems import discover_problems  # noqa: E402
 
 
@@ -127,7 +127,10 @@ def main() -> None:
         parser.error("--group must be at least 1 and --jobs at least 0 (0: evalkit's default)")
     work, skipped = codes(args.problems, args.answers, args.group, args.distinct)
     with tempfile.TemporaryDirectory(prefix="evalkit-builds-alone-") as scratch:
-        figures = build_all(work, args.problems, args.cache or Path(scratch), args.device, args.jobs)
+        try:
+            figures = build_all(work, args.problems, args.cache or Path(scratch), args.device, args.jobs)
+        except PlacementError as err:  # raised before any build starts
+            sys.exit(f"builds_alone: {err}")
     figures["skipped"] = dict(skipped)
     print(f"builds_alone: {figures['builds']} builds, {figures['jobs']} at once: the last ended after "
           f"{figures['makespan_s']:.1f} s; a build {figures['build_s_median']:.1f} s at the median, "

@@ -64,6 +64,8 @@ GPU_SAMPLE_MS = 500
 def groups(problems: Path, answers: Path, size: int, distinct: bool = False) -> dict[str, tuple[str, list[str]]]:
     """problem id -> (its reference's text, ``size`` answer texts cycling through its answer files; ``distinct``:
     each one's code made a text of its own, ``rollout``)."""
+    if not answers.is_dir():
+        sys.exit(f"rl_step: --answers {answers} is no folder: give one holding ANSWERS/<problem>/<answer files>")
     found = {}
     for folder in sorted(p for p in answers.iterdir() if p.is_dir()):
         reference = problems / folder.name / "reference.py"

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import FIXTURES, ROOT
 
 ANSWERS = FIXTURES / "judge_submissions" / "fixtures" / "linear_relu"
@@ -41,3 +43,24 @@ def test_a_group_below_one_is_refused_before_anything_builds() -> None:
     done = subprocess.run([sys.executable, "benchmarks/builds_alone.py", "--answers", "nowhere", "--group", "0"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "--group must be at least 1" in done.stderr
+
+
+def test_answers_that_are_no_folder_are_named_before_anything_builds(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "benchmarks/builds_alone.py", "--device", "cpu", "--answers",
+                           str(tmp_path / "nowhere")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and f"--answers {tmp_path / 'nowhere'} is no folder" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_builds_for_a_gpu_on_a_machine_without_one_are_refused_with_what_to_do(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    answers = tmp_path / "answers" / "linear_relu"
+    answers.mkdir(parents=True)
+    shutil.copy(ANSWERS / "correct_cpp.py", answers / "correct_cpp.py")
+    done = subprocess.run([sys.executable, "benchmarks/builds_alone.py", "--device", "cuda", "--problems",
+                           str(FIXTURES / "judge_problems"), "--answers", str(answers.parent), "--group", "1"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "torch sees no CUDA GPU" in done.stderr and "--device cpu" in done.stderr
+    assert "Traceback" not in done.stderr
