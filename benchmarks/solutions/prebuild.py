@@ -3,42 +3,33 @@
     EVALKIT_CACHE=/tmp/evalkit-cache python3 benchmarks/solutions/prebuild.py [--jobs 8]
 
 Run in the background on the GPU machine while something else uses the GPU: builds see no GPU
-(evalkit's build sandbox hides it) and a later `evalkit score problems/` finds them cached.
+(evalkit's build sandbox hides it) and a later `evalkit score problems/` finds them cached. The builds run as
+`benchmarks/builds_alone.py` runs them (one pool, the engine's limits and freezer).
 """
 
 from __future__ import annotations
 
 import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from evalkit.judge.builder import build
-from evalkit.sources.problems import discover_problems
-from evalkit.schedule.local import default_cache_dir, default_limits
-from evalkit.sources.submissions import discover
-from evalkit.intake.triage import triage
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from builds_alone import build_all  # noqa: E402  (evalkit's build stage, in one pool)
+
+from evalkit.intake.triage import triage  # noqa: E402
+from evalkit.schedule.local import default_cache_dir  # noqa: E402
+from evalkit.sources.problems import discover_problems  # noqa: E402
+from evalkit.sources.submissions import discover  # noqa: E402
 
 
 def main() -> None:
     jobs = int(sys.argv[sys.argv.index("--jobs") + 1]) if "--jobs" in sys.argv else 8
-    problems = discover_problems(Path("problems"))
-    found = discover(Path("problems"), problems)
-    limits = default_limits("cuda", None)
-    root = default_cache_dir() / "builds"
-    start = time.time()
-
-    def one(sub):
-        early = triage(sub, "cuda")
-        if early.verdict is not None:
-            return f"{sub.problem}/{sub.sample}: triage {early.verdict}"
-        outcome = build(early.code, root, "cuda", problems[sub.problem].settings.build_timeout_s, limits,
-                        problems[sub.problem].init_inputs_or_none())
-        return f"{sub.problem}/{sub.sample}: {outcome.status} in {outcome.seconds:.0f} s {outcome.message[:300]}"
-
-    with ThreadPoolExecutor(jobs) as pool:
-        for line in pool.map(one, found.submissions):
-            print(f"[prebuild {time.time() - start:5.0f} s] {line}", flush=True)
+    problems = Path("problems")
+    found = discover(problems, discover_problems(problems))
+    work = [(sub.problem, code) for sub in found.submissions if (code := triage(sub.text).code)]
+    figures = build_all(work, problems, default_cache_dir(), "cuda", jobs)
+    for build in figures["per_build"]:
+        print(f"[prebuild {build['ended_s']:5.0f} s] {build['problem']}: {build['status']} in {build['seconds']:.0f} s",
+              flush=True)
 
 
 if __name__ == "__main__":

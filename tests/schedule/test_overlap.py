@@ -219,11 +219,11 @@ def test_the_overlap_setting_has_one_name_from_the_command_line_to_the_judge(tmp
         assert command.make_context(command.name, [*args, "--overlap"]).params["overlap"] is True
         assert command.make_context(command.name, list(args)).params["overlap"] is False
     assert judge_options("cpu", {"overlap": True}).overlap and not judge_options("cpu", {}).overlap
-    spec = type(cpu_station_spec(tmp_path))(**{**cpu_station_spec(tmp_path).__dict__, "overlap": True})
+    spec = cpu_station_spec(tmp_path)
     backend = LocalBackend(1)
     try:
         def overlaps(slot: JudgeSlot, asked: bool = True) -> bool:
-            made = backend.station(slot, type(spec)(**{**spec.__dict__, "overlap": asked}), 1,
+            made = backend.station(slot, replace(spec, overlap=asked), 1,
                                    SimpleNamespace(timing=lambda **_: None), lambda text: None)  # type: ignore[arg-type]
             return made.spec.overlap and made.lanes == 2
         assert overlaps(JudgeSlot("cuda:0", "cuda", 0, (0, 1)))
