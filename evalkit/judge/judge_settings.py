@@ -28,7 +28,8 @@ class JudgeSettings(ProblemSettings):
     def repetitions(self) -> RepetitionRule:
         """When a timing stops (docs/judge.md, How many calls)."""
         return RepetitionRule(min_timing_trials=self.min_timing_trials, timing_trials=self.timing_trials,
-                              timing_precision=self.timing_precision, timing_budget_s=self.timing_budget_s)
+                              timing_precision=self.timing_precision, timing_budget_s=self.timing_budget_s,
+                              timing_checks=self.timing_checks)
 
     def timing_key(self) -> str:
         """The settings that shape a timing (declared so: ``sources.settings.TIMING_KEYS``), as text: part of a

@@ -5,7 +5,7 @@ relative precision (a distribution-free confidence interval of the median, from 
 the timed requests have spent a wall-time budget, or at a maximum count (``stop_reason``). Which timed
 requests are checked against the reference is decided per request, after its reply, by a secret
 Bernoulli draw, so that any number of requests can be checked and nothing the worker has seen predicts
-a check; the timing does not end before ``VERIFIED_TARGET`` requests were checked, or ``MIN_VERIFIED``
+a check; the timing does not end before ``timing_checks`` requests were checked, or ``MIN_VERIFIED``
 when the budget affords fewer requests (``Repetitions``).
 
 Everything here is pure: it sees only the times the judge measured and the judge's secret generator.
@@ -20,31 +20,35 @@ import random
 import statistics
 from dataclasses import dataclass
 
+from evalkit.sources.settings import MIN_TIMING_CHECKS
+
 logger = logging.getLogger(__name__)
 
 Z_95 = 1.96  # the two-sided 95% normal quantile: the median's confidence interval by order statistics
 MIN_REQUESTS = 3  # no timing stops before this many timed requests (fewer only if the maximum is lower)
 VERIFIED_SHARE = 0.25  # each timed request is checked with at least this probability, whatever came before
-MIN_VERIFIED = 3  # a timing never stops before this many requests were checked (all, when fewer are allowed)
-VERIFIED_TARGET = 10  # ... nor before this many, when the budget affords as many requests at the pace so far
+MIN_VERIFIED = MIN_TIMING_CHECKS  # a timing never stops before this many requests were checked (all, when fewer are
+# allowed), nor before ``timing_checks`` when the budget affords as many requests at the pace so far
 
 
 @dataclass(frozen=True)
 class RepetitionRule:
     """When a timing stops: ``min_timing_trials`` timed requests at least, and then as soon as the median is known
     to ``timing_precision`` (relative); or, after ``MIN_REQUESTS`` timed requests, once they have spent
-    ``timing_budget_s`` seconds of the judge's clock; at the latest after ``timing_trials``. The problem settings
-    of the same names (``sources.settings``)."""
+    ``timing_budget_s`` seconds of the judge's clock; at the latest after ``timing_trials``; never before
+    ``timing_checks`` of them were checked (``verified``). The problem settings of the same names
+    (``sources.settings``)."""
 
     min_timing_trials: int
     timing_trials: int
     timing_precision: float
     timing_budget_s: float
+    timing_checks: int
 
     def __post_init__(self) -> None:
-        if self.timing_trials < 1 or self.min_timing_trials < 1:
+        if self.timing_trials < 1 or self.min_timing_trials < 1 or self.timing_checks < 1:
             raise ValueError(f"timing needs at least one timed request (min {self.min_timing_trials}, "
-                             f"max {self.timing_trials})")
+                             f"max {self.timing_trials}) and one checked ({self.timing_checks})")
         if not (self.timing_precision > 0 and math.isfinite(self.timing_precision)):
             raise ValueError(f"the timing precision must be a finite number > 0, got {self.timing_precision!r}")
         if not self.timing_budget_s > 0:
@@ -62,8 +66,8 @@ class RepetitionRule:
 
     def verified(self, affordable: int) -> int:
         """Timed requests checked before a timing may stop, when the budget affords ``affordable`` requests:
-        ``VERIFIED_TARGET``, down to ``MIN_VERIFIED`` for slow requests, never more than the maximum."""
-        return min(self.timing_trials, max(MIN_VERIFIED, min(VERIFIED_TARGET, affordable)))
+        ``timing_checks``, down to ``MIN_VERIFIED`` for slow requests, never more than the maximum."""
+        return min(self.timing_trials, max(MIN_VERIFIED, min(self.timing_checks, affordable)))
 
 
 def median_interval(samples: list[float], z: float = Z_95) -> tuple[float, float]:
@@ -172,7 +176,7 @@ class Repetitions:
         """Checked requests the timing waits for: as many as ``rule.verified`` asks of the requests the
         budget affords at the pace so far (``MIN_VERIFIED`` at least, so never fewer than that)."""
         pace = self.spent_s / self.requests if self.requests else 0.0
-        affordable = math.floor(self.rule.timing_budget_s / pace) if pace > 0 else VERIFIED_TARGET
+        affordable = math.floor(self.rule.timing_budget_s / pace) if pace > 0 else self.rule.timing_checks
         return self.rule.verified(affordable)
 
     def _left(self) -> int:

@@ -47,7 +47,7 @@ from evalkit.sandbox.typed_fields import wrong_field
 from evalkit.sources.problems import Problem
 from evalkit.sources.settings import JudgingPlan
 
-PROTOCOL_VERSION = 13  # bump when a message changes; a judge refuses a Start (a Ray task its request) of another version
+PROTOCOL_VERSION = 14  # bump when a message changes; a judge refuses a Start (a Ray task its request) of another version
 # 2: AddProblem. 3: Started, Judged, Prepare.report_entries (one vocabulary for judge processes and Ray actors).
 # 4: Cancel. 5: Build (a Ray build task's request, which took positional arguments before). 6: Probe, NodeFacts,
 # Sweep, ActorStart (the Ray probe and sweep tasks and the judge actor took positional arguments before).
@@ -60,6 +60,7 @@ PROTOCOL_VERSION = 13  # bump when a message changes; a judge refuses a Start (a
 # 11: Judged.kept (the problems the judge holds loaded, for the dispatcher to hand it their answers first).
 # 12: StationSpec.start_cpus (where a pinned judge's workers start, before one is moved onto its cores).
 # 13: StationSpec.overlap, JudgeAnswer.alone, Judged.row may be None, Decided (a judge overlapping answers).
+# 14: a plan's settings carry timing_checks (how many timed requests are checked; a judge before it checks 10).
 
 
 @dataclass(frozen=True)

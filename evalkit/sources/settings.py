@@ -61,6 +61,9 @@ PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16")
 PRECISION_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 # atol = rtol where a problem sets neither, per precision, against the float64 oracle. fp32: KernelBench v0.1's; fp16:
 # KernelBench's; bf16 wider: PyTorch's own bf16 result of convtranspose2d_gelu_groupnorm needs 2.2e-2 (docs/problems.md).
+# A timing never ends before this many of its timed requests were checked (all of them, when fewer are made): the
+# floor of ``timing_checks``, which the budget may bring a slow answer's count down to (``judge.repetitions``).
+MIN_TIMING_CHECKS = 3
 DEFAULT_TOLERANCES = {"fp32": 1e-2, "fp16": 1e-2, "bf16": 5e-2}
 _BY_PRECISION = ", ".join(f"{name} {value:g}" for name, value in DEFAULT_TOLERANCES.items())
 
@@ -83,6 +86,9 @@ class ProblemSettings:
                                   shapes_timing=True, client_max=100)
     min_timing_trials: int = _setting(10, low=1, help="timed requests before the median's precision may end a timing",
                                       shapes_timing=True, client_max=1000)
+    timing_checks: int = _setting(10, low=MIN_TIMING_CHECKS, shapes_timing=True, client_max=1000,
+                                  help="timed requests checked against the float64 reference before a timing may end "
+                                       "(docs/judge.md, Nothing to predict)")
     timing_precision: float = _setting(1e-2, low=0, inclusive=False, shapes_timing=True, client_max=1.0,
                                        help="a timing ends once its median is known to this relative precision")
     timing_budget_s: float = _setting(10.0, low=0, inclusive=False, unit="s", shapes_timing=True, client_max=120.0,

@@ -9,10 +9,12 @@ import statistics
 
 import pytest
 
-from evalkit.judge.repetitions import (MIN_REQUESTS, MIN_VERIFIED, VERIFIED_SHARE, VERIFIED_TARGET, RepetitionRule,
-                                       Repetitions, median_interval, precise_enough, stop_reason)
+from evalkit.judge.repetitions import (MIN_REQUESTS, MIN_VERIFIED, VERIFIED_SHARE, RepetitionRule, Repetitions,
+                                       median_interval, precise_enough, stop_reason)
 
-RULE = RepetitionRule(min_timing_trials=10, timing_trials=100, timing_precision=0.01, timing_budget_s=10.0)
+RULE = RepetitionRule(min_timing_trials=10, timing_trials=100, timing_precision=0.01, timing_budget_s=10.0,
+                      timing_checks=10)
+CHECKS = RULE.timing_checks
 
 
 def _run(rule: RepetitionRule, times_ms, wall_s, rng: random.Random | None = None) -> tuple[Repetitions, list[bool]]:
@@ -53,8 +55,8 @@ def test_tight_samples_stop_at_the_minimum_by_precision():
     count, checks = _run(RULE, lambda i: 1.0 + 1e-4 * (i % 3), lambda i: 0.02)
     assert count.stopped_by == "precision"
     # at the minimum, plus only the requests the checks still needed (each of them checked)
-    assert RULE.min_timing_trials <= count.requests < RULE.min_timing_trials + VERIFIED_TARGET
-    assert sum(checks) == count.checked >= VERIFIED_TARGET
+    assert RULE.min_timing_trials <= count.requests < RULE.min_timing_trials + CHECKS
+    assert sum(checks) == count.checked >= CHECKS
     assert all(checks[RULE.min_timing_trials:])
 
 
@@ -69,7 +71,7 @@ def test_noisy_samples_stop_once_the_budget_is_spent():
     count, checks = _run(RULE, _noisy, lambda i: 0.4)  # 25 requests fit the 10 s budget
     assert (count.stopped_by, count.requests) == ("budget", 25)
     assert count.spent_s == pytest.approx(10.0)
-    assert count.checked >= VERIFIED_TARGET
+    assert count.checked >= CHECKS
 
 
 def test_a_slow_answer_costs_seconds_not_minutes():
@@ -85,30 +87,48 @@ def test_a_slow_answer_costs_seconds_not_minutes():
 
 
 def test_a_maximum_below_the_minimum_wins():
-    rule = RepetitionRule(min_timing_trials=10, timing_trials=3, timing_precision=0.01, timing_budget_s=10.0)
+    rule = RepetitionRule(min_timing_trials=10, timing_trials=3, timing_precision=0.01, timing_budget_s=10.0,
+                          timing_checks=10)
     count, checks = _run(rule, lambda i: 1.0, lambda i: 0.01)
     assert count.requests == 3 and count.stopped_by == "precision" and checks == [True] * 3
 
 
 def test_the_rule_refuses_nonsense():
     for bad in ({"timing_trials": 0}, {"timing_precision": 0.0}, {"timing_precision": float("nan")},
-                {"timing_budget_s": 0.0}):
+                {"timing_budget_s": 0.0}, {"timing_checks": 0}):
         with pytest.raises(ValueError):
             RepetitionRule(**{"min_timing_trials": 10, "timing_trials": 100, "timing_precision": 0.01,
-                              "timing_budget_s": 10.0, **bad})
+                              "timing_budget_s": 10.0, "timing_checks": 10, **bad})
+
+
+class Never(random.Random):  # the worst luck: the secret draw never picks a request
+    def random(self) -> float:
+        return 1.0
+
+
+def test_fewer_timing_checks_check_fewer_requests_and_never_fewer_than_asked():
+    # A short timing (an RL setting: 10 requests at most) checks every request at the default, and with
+    # timing_checks 3 only the three it must, whatever the draws; with the draws, about a quarter of the rest.
+    fast = dict(min_timing_trials=10, timing_trials=10, timing_precision=0.01, timing_budget_s=10.0)
+    count, checks = _run(RepetitionRule(**fast, timing_checks=10), _noisy, lambda i: 0.01, Never())
+    assert (count.requests, sum(checks)) == (10, 10)
+    count, checks = _run(RepetitionRule(**fast, timing_checks=3), _noisy, lambda i: 0.01, Never())
+    assert (count.requests, sum(checks)) == (10, 3) and checks[-3:] == [True] * 3  # forced once they must be
+    for seed in range(50):
+        count, checks = _run(RepetitionRule(**fast, timing_checks=3), _noisy, lambda i: 0.01, random.Random(seed))
+        assert 3 <= sum(checks) == count.checked <= 10
+    # below the floor, the floor: a timing never ends with fewer than MIN_VERIFIED checked requests
+    count, checks = _run(RepetitionRule(**fast, timing_checks=1), _noisy, lambda i: 0.01, Never())
+    assert sum(checks) == MIN_VERIFIED
 
 
 @pytest.mark.parametrize("times_ms, wall_s, least", [
-    (lambda i: 1.0, lambda i: 0.02, VERIFIED_TARGET),  # stops by precision
-    (_noisy, lambda i: 0.01, VERIFIED_TARGET),  # runs to the maximum
-    (_noisy, lambda i: 0.4, VERIFIED_TARGET),  # the budget affords 25 requests
+    (lambda i: 1.0, lambda i: 0.02, CHECKS),  # stops by precision
+    (_noisy, lambda i: 0.01, CHECKS),  # runs to the maximum
+    (_noisy, lambda i: 0.4, CHECKS),  # the budget affords 25 requests
     (_noisy, lambda i: 4.0, MIN_VERIFIED),  # the budget affords 2 requests: at least 3 are made and checked
 ])
 def test_the_checked_count_is_guaranteed_whatever_the_draws(times_ms, wall_s, least):
-    class Never(random.Random):  # the worst luck: the secret draw never picks a request
-        def random(self) -> float:
-            return 1.0
-
     count, checks = _run(RULE, times_ms, wall_s, Never())
     assert sum(checks) == count.checked >= least
     for seed in range(20):
@@ -119,7 +139,8 @@ def test_the_checked_count_is_guaranteed_whatever_the_draws(times_ms, wall_s, le
 def test_every_request_is_checked_at_least_at_the_share_whatever_came_before():
     # Far from any stop (noisy times, ample budget), whether a request is checked is the secret draw alone:
     # about VERIFIED_SHARE of them, independent of the request before.
-    rule = RepetitionRule(min_timing_trials=10, timing_trials=4000, timing_precision=0.01, timing_budget_s=1e9)
+    rule = RepetitionRule(min_timing_trials=10, timing_trials=4000, timing_precision=0.01, timing_budget_s=1e9,
+                          timing_checks=10)
     _, checks = _run(rule, _noisy, lambda i: 0.001)
     early = checks[:3900]
     assert statistics.fmean(early) == pytest.approx(VERIFIED_SHARE, abs=0.04)
@@ -151,11 +172,12 @@ def test_judge_settings_carry_the_rule_with_problem_tomls_defaults():
     declared = ProblemSettings()
     assert settings.repetitions() == RepetitionRule(min_timing_trials=declared.min_timing_trials, timing_trials=100,
                                                     timing_precision=declared.timing_precision,
-                                                    timing_budget_s=declared.timing_budget_s)
+                                                    timing_budget_s=declared.timing_budget_s,
+                                                    timing_checks=declared.timing_checks)
     assert (declared.timing_trials, declared.min_timing_trials, declared.timing_precision,
-            declared.timing_budget_s) == (100, 10, 0.01, 10.0)
+            declared.timing_budget_s, declared.timing_checks) == (100, 10, 0.01, 10.0, 10)
     # a cached baseline is keyed by every setting that shapes its timing
     keys = {dataclasses.replace(settings, **change).timing_key() for change in
             ({}, {"timing_budget_s": 5.0}, {"timing_precision": 0.02}, {"min_timing_trials": 20},
-             {"timing_trials": 50}, {"warmup_trials": 1})}
-    assert len(keys) == 6
+             {"timing_trials": 50}, {"warmup_trials": 1}, {"timing_checks": 3})}
+    assert len(keys) == 7

@@ -51,7 +51,8 @@ def test_the_recorded_settings_are_every_one_that_changes_verdicts_or_times(tmp_
     options = _options(tmp_path, atol=0.01, timing_trials=5, run_timeout_s=30.0)
     settings = run_settings.current_settings(options, "cpu", 11)
     assert settings == {"precision": None, "atol": 0.01, "rtol": None, "correctness_trials": None, "timing_trials": 5,
-                        "min_timing_trials": None, "timing_budget_s": None, "timing_precision": None,
+                        "min_timing_trials": None, "timing_checks": None, "timing_budget_s": None,
+                        "timing_precision": None,
                         "warmup_trials": None, "run_timeout_s": 30.0, "hang_limit_s": None, "request_length_ms": None,
                         "build_timeout_s": None,
                         "baselines": ["eager"], "device": "cpu", "gpu": "cpu", "evalkit_version": __version__,
