@@ -607,6 +607,19 @@ def _settings(judge: Judge, **changes: Any) -> JudgeSettings:
     return dataclasses.replace(judge.settings, **changes)
 
 
+@pytest.mark.parametrize("timing_checks", [10, 3])
+def test_timing_checks_is_how_many_timed_requests_the_judge_checks(judge, monkeypatch, timing_checks):
+    # An RL setting, 10 timed requests at most, with the secret draw never picking one: only the checks the
+    # setting asks for are made (each a float64 reference of its request's inputs), and the answer still passes.
+    from evalkit.judge import repetitions
+
+    monkeypatch.setattr(repetitions, "VERIFIED_SHARE", 0.0)
+    settings = _settings(judge, timing_trials=10, min_timing_trials=10, timing_checks=timing_checks)
+    judgement = Judge(judge.ref, settings, Limits()).judge_with(FakeWorker(judge.ref, honest), Path("submission.py"))
+    assert VERDICT_OF[judgement.finding] is Verdict.CORRECT, judgement.reason
+    assert judgement.timing["requests"] == 10 and len(judgement.timing["verified_calls"]) == timing_checks
+
+
 def test_a_slow_answer_stops_by_the_budget_after_few_requests(judge):
     # 0.2 s a request against a 0.5 s budget, with up to 50 timed requests and a minimum of 10 for the
     # precision: the budget ends the timing after MIN_REQUESTS requests, each of them checked.
