@@ -18,8 +18,9 @@
 # cold (issue 43: a cold step within 1.3x of its builds alone): benchmarks/builds_alone.py (the builds of
 # rl_step.py's answers at group 8, distinct texts, nothing judged), then rl_step.py's cold step on an empty cache.
 # trade (issue 43: what the settings that trade precision for throughput buy): rl_step.py at group 8 (cycling answers,
-# as the issue's target step), one judge, two steps on a new server with TRADE_EXTRA (default "--timing-trials 10")
-# as its options, on a cache kept across calls (/tmp/evalkit-trade-cache): run it once per setting on one machine.
+# as the issue's target step), one judge, two steps on a new server for each setting of TRADE_SETTINGS (settings
+# separated by ";", default "--timing-trials 10;--timing-trials 10 --timing-checks 3 --correctness-trials 2"), in
+# that order, on a cache kept across calls (/tmp/evalkit-trade-cache: a first call builds, so run it twice).
 # attacks (the cuda tests of the timing attacks alone: tests/end_to_end/test_cuda_timing.py's attack fixture).
 # Everything worth keeping is written under $OUT (default /tmp/out).
 set -uo pipefail
@@ -166,10 +167,14 @@ if [ "$stage" = cold ]; then
 fi
 if [ "$stage" = trade ]; then
   export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
-  extra=${TRADE_EXTRA:---timing-trials 10}; name=$(echo "$extra" | tr -c 'a-z0-9\n' '_')
-  python3 benchmarks/rl_step.py --device cuda --answers "$(rl_answers)" --steps 2 --group 8 --extra "$extra" \
-    --step-limit "${RL_STEP_LIMIT_S:-200}" --cache /tmp/evalkit-trade-cache \
-    --json "$OUT/rl_step_trade$name.json" 2>&1 | tee "$OUT/rl_step_trade$name.log"
+  answers=$(rl_answers)
+  IFS=';' read -ra settings <<< "${TRADE_SETTINGS:---timing-trials 10;--timing-trials 10 --timing-checks 3 --correctness-trials 2}"
+  for extra in "${settings[@]}"; do
+    name=$(echo "$extra" | tr -c 'a-z0-9\n' '_')
+    python3 benchmarks/rl_step.py --device cuda --answers "$answers" --steps 2 --group 8 --extra "$extra" \
+      --step-limit "${RL_STEP_LIMIT_S:-200}" --cache /tmp/evalkit-trade-cache \
+      --json "$OUT/rl_step_trade$name.json" 2>&1 | tee "$OUT/rl_step_trade$name.log"
+  done
 fi
 if [ "$stage" = attacks ]; then
   python3 -m pytest -q -m cuda tests/end_to_end/test_cuda_timing.py -k "clock or predicted or fp16 or cudnn" \
