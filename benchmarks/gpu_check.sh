@@ -19,7 +19,7 @@
 # rl_step.py's answers at group 8, distinct texts, nothing judged), then rl_step.py's cold step on an empty cache.
 # trade (issue 43: what the settings that trade precision for throughput buy): rl_step.py at group 8 (cycling answers,
 # as the issue's target step), one judge, two steps on a new server for each setting of TRADE_SETTINGS (settings
-# separated by ";", default "--timing-trials 10;--timing-trials 10 --timing-checks 3 --correctness-trials 2"), in
+# separated by ";", default "--timing-trials 10;--timing-trials 10 --timing-checks 3"), in
 # that order, on a cache kept across calls (/tmp/evalkit-trade-cache: a first call builds, so run it twice).
 # attacks (the cuda tests of the timing attacks alone: tests/end_to_end/test_cuda_timing.py's attack fixture).
 # Everything worth keeping is written under $OUT (default /tmp/out).
@@ -168,7 +168,7 @@ fi
 if [ "$stage" = trade ]; then
   export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
   answers=$(rl_answers)
-  IFS=';' read -ra settings <<< "${TRADE_SETTINGS:---timing-trials 10;--timing-trials 10 --timing-checks 3 --correctness-trials 2}"
+  IFS=';' read -ra settings <<< "${TRADE_SETTINGS:---timing-trials 10;--timing-trials 10 --timing-checks 3}"
   for extra in "${settings[@]}"; do
     name=$(echo "$extra" | tr -c 'a-z0-9\n' '_')
     python3 benchmarks/rl_step.py --device cuda --answers "$answers" --steps 2 --group 8 --extra "$extra" \
