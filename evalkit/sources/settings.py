@@ -59,11 +59,11 @@ def _setting(default: float | str | None, *, help: str, low: float = 0, inclusiv
 # The precisions a problem is judged in, named as KernelBench names them, and the dtype each casts to.
 PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16")
 PRECISION_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
-# atol = rtol where a problem sets neither, per precision, against the float64 oracle. fp32: KernelBench v0.1's; fp16:
-# KernelBench's; bf16 wider: PyTorch's own bf16 result of convtranspose2d_gelu_groupnorm needs 2.2e-2 (docs/problems.md).
 # A timing never ends before this many of its timed requests were checked (all of them, when fewer are made): the
 # floor of ``timing_checks``, which the budget may bring a slow answer's count down to (``judge.repetitions``).
 MIN_TIMING_CHECKS = 3
+# atol = rtol where a problem sets neither, per precision, against the float64 oracle. fp32: KernelBench v0.1's; fp16:
+# KernelBench's; bf16 wider: PyTorch's own bf16 result of convtranspose2d_gelu_groupnorm needs 2.2e-2 (docs/problems.md).
 DEFAULT_TOLERANCES = {"fp32": 1e-2, "fp16": 1e-2, "bf16": 5e-2}
 _BY_PRECISION = ", ".join(f"{name} {value:g}" for name, value in DEFAULT_TOLERANCES.items())
 
