@@ -3,7 +3,8 @@
 Builds run ahead of judging in a pool of CPU workers, each in its own extension
 directory keyed by a hash of the code (every seed names its extension ``conv2d``, so
 names must never collide). The outcome is cached beside the build, so rescoring the
-same code builds nothing.
+same code builds nothing; with it, what the build left in its folder (``entry_manifest``), so that a
+judged worker that rewrote its build's files never passes them to a later judging of the same code.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -25,13 +28,18 @@ import torch
 
 from evalkit.judge import torch_headers
 from evalkit.judge.compiler_errors import first_compiler_errors
+from evalkit.judge.entry_manifest import changed, manifest
 from evalkit.row_parts import BuildRecord, CompilerErrorRecord
 from evalkit.sandbox import protocol
 from evalkit.sandbox.freezer import BuildFreezer
 from evalkit.sandbox.launcher import Limits, UntrustedProcess, WorkerGone
 from evalkit.sandbox.processes import MARKER_VARIABLE, ProcessTable
+from evalkit.sandbox.remains import entry_lock
+
+logger = logging.getLogger(__name__)
 
 BUILD_RECORD = "build.json"
+BUILD_MANIFEST = "extensions.json"  # what the build left in its extension folder (``entry_manifest``)
 
 
 @dataclass
@@ -103,23 +111,58 @@ def build(code: str, cache_root: Path, device: str, timeout_s: float, limits: Li
     build_dir = cache_root.resolve() / build_key(code, device, arch)
     build_dir.mkdir(parents=True, exist_ok=True)
     with _only_builder(build_dir):  # the same code twice: the second waits, then finds the first's record
-        record = build_dir / BUILD_RECORD
-        if record.exists():
-            try:
-                return BuildOutcome(**{**json.loads(record.read_text()), "cached": True,
-                                       "extension_dir": str(build_dir / "extensions")})
-            except (OSError, ValueError, TypeError):
-                pass  # a damaged record: build again
-        for stale in (build_dir / "extensions").glob("*/lock"):
-            if not stale.parent.is_symlink():  # a build may plant a link to another folder: never follow it
-                stale.unlink(missing_ok=True)  # left by a build killed mid-compile: torch would wait on it forever
-        # once per cache, beside the builds (none waits for it), ended with the run's sandboxes if still going
-        torch_headers.start(build_dir.parent, device, f"{MARKER_VARIABLE}={limits.group}.torch-headers", freezer)
-        outcome = _run_build(code, build_dir, device, timeout_s, limits, init_inputs, freezer, arch, processes,
-                             idle_s)
-        if outcome.status in ("ok", "compile_error"):
-            record.write_text(json.dumps(outcome.to_dict()))
-        return outcome
+        cached, differing = _recorded(build_dir)
+        if cached is not None and not differing:
+            return cached
+        entry = entry_lock(build_dir / "extensions")  # no judged worker loads from it while it is built again
+        try:
+            cached, differing = _recorded(build_dir)  # a judged worker may have been loading from it: look again
+            if cached is not None and not differing:
+                return cached
+            if differing:
+                logger.warning("the cached build in %s was changed after it was built (%s): building it again",
+                               build_dir, ", ".join(differing[:5]))
+                (build_dir / BUILD_RECORD).unlink()
+                shutil.rmtree(build_dir / "extensions", ignore_errors=True)  # links are removed, never followed
+            return _build_afresh(code, build_dir, device, timeout_s, limits, init_inputs, freezer, arch, processes,
+                                 idle_s)
+        finally:
+            os.close(entry)
+
+
+def _recorded(build_dir: Path) -> tuple[BuildOutcome | None, list[str]]:
+    """The recorded outcome of the build in ``build_dir`` (None: none, or a damaged record), and the files of its
+    extension folder that are no longer what the build left (``entry_manifest.changed``: a judged worker rewrote
+    them)."""
+    extensions = build_dir / "extensions"
+    try:
+        outcome = BuildOutcome(**{**json.loads((build_dir / BUILD_RECORD).read_text()), "cached": True,
+                                  "extension_dir": str(extensions)})
+    except (OSError, ValueError, TypeError):
+        return None, []
+    try:
+        recorded = json.loads((build_dir / BUILD_MANIFEST).read_text())
+    except (OSError, ValueError):  # a build cached before manifests were kept: recorded as it is now
+        (build_dir / BUILD_MANIFEST).write_text(json.dumps(manifest(extensions)))
+        return outcome, []
+    return outcome, changed(extensions, recorded)
+
+
+def _build_afresh(code: str, build_dir: Path, device: str, timeout_s: float, limits: Limits,
+                  init_inputs: list[Any] | None, freezer: BuildFreezer | None, arch: str | None,
+                  processes: ProcessTable | None, idle_s: float) -> BuildOutcome:
+    """Build ``code`` into ``build_dir``, and record the outcome when a rebuild would repeat it, with what the build
+    left in its extension folder (``BUILD_MANIFEST``)."""
+    for stale in (build_dir / "extensions").glob("*/lock"):
+        if not stale.parent.is_symlink():  # a build may plant a link to another folder: never follow it
+            stale.unlink(missing_ok=True)  # left by a build killed mid-compile: torch would wait on it forever
+    # once per cache, beside the builds (none waits for it), ended with the run's sandboxes if still going
+    torch_headers.start(build_dir.parent, device, f"{MARKER_VARIABLE}={limits.group}.torch-headers", freezer)
+    outcome = _run_build(code, build_dir, device, timeout_s, limits, init_inputs, freezer, arch, processes, idle_s)
+    if outcome.status in ("ok", "compile_error"):
+        (build_dir / BUILD_MANIFEST).write_text(json.dumps(manifest(build_dir / "extensions")))
+        (build_dir / BUILD_RECORD).write_text(json.dumps(outcome.to_dict()))  # last: a record has its manifest
+    return outcome
 
 
 def nothing_to_build(code: str, cache_root: Path, device: str) -> Future[BuildOutcome]:

@@ -138,3 +138,60 @@ def test_a_cached_build_costs_its_row_nothing_and_keeps_what_it_once_took():
     cached = built_row(submission, early, BuildOutcome(status="ok", seconds=12.5, cached=True), "cpu")
     assert fresh.stage_seconds["build_s"] == 12.5
     assert cached.stage_seconds["build_s"] == 0.0 and cached.build["seconds"] == 12.5 and cached.build["cached"]
+
+
+def _fake_builds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Builds that write a made-up extension instead of compiling: the list grows by one per build run."""
+    from evalkit.judge import builder
+
+    runs: list[str] = []
+
+    def fake(code, build_dir, *args, **kwargs):
+        runs.append(code)
+        extension = build_dir / "extensions" / "ext"
+        extension.mkdir(parents=True, exist_ok=True)
+        (extension / "ext.so").write_bytes(b"\x7fELF honest kernel")
+        (extension / "main.cpp").write_text("// the answer's source\n")
+        return builder.BuildOutcome("ok", 0.1, extension_dir=str(build_dir / "extensions"))
+
+    monkeypatch.setattr(builder, "_run_build", fake)
+    monkeypatch.setattr(builder.torch_headers, "start", lambda *args, **kwargs: None)
+    return runs
+
+
+def test_a_cached_build_rewritten_after_it_was_built_is_built_again(tmp_path: Path, monkeypatch, caplog):
+    # A judged worker owns its build's extension folder while it runs: what it adds is removed after it, and what it
+    # rewrites (same size, same time stamp), replaces by a link or removes is caught the next time the build is used.
+    import os
+
+    runs = _fake_builds(monkeypatch)
+    limits = default_limits("cpu", 2.0)
+    first = build("code", tmp_path, "cpu", 60, limits)
+    extension = Path(first.extension_dir) / "ext"
+    (extension / "lock").write_text("")  # what an honest load may leave behind is not the build's
+    (extension / "added.txt").write_text("added by a worker")  # removed after it by the launcher, not counted here
+    assert build("code", tmp_path, "cpu", 60, limits).cached and len(runs) == 1
+    so = extension / "ext.so"
+    stamp = so.stat()
+    so.write_bytes(b"\x7fELF poisoned kern")  # the same size
+    os.utime(so, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    with caplog.at_level("WARNING", logger="evalkit.judge.builder"):
+        again = build("code", tmp_path, "cpu", 60, limits)
+    assert not again.cached and len(runs) == 2 and "ext/ext.so" in caplog.text
+    assert so.read_bytes() == b"\x7fELF honest kernel" and not (extension / "added.txt").exists()
+    assert build("code", tmp_path, "cpu", 60, limits).cached and len(runs) == 2
+    for tamper in (lambda: (so.unlink(), so.symlink_to("/dev/null")), lambda: (extension / "main.cpp").unlink()):
+        tamper()
+        assert not build("code", tmp_path, "cpu", 60, limits).cached
+    assert len(runs) == 4 and build("code", tmp_path, "cpu", 60, limits).cached
+
+
+def test_a_build_cached_before_manifests_is_recorded_as_it_is(tmp_path: Path, monkeypatch):
+    from evalkit.judge.builder import BUILD_MANIFEST
+
+    runs = _fake_builds(monkeypatch)
+    limits = default_limits("cpu", 2.0)
+    first = build("code", tmp_path, "cpu", 60, limits)
+    manifest = Path(first.extension_dir).parent / BUILD_MANIFEST
+    manifest.unlink()  # as an older evalkit left its cache
+    assert build("code", tmp_path, "cpu", 60, limits).cached and manifest.exists() and len(runs) == 1
