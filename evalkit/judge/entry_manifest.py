@@ -15,6 +15,8 @@ import os
 import stat
 from pathlib import Path
 
+from evalkit.sandbox.remains import files_under
+
 # torch's lock file (made and removed by each load) and ninja's logs: written by tools, never loaded as code
 UNCHECKED = frozenset({"lock", ".ninja_log", ".ninja_deps"})
 _CHUNK = 1 << 20
@@ -35,13 +37,8 @@ def _digest(path: str, mode: int) -> str:
 
 def _entries(folder: Path) -> dict[str, os.stat_result]:
     """Every file, link and other non-folder under ``folder`` (links not followed), by path relative to it."""
-    found: dict[str, os.stat_result] = {}
-    for root, dirs, files in os.walk(folder):
-        for name in files + [name for name in dirs if os.path.islink(os.path.join(root, name))]:
-            if name not in UNCHECKED:
-                path = os.path.join(root, name)
-                found[os.path.relpath(path, folder)] = os.lstat(path)
-    return found
+    found = {path: os.lstat(path) for path in files_under(folder) if os.path.basename(path) not in UNCHECKED}
+    return {os.path.relpath(path, folder): info for path, info in found.items() if not stat.S_ISDIR(info.st_mode)}
 
 
 def manifest(folder: Path) -> dict[str, list[object]]:
