@@ -20,6 +20,7 @@ from evalkit.sandbox.remains import files_under
 # torch's lock file (made and removed by each load) and ninja's logs: written by tools, never loaded as code
 UNCHECKED = frozenset({"lock", ".ninja_log", ".ninja_deps"})
 _CHUNK = 1 << 20
+UNREADABLE = "unreadable"  # no digest is this: such a file never matches
 
 
 def _digest(path: str, mode: int) -> str:
@@ -37,13 +38,27 @@ def _digest(path: str, mode: int) -> str:
 
 def _entries(folder: Path) -> dict[str, os.stat_result]:
     """Every file, link and other non-folder under ``folder`` (links not followed), by path relative to it."""
-    found = {path: os.lstat(path) for path in files_under(folder) if os.path.basename(path) not in UNCHECKED}
-    return {os.path.relpath(path, folder): info for path, info in found.items() if not stat.S_ISDIR(info.st_mode)}
+    found = {}
+    for path in files_under(folder):
+        try:
+            info = os.lstat(path)
+        except OSError:  # gone since the walk
+            continue
+        if os.path.basename(path) not in UNCHECKED and not stat.S_ISDIR(info.st_mode):
+            found[os.path.relpath(path, folder)] = info
+    return found
 
 
 def manifest(folder: Path) -> dict[str, list[object]]:
-    """``[size, digest]`` of every file under ``folder`` (a build's extension folder), by relative path."""
-    return {rel: [info.st_size, _digest(str(folder / rel), info.st_mode)] for rel, info in _entries(folder).items()}
+    """``[size, digest]`` of every file under ``folder`` (a build's extension folder), by relative path. A file the
+    builder cannot read (a build may leave one so) is recorded as such, and counts as changed at every use."""
+    recorded: dict[str, list[object]] = {}
+    for rel, info in _entries(folder).items():
+        try:
+            recorded[rel] = [info.st_size, _digest(str(folder / rel), info.st_mode)]
+        except OSError:
+            recorded[rel] = [info.st_size, UNREADABLE]
+    return recorded
 
 
 def changed(folder: Path, recorded: dict[str, list[object]]) -> list[str]:

@@ -195,3 +195,27 @@ def test_a_build_cached_before_manifests_is_recorded_as_it_is(tmp_path: Path, mo
     manifest = Path(first.extension_dir).parent / BUILD_MANIFEST
     manifest.unlink()  # as an older evalkit left its cache
     assert build("code", tmp_path, "cpu", 60, limits).cached and manifest.exists() and len(runs) == 1
+
+
+def test_a_build_leaving_a_pipe_or_a_file_it_cannot_read_is_recorded_not_stuck(tmp_path: Path, monkeypatch):
+    # What a build leaves in its folder is the answer's doing: a FIFO is recorded by its kind, never opened (it would
+    # block the builder); a file the builder cannot read records the outcome all the same, and counts as changed.
+    import os
+
+    from evalkit.judge import entry_manifest
+
+    runs = _fake_builds(monkeypatch)
+    limits = default_limits("cpu", 2.0)
+    first = build("code", tmp_path, "cpu", 60, limits)
+    os.mkfifo(Path(first.extension_dir) / "ext" / "pipe")
+    (Path(first.extension_dir).parent / "extensions.json").unlink()  # recorded again, now with the pipe in it
+    assert build("code", tmp_path, "cpu", 60, limits).cached and build("code", tmp_path, "cpu", 60, limits).cached
+    assert len(runs) == 1
+
+    def unreadable(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(entry_manifest, "open", unreadable, raising=False)
+    (Path(first.extension_dir).parent / "build.json").unlink()
+    assert not build("code", tmp_path, "cpu", 60, limits).cached and len(runs) == 2  # recorded, nothing raised
+    assert not build("code", tmp_path, "cpu", 60, limits).cached and len(runs) == 3
