@@ -172,6 +172,7 @@ def test_settings_table_says_to_write_keys_at_top_level(tmp_path: Path) -> None:
     ("flops = nan\n", "'flops' must be a finite number > 0"),
     ("min_timing_trials = 0\n", "'min_timing_trials' must be a finite number >= 1"),
     ("min_timing_trials = 2.5\n", "'min_timing_trials' must be an integer"),
+    ("timing_checks = 2\n", "'timing_checks' must be a finite number >= 3"),
     ("timing_precision = 0\n", "'timing_precision' must be a finite number > 0"),
     ('timing_precision = "1%"\n', "'timing_precision' must be a number"),
     ("timing_budget_s = -1\n", "'timing_budget_s' must be a finite number > 0"),
